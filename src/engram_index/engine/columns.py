@@ -1,0 +1,110 @@
+"""Per-ordinal metadata columns that make filters exact and ties deterministic."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .types import Document, Filters
+
+
+class Columns:
+    """Liveness, author, creation time, id and tags of every ordinal of one space."""
+
+    def __init__(self) -> None:
+        """Start empty; arrays grow by doubling."""
+        self.size = 0
+        self.live = np.zeros(0, bool)
+        self.created = np.zeros(0, np.int64)
+        self.author = np.zeros(0, np.int32)
+        self.ids: list[str | None] = []
+        self._author_codes: dict[str, int] = {}
+        self._tags: dict[str, set[int]] = {}
+        self._tag_cache: dict[str, np.ndarray] = {}
+        self._doc_tags: dict[int, tuple[str, ...]] = {}
+        self.count = 0
+
+    def _grow(self, size: int) -> None:
+        """Make room for ordinals below `size`."""
+        if size <= self.live.size:
+            return
+        cap = max(size, 2 * self.live.size, 1024)
+        for name in ("live", "created", "author"):
+            old = getattr(self, name)
+            new = np.zeros(cap, old.dtype)
+            new[: old.size] = old
+            setattr(self, name, new)
+        self.ids.extend([None] * (cap - len(self.ids)))
+
+    def put(self, ord_: int, doc: Document) -> None:
+        """Record (or replace) the document at this ordinal."""
+        self._grow(ord_ + 1)
+        self.size = max(self.size, ord_ + 1)
+        if self.live[ord_]:
+            self._untag(ord_)
+        else:
+            self.count += 1
+        self.live[ord_] = True
+        self.created[ord_] = doc.created_ms
+        self.author[ord_] = self._author_codes.setdefault(doc.author, len(self._author_codes))
+        self.ids[ord_] = doc.id
+        tags = tuple(dict.fromkeys(doc.tags))
+        self._doc_tags[ord_] = tags
+        for tag in tags:
+            self._tags.setdefault(tag, set()).add(ord_)
+            self._tag_cache.pop(tag, None)
+
+    def remove(self, ord_: int) -> None:
+        """Forget the document at this ordinal."""
+        if ord_ < self.size and self.live[ord_]:
+            self._untag(ord_)
+            self.live[ord_] = False
+            self.ids[ord_] = None
+            self.count -= 1
+
+    def _untag(self, ord_: int) -> None:
+        """Drop an ordinal from its tags' postings."""
+        for tag in self._doc_tags.pop(ord_, ()):
+            members = self._tags.get(tag)
+            if members is not None:
+                members.discard(ord_)
+                if not members:
+                    del self._tags[tag]
+            self._tag_cache.pop(tag, None)
+
+    def _tag_ords(self, tag: str) -> np.ndarray:
+        """The ordinals carrying a tag, as a cached array."""
+        cached = self._tag_cache.get(tag)
+        if cached is None:
+            cached = np.fromiter(self._tags.get(tag, ()), np.int64)
+            self._tag_cache[tag] = cached
+        return cached
+
+    def mask(self, filters: Filters) -> np.ndarray | None:
+        """The live ordinals that pass the filters (None when there are no filters)."""
+        if filters.is_empty():
+            return None
+        n = self.size
+        if filters.tags:
+            # Start from the rarest tag: intersecting small sets first keeps this cheap.
+            postings = sorted((self._tag_ords(t) for t in filters.tags), key=len)
+            mask = np.zeros(n, bool)
+            mask[postings[0]] = True
+            for other in postings[1:]:
+                keep = np.zeros(n, bool)
+                keep[other] = True
+                mask &= keep
+            mask &= self.live[:n]
+        else:
+            mask = self.live[:n].copy()
+        if filters.author is not None:
+            code = self._author_codes.get(filters.author)
+            if code is None:
+                return np.zeros(n, bool)
+            mask &= self.author[:n] == code
+        if filters.since_ms is not None:
+            mask &= self.created[:n] >= filters.since_ms
+        return mask
+
+    def tie_key(self, ord_: int) -> tuple[int, str]:
+        """The tie-break key: older first, then id."""
+        return int(self.created[ord_]), self.ids[ord_] or ""

@@ -1,0 +1,254 @@
+"""The keyword index: BM25 over our own analyzed terms, kept in tantivy.
+
+We feed tantivy the analyzer's terms joined by spaces and index them with a whitespace
+tokenizer, so tantivy does the postings, segments, deletes and BM25 (k1 = 1.2, b = 0.75), while
+the analysis (identifiers, stems, CJK bigrams) stays ours and identical at query time.
+
+Per query word the best alternative counts: tantivy's disjunction-max over the exact term
+(× 1.0), its stem (× 0.5) and the identifier's parts (× 0.4, summed), so a word never scores
+twice for matching both as itself and as its stem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tantivy
+
+from .analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
+from .types import Document, Filters
+
+SCHEMA_VERSION = 1
+_META = "keyword.meta.json"
+_WRITER_HEAP = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TermWeights:
+    """How much each kind of alternative of a query word counts."""
+
+    exact: float = 1.0
+    stem: float = 0.5
+    part: float = 0.4
+
+
+def document_terms(doc: Document) -> str:
+    """The whitespace-joined terms of a document's text, tags and source (one BM25 field)."""
+    terms = index_terms(doc.text)
+    for tag in doc.tags:
+        terms.extend(index_terms(tag))
+    if doc.source:
+        terms.extend(index_terms(doc.source))
+    return " ".join(terms)
+
+
+def searchable_words(words: Sequence[QueryWord]) -> list[QueryWord]:
+    """Drop stopwords and repeated words, unless the query is nothing but stopwords."""
+    seen: set[str] = set()
+    kept = [w for w in words if w.exact not in STOPWORDS]
+    out: list[QueryWord] = []
+    for word in kept or list(words):
+        if word.exact not in seen:
+            seen.add(word.exact)
+            out.append(word)
+    return out
+
+
+def _build_schema() -> tantivy.Schema:
+    """The index schema: ordinal (fast), key (for deletes), body terms, and filter fields."""
+    sb = tantivy.SchemaBuilder()
+    sb.add_unsigned_field("ord", indexed=False, fast=True)
+    sb.add_text_field("key", tokenizer_name="raw", index_option="basic")
+    # Frequencies but no positions: BM25 needs tf, and phrase queries are not offered.
+    sb.add_text_field("body", tokenizer_name="ws", index_option="freq")
+    sb.add_text_field("author", tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("tags", tokenizer_name="raw", index_option="basic")
+    sb.add_integer_field("created", indexed=True, fast=True)
+    return sb.build()
+
+
+class KeywordIndex:
+    """One space's BM25 index on disk (or in memory), with its durable sequence marker."""
+
+    def __init__(self, path: Path | None, weights: TermWeights | None = None) -> None:
+        """Open the index at `path` (None: in memory); an index of another version starts empty."""
+        self.path = path
+        self.weights = weights or TermWeights()
+        self.schema = _build_schema()
+        self._lock = threading.Lock()
+        self.committed_seq = 0
+        if path is not None:
+            meta = self._read_meta()
+            if meta is None or meta.get("version") != [SCHEMA_VERSION, ANALYZER_VERSION]:
+                # Another analyzer or schema: terms would not match; rebuild from the records.
+                shutil.rmtree(path, ignore_errors=True)
+                meta = None
+            path.mkdir(parents=True, exist_ok=True)
+            self.committed_seq = meta["seq"] if meta else 0
+            self.index = tantivy.Index(self.schema, path=str(path), reuse=True)
+        else:
+            self.index = tantivy.Index(self.schema)
+        self.index.register_tokenizer(
+            "ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
+        )
+        self._writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        self._pending = False
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def upsert(self, ord_: int, doc: Document) -> None:
+        """Add a document, replacing any earlier version at the same ordinal."""
+        tdoc = tantivy.Document()
+        tdoc.add_unsigned("ord", ord_)
+        tdoc.add_text("key", str(ord_))
+        tdoc.add_text("body", document_terms(doc))
+        tdoc.add_text("author", doc.author)
+        for tag in doc.tags:
+            tdoc.add_text("tags", tag)
+        tdoc.add_integer("created", doc.created_ms)
+        with self._lock:
+            self._writer.delete_documents_by_term("key", str(ord_))
+            self._writer.add_document(tdoc)
+            self._pending = True
+
+    def delete(self, ord_: int) -> None:
+        """Remove the document at this ordinal."""
+        with self._lock:
+            self._writer.delete_documents_by_term("key", str(ord_))
+            self._pending = True
+
+    @property
+    def pending(self) -> bool:
+        """Whether writes are waiting for a commit."""
+        return self._pending
+
+    def commit(self, seq: int) -> None:
+        """Make every write so far durable and searchable, and record `seq` as applied."""
+        with self._lock:
+            self._writer.commit()
+            self._pending = False
+            if self.path is not None:
+                self._write_meta(seq)
+            self.committed_seq = seq
+        self.index.reload()
+
+    def reset(self) -> None:
+        """Drop every document (durably), as before a full rebuild."""
+        with self._lock:
+            self._writer.delete_all_documents()
+            self._pending = True
+        self.commit(0)
+
+    def close(self) -> None:
+        """Let background merges finish and release the writer."""
+        with self._lock:
+            self._writer.wait_merging_threads()
+
+    def _read_meta(self) -> dict | None:
+        """The marker file of the last durable commit, if any."""
+        assert self.path is not None
+        try:
+            return json.loads((self.path / _META).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _write_meta(self, seq: int) -> None:
+        """Write the marker atomically: a crash leaves the old marker or the new, never half."""
+        assert self.path is not None
+        tmp = self.path / (_META + ".tmp")
+        with open(tmp, "w") as fh:
+            json.dump({"version": [SCHEMA_VERSION, ANALYZER_VERSION], "seq": seq}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path / _META)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def _word_query(self, word: QueryWord) -> tantivy.Query:
+        """One query word: the best of its exact form, stem and identifier parts."""
+        w = self.weights
+        term = tantivy.Query.term_query
+        alternatives = [tantivy.Query.boost_query(term(self.schema, "body", word.exact), w.exact)]
+        if word.stem and word.stem != word.exact:
+            alternatives.append(
+                tantivy.Query.boost_query(term(self.schema, "body", word.stem), w.stem)
+            )
+        parts = [p for p in dict.fromkeys(word.parts) if p != word.exact]
+        if parts:
+            parts_q = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, term(self.schema, "body", p)) for p in parts]
+            )
+            alternatives.append(tantivy.Query.boost_query(parts_q, w.part))
+        if len(alternatives) == 1:
+            return alternatives[0]
+        return tantivy.Query.disjunction_max_query(alternatives)
+
+    def _filter_clauses(self, filters: Filters) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+        """Filters as clauses that must match and add nothing to the score."""
+        clauses: list[tantivy.Query] = []
+        if filters.author is not None:
+            clauses.append(tantivy.Query.term_query(self.schema, "author", filters.author))
+        for tag in filters.tags:
+            clauses.append(tantivy.Query.term_query(self.schema, "tags", tag))
+        if filters.since_ms is not None:
+            clauses.append(
+                tantivy.Query.range_query(
+                    self.schema, "created", tantivy.FieldType.Integer, filters.since_ms, None
+                )
+            )
+        return [(tantivy.Occur.Must, tantivy.Query.const_score_query(c, 0.0)) for c in clauses]
+
+    def search(
+        self, words: Sequence[QueryWord], k: int, filters: Filters | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The top-k ordinals by BM25 and their scores (best first) among documents matching the filters."""
+        words = searchable_words(words)
+        if not words or k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        should = [(tantivy.Occur.Should, self._word_query(w)) for w in words]
+        query = tantivy.Query.boolean_query(should)
+        if filters is not None and not filters.is_empty():
+            query = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, query), *self._filter_clauses(filters)]
+            )
+        return self._run(query, k)
+
+    def scores(self, words: Sequence[QueryWord], ords: Sequence[int]) -> np.ndarray:
+        """The exact BM25 score of each given ordinal (0 where no query word occurs)."""
+        words = searchable_words(words)
+        out = np.zeros(len(ords), np.float32)
+        if not words or not len(ords):
+            return out
+        # The ordinal set drives the iteration, so this costs O(candidates), not O(postings).
+        keys = tantivy.Query.term_set_query(self.schema, "key", [str(int(o)) for o in ords])
+        query = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.const_score_query(keys, 0.0)),
+                *[(tantivy.Occur.Should, self._word_query(w)) for w in words],
+            ]
+        )
+        found_ords, found_scores = self._run(query, len(ords))
+        where = {int(o): i for i, o in enumerate(ords)}
+        for o, s in zip(found_ords.tolist(), found_scores.tolist()):
+            out[where[o]] = s
+        return out
+
+    def _run(self, query: tantivy.Query, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run a query and map tantivy's addresses to our ordinals."""
+        searcher = self.index.searcher()
+        hits = searcher.search(query, k, count=False).hits
+        if not hits:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        ords = searcher.fast_field_values("ord", [addr for _, addr in hits])
+        return np.asarray(ords, np.int64), np.asarray([s for s, _ in hits], np.float32)
+
+    def num_docs(self) -> int:
+        """The number of committed, live documents."""
+        return self.index.searcher().num_docs

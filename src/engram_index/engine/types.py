@@ -1,0 +1,108 @@
+"""Plain data types shared by the engine's modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["hybrid", "vector", "keyword"]
+Fusion = Literal["convex", "rrf"]
+TermKind = Literal["exact", "stem", "part"]
+FieldName = Literal["text", "tags", "source"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIdentity:
+    """An embedding model, identified exactly: vectors compare only when all three match."""
+
+    model: str
+    digest: str
+    dims: int
+
+
+@dataclass(slots=True)
+class Document:
+    """One indexed document of a space.
+
+    `created_ms` / `indexed_ms` are milliseconds since the Unix epoch (UTC). `vector` is the
+    float16 little-endian bytes as received, or None for a document without a usable vector.
+    """
+
+    id: str
+    author: str
+    text: str
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    created_ms: int = 0
+    indexed_ms: int = 0
+    metadata: dict[str, Any] | None = None
+    vector: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Exact filters: every given condition must hold."""
+
+    author: str | None = None
+    tags: tuple[str, ...] = ()
+    since_ms: int | None = None
+
+    def is_empty(self) -> bool:
+        """Say whether no condition is set."""
+        return self.author is None and not self.tags and self.since_ms is None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """What one search asks of a space's index."""
+
+    mode: Mode
+    q: str | None = None
+    vector: Any = None  # numpy float32 array of the space's dims, or None
+    limit: int = 10
+    filters: Filters = field(default_factory=Filters)
+    fusion: Fusion = "convex"
+    explain: bool = True
+    rerank_deadline_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TermMatch:
+    """One query term found in a document: its normalized form, how it matched, and where."""
+
+    term: str
+    kind: TermKind
+    field: FieldName
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """Up to about 200 characters of a field around the matches, with UTF-8 byte highlights."""
+
+    field: FieldName
+    text: str
+    highlights: tuple[tuple[int, int], ...]
+
+
+@dataclass(slots=True)
+class Hit:
+    """One search result, with everything its explanation needs."""
+
+    document: Document
+    score: float
+    similarity: float | None = None  # cosine, -1..1
+    vector_rank: int | None = None  # rank among the returned results
+    bm25: float | None = None
+    keyword_rank: int | None = None
+    terms: tuple[TermMatch, ...] = ()
+    snippet: Snippet | None = None
+    fusion: Fusion | None = None
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """What a search returns: the hits, the mode that ran, and whether ranking was approximate."""
+
+    hits: list[Hit]
+    mode: Mode
+    approximate: bool = False

@@ -1,0 +1,95 @@
+"""The one error root of engram-index and its hierarchy.
+
+    EngramError                     every error this package raises on purpose
+    ├── InvalidInput                the caller sent something malformed (XRPC 400 InvalidRequest)
+    │   ├── BadVector               a vector that cannot be decoded or has the wrong dimensions
+    │   └── BadRecord               a record that does not follow garden.engram.memory
+    ├── SpaceError                  about a space as a whole
+    │   ├── UnknownSpace            the space is not indexed here
+    │   ├── NoModel                 the space has no declared embedding model
+    │   └── ModelMismatch           the query's model is not the space's model
+    ├── NotFound                    a document that does not exist
+    ├── Unavailable                 temporary: retry shortly (XRPC 503)
+    │   └── IndexLoading            the space's index is loading
+    └── StorageError                the data directory is unusable
+
+Each error carries the XRPC error name it maps to, so that one place (the API layer) can turn
+any of them into a response without knowing the engine.
+"""
+
+from __future__ import annotations
+
+
+class EngramError(Exception):
+    """Root of every error engram-index raises on purpose."""
+
+    xrpc_name: str = "InternalServerError"
+    status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(EngramError):
+    """The caller sent something malformed."""
+
+    xrpc_name = "InvalidRequest"
+    status = 400
+
+
+class BadVector(InvalidInput):
+    """A vector that cannot be decoded or has the wrong dimensions."""
+
+
+class BadRecord(InvalidInput):
+    """A record that does not follow the garden.engram.memory lexicon."""
+
+
+class SpaceError(EngramError):
+    """An error about a space as a whole."""
+
+
+class UnknownSpace(SpaceError):
+    """The space is not indexed by this service."""
+
+    xrpc_name = "UnknownSpace"
+    status = 404
+
+
+class NoModel(SpaceError):
+    """The space's authority has not declared an embedding model."""
+
+    xrpc_name = "NoModel"
+    status = 400
+
+
+class ModelMismatch(SpaceError):
+    """The query's model is not the space's model."""
+
+    xrpc_name = "ModelMismatch"
+    status = 400
+
+
+class NotFound(EngramError):
+    """A document that does not exist."""
+
+    xrpc_name = "MemoryNotFound"
+    status = 404
+
+
+class Unavailable(EngramError):
+    """A temporary condition: the caller should retry shortly."""
+
+    xrpc_name = "Unavailable"
+    status = 503
+
+
+class IndexLoading(Unavailable):
+    """The space's index is loading."""
+
+    xrpc_name = "IndexLoading"
+
+
+class StorageError(EngramError):
+    """The data directory cannot be used."""

@@ -1,0 +1,1 @@
+"""Embedded storage: SQLite (WAL) for the records of every space."""

@@ -1,0 +1,360 @@
+"""The record store: one SQLite database (WAL) holding every space's documents and a change log.
+
+Every write bumps the space's sequence number and stamps the rows it touches with it, deletes
+included (as tombstones), so an index can replay exactly what changed since the sequence it last
+made durable. Ordinals are dense per space and never reused, so vector rows can be addressed by them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine.types import Document, ModelIdentity
+from ..errors import StorageError, UnknownSpace
+
+# Append-only: a database at user_version N has run migrations [0, N).
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE spaces (
+        id INTEGER PRIMARY KEY,
+        uri TEXT NOT NULL UNIQUE,
+        model TEXT, model_digest TEXT, dims INTEGER,
+        document_prefix TEXT NOT NULL DEFAULT '',
+        query_prefix TEXT NOT NULL DEFAULT '',
+        seq INTEGER NOT NULL DEFAULT 0,
+        next_ord INTEGER NOT NULL DEFAULT 0,
+        created_ms INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE documents (
+        space_id INTEGER NOT NULL REFERENCES spaces(id),
+        ord INTEGER NOT NULL,
+        doc_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        author TEXT NOT NULL DEFAULT '',
+        text TEXT NOT NULL DEFAULT '',
+        tags TEXT NOT NULL DEFAULT '[]',
+        source TEXT,
+        created_ms INTEGER NOT NULL DEFAULT 0,
+        indexed_ms INTEGER NOT NULL DEFAULT 0,
+        metadata TEXT,
+        vector BLOB,
+        skip_reason TEXT,
+        PRIMARY KEY (space_id, ord)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX documents_by_id ON documents(space_id, doc_id);
+    CREATE INDEX documents_by_seq ON documents(space_id, seq);
+    CREATE INDEX documents_by_created ON documents(space_id, deleted, created_ms);
+    """,
+)
+
+_DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector"
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceInfo:
+    """A space as the store knows it: its id, URI, model and prefixes, and its sequence."""
+
+    id: int
+    uri: str
+    model: ModelIdentity | None
+    document_prefix: str
+    query_prefix: str
+    seq: int
+    next_ord: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One document's latest state after a sequence number: a document, or None when deleted."""
+
+    ord: int
+    seq: int
+    document: Document | None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What one batch write did."""
+
+    seq: int
+    changes: list[Change]
+    unchanged: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A document to write, with the reason its vector is not indexed (if it is not)."""
+
+    document: Document
+    skip_reason: str | None = None
+
+
+def _row_to_document(row: sqlite3.Row | tuple) -> tuple[int, Document]:
+    """Turn a row of _DOC_COLUMNS into (ord, Document)."""
+    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector = row
+    doc = Document(
+        id=doc_id,
+        author=author,
+        text=text,
+        tags=tuple(json.loads(tags)),
+        source=source,
+        created_ms=created,
+        indexed_ms=indexed,
+        metadata=json.loads(metadata) if metadata else None,
+        vector=vector,
+    )
+    return ord_, doc
+
+
+class Store:
+    """The SQLite record store: one writer (serialised by a lock), readers per thread."""
+
+    def __init__(self, path: Path) -> None:
+        """Open (creating and migrating when needed) the database at `path`."""
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._write_lock = threading.Lock()
+        self._local = threading.local()
+        try:
+            self._writer = self._connect()
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open the database at {path}: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open a connection with the settings every connection needs."""
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: an acknowledged write survives power loss, not only a process crash.
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _migrate(self) -> None:
+        """Run the migrations this database has not run yet."""
+        with self._write_lock:
+            version = self._writer.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version, len(MIGRATIONS)):
+                # One script, one transaction: a crash mid-migration leaves the old version.
+                self._writer.executescript(
+                    f"BEGIN IMMEDIATE;{MIGRATIONS[number]};PRAGMA user_version={number + 1};COMMIT;"
+                )
+
+    def close(self) -> None:
+        """Close the writer connection (readers close with their threads)."""
+        self._writer.close()
+
+    # -- spaces ---------------------------------------------------------------------------
+
+    def ensure_space(
+        self,
+        uri: str,
+        model: ModelIdentity | None = None,
+        document_prefix: str | None = None,
+        query_prefix: str | None = None,
+        now_ms: int = 0,
+    ) -> SpaceInfo:
+        """Create the space when new; update its model and prefixes when given."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT OR IGNORE INTO spaces(uri, created_ms) VALUES (?, ?)", (uri, now_ms)
+                )
+                if model is not None:
+                    conn.execute(
+                        "UPDATE spaces SET model=?, model_digest=?, dims=? WHERE uri=?",
+                        (model.model, model.digest, model.dims, uri),
+                    )
+                if document_prefix is not None:
+                    conn.execute(
+                        "UPDATE spaces SET document_prefix=? WHERE uri=?", (document_prefix, uri)
+                    )
+                if query_prefix is not None:
+                    conn.execute("UPDATE spaces SET query_prefix=? WHERE uri=?", (query_prefix, uri))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return self.space(uri)
+
+    def space(self, uri: str) -> SpaceInfo:
+        """The space with this URI, or UnknownSpace."""
+        row = self._reader().execute(
+            "SELECT id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord"
+            " FROM spaces WHERE uri=?",
+            (uri,),
+        ).fetchone()
+        if row is None:
+            raise UnknownSpace(f"space not indexed here: {uri}")
+        model = ModelIdentity(row[2], row[3], row[4]) if row[2] is not None else None
+        return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8])
+
+    def spaces(self) -> list[str]:
+        """The URIs of every space in the store."""
+        return [r[0] for r in self._reader().execute("SELECT uri FROM spaces ORDER BY id")]
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def write(
+        self, space_id: int, puts: Sequence[StoredDocument], deletes: Sequence[str] = ()
+    ) -> WriteResult:
+        """Upsert and delete documents in one transaction; the result lists what changed.
+
+        A put whose content equals the stored document changes nothing (no new sequence number),
+        so re-importing the same records is a no-op.
+        """
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = self._write_locked(conn, space_id, puts, deletes)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return result
+
+    def _write_locked(
+        self,
+        conn: sqlite3.Connection,
+        space_id: int,
+        puts: Sequence[StoredDocument],
+        deletes: Sequence[str],
+    ) -> WriteResult:
+        """Apply one batch inside an open transaction."""
+        seq, next_ord = conn.execute(
+            "SELECT seq, next_ord FROM spaces WHERE id=?", (space_id,)
+        ).fetchone()
+        seq += 1
+        changes: list[Change] = []
+        unchanged = 0
+        for item in puts:
+            doc = item.document
+            row = (
+                doc.author,
+                doc.text,
+                json.dumps(list(doc.tags), ensure_ascii=False),
+                doc.source,
+                doc.created_ms,
+                json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True) if doc.metadata else None,
+                doc.vector,
+                item.skip_reason,
+            )
+            old = conn.execute(
+                "SELECT ord, deleted, author, text, tags, source, created_ms, metadata, vector,"
+                " skip_reason FROM documents WHERE space_id=? AND doc_id=?",
+                (space_id, doc.id),
+            ).fetchone()
+            if old is not None and not old[1] and tuple(old[2:]) == row:
+                unchanged += 1
+                continue
+            if old is None:
+                ord_ = next_ord
+                next_ord += 1
+                conn.execute(
+                    "INSERT INTO documents(space_id, ord, doc_id, seq, deleted, author, text, tags,"
+                    " source, created_ms, indexed_ms, metadata, vector, skip_reason)"
+                    " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (space_id, ord_, doc.id, seq, *row[:5], doc.indexed_ms, *row[5:]),
+                )
+            else:
+                ord_ = old[0]
+                conn.execute(
+                    "UPDATE documents SET seq=?, deleted=0, author=?, text=?, tags=?, source=?,"
+                    " created_ms=?, indexed_ms=?, metadata=?, vector=?, skip_reason=?"
+                    " WHERE space_id=? AND ord=?",
+                    (seq, *row[:5], doc.indexed_ms, *row[5:], space_id, ord_),
+                )
+            changes.append(Change(ord_, seq, doc))
+        for doc_id in deletes:
+            old = conn.execute(
+                "SELECT ord, deleted FROM documents WHERE space_id=? AND doc_id=?",
+                (space_id, doc_id),
+            ).fetchone()
+            if old is None or old[1]:
+                continue
+            # A tombstone keeps the ordinal and carries the sequence, so replay sees the delete.
+            conn.execute(
+                "UPDATE documents SET seq=?, deleted=1, text='', tags='[]', source=NULL,"
+                " metadata=NULL, vector=NULL, skip_reason=NULL WHERE space_id=? AND ord=?",
+                (seq, space_id, old[0]),
+            )
+            changes.append(Change(old[0], seq, None))
+        if changes:
+            conn.execute(
+                "UPDATE spaces SET seq=?, next_ord=? WHERE id=?", (seq, next_ord, space_id)
+            )
+        else:
+            seq -= 1
+        return WriteResult(seq, changes, unchanged)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def documents(self, space_id: int, ords: Iterable[int]) -> dict[int, Document]:
+        """The live documents with these ordinals."""
+        wanted = list(ords)
+        out: dict[int, Document] = {}
+        conn = self._reader()
+        # SQLite caps bound parameters; 500 at a time stays well under every build's limit.
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(
+                f"SELECT {_DOC_COLUMNS} FROM documents"
+                f" WHERE space_id=? AND deleted=0 AND ord IN ({marks})",
+                (space_id, *chunk),
+            ):
+                ord_, doc = _row_to_document(row)
+                out[ord_] = doc
+        return out
+
+    def document_by_id(self, space_id: int, doc_id: str) -> tuple[int, Document] | None:
+        """The live document with this id, with its ordinal, or None."""
+        row = self._reader().execute(
+            f"SELECT {_DOC_COLUMNS} FROM documents WHERE space_id=? AND doc_id=? AND deleted=0",
+            (space_id, doc_id),
+        ).fetchone()
+        return _row_to_document(row) if row else None
+
+    def changes_since(self, space_id: int, seq: int, batch: int = 2000) -> Iterator[list[Change]]:
+        """Every document changed after `seq`, in sequence order, in batches (deletes as None)."""
+        conn = self._reader()
+        # Start past every ordinal of `seq` itself: those changes are already applied.
+        last_seq, last_ord = seq, 1 << 62
+        while True:
+            rows = conn.execute(
+                f"SELECT seq, deleted, {_DOC_COLUMNS} FROM documents"
+                " WHERE space_id=? AND (seq > ? OR (seq = ? AND ord > ?))"
+                " ORDER BY seq, ord LIMIT ?",
+                (space_id, last_seq, last_seq, last_ord, batch),
+            ).fetchall()
+            if not rows:
+                return
+            out: list[Change] = []
+            for row in rows:
+                ord_, doc = _row_to_document(row[2:])
+                out.append(Change(ord_, row[0], None if row[1] else doc))
+            yield out
+            last_seq, last_ord = rows[-1][0], rows[-1][2]
+
+    def count(self, space_id: int) -> int:
+        """The number of live documents in the space."""
+        return self._reader().execute(
+            "SELECT count(*) FROM documents WHERE space_id=? AND deleted=0", (space_id,)
+        ).fetchone()[0]

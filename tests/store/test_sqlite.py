@@ -1,0 +1,86 @@
+"""The SQLite record store: writes, the change log, and idempotent re-writes."""
+
+from pathlib import Path
+
+import pytest
+
+from engram_index.engine.types import Document, ModelIdentity
+from engram_index.errors import UnknownSpace
+from engram_index.store.sqlite import Store, StoredDocument
+
+URI = "at://did:plc:abc/space/garden.engram.space/s"
+
+
+def put(i: int, text: str = "t", **kw: object) -> StoredDocument:
+    return StoredDocument(Document(id=f"d{i}", author="did:plc:a", text=text, **kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "records.sqlite")
+    s.ensure_space(URI, ModelIdentity("m", "d", 4), "doc: ", "query: ")
+    return s
+
+
+def test_unknown_space_is_an_error(store: Store) -> None:
+    with pytest.raises(UnknownSpace):
+        store.space("at://did:plc:zzz/space/garden.engram.space/none")
+
+
+def test_space_declaration_round_trips(store: Store) -> None:
+    info = store.space(URI)
+    assert info.model == ModelIdentity("m", "d", 4)
+    assert (info.document_prefix, info.query_prefix) == ("doc: ", "query: ")
+
+
+def test_writes_assign_dense_ordinals_and_one_sequence_per_batch(store: Store) -> None:
+    sid = store.space(URI).id
+    first = store.write(sid, [put(0), put(1)])
+    second = store.write(sid, [put(2)])
+    assert [c.ord for c in first.changes] == [0, 1] and first.seq == 1
+    assert [c.ord for c in second.changes] == [2] and second.seq == 2
+
+
+def test_rewriting_the_same_content_changes_nothing(store: Store) -> None:
+    sid = store.space(URI).id
+    store.write(sid, [put(0, tags=("a",))])
+    again = store.write(sid, [put(0, tags=("a",), indexed_ms=99)])
+    assert again.changes == [] and again.unchanged == 1
+    assert store.space(URI).seq == 1
+
+
+def test_replacing_keeps_the_ordinal_and_deleting_leaves_a_tombstone_in_the_log(store: Store) -> None:
+    sid = store.space(URI).id
+    store.write(sid, [put(0), put(1)])
+    store.write(sid, [put(0, "new")], deletes=["d1"])
+    changes = [c for batch in store.changes_since(sid, 1) for c in batch]
+    assert [(c.ord, c.document.text if c.document else None) for c in changes] == [(0, "new"), (1, None)]
+    assert store.count(sid) == 1
+    assert store.documents(sid, [0, 1]).keys() == {0}
+
+
+def test_changes_since_pages_through_everything_after_a_sequence(store: Store) -> None:
+    sid = store.space(URI).id
+    store.write(sid, [put(i) for i in range(5)])
+    store.write(sid, [put(i) for i in range(5, 9)])
+    pages = list(store.changes_since(sid, 0, batch=3))
+    assert [len(p) for p in pages] == [3, 3, 3]
+    assert [c.ord for c in sum(pages, [])] == list(range(9))
+    assert [c.ord for p in store.changes_since(sid, 1) for c in p] == list(range(5, 9))
+
+
+def test_documents_round_trip_every_field(store: Store) -> None:
+    sid = store.space(URI).id
+    doc = Document(id="x", author="did:plc:q", text="héllo", tags=("a", "b"), source="src",
+                   created_ms=5, indexed_ms=6, metadata={"cid": "bafy"}, vector=b"\x00\x3c" * 4)
+    store.write(sid, [StoredDocument(doc)])
+    assert store.documents(sid, [0])[0] == doc
+    assert store.document_by_id(sid, "x") == (0, doc)
+
+
+def test_a_reopened_store_keeps_everything(store: Store, tmp_path: Path) -> None:
+    sid = store.space(URI).id
+    store.write(sid, [put(0)])
+    store.close()
+    again = Store(tmp_path / "records.sqlite")
+    assert again.count(sid) == 1 and again.space(URI).seq == 1
