@@ -1,0 +1,472 @@
+"""The text analyzer, versioned, and the same code for indexing and for queries.
+
+Text is segmented over the ORIGINAL string, and every token is normalized afterwards, so
+spans always point at the source text (UTF-8 byte offsets). The rules:
+
+- Chunks: a run of word characters (letters, marks, numbers, connector punctuation) joined
+  by single connectors ``. / - :`` (or ``::`` / ``://``) or by an apostrophe between
+  letters, with no spaces; a trailing sentence period is not part of it. Emoji and symbols
+  are never terms. Han, Hiragana, Katakana and Hangul runs are separate chunks.
+- Normalization: NFKC, case folding, then the generic combining diacritics (and Arabic /
+  Hebrew vowel points, variation selectors) are dropped and the rest recomposed. Marks of
+  Indic, Thai or Japanese script are kept, since there they change the letter.
+- Identifiers (a chunk with a connector or an internal case change) give the whole chunk
+  as an "exact" term and every part as a "part" term: ``HTTPServer`` → httpserver, http,
+  server; ``v2.3.1`` → v2.3.1, v2, 3, 1. Letter/digit boundaries do not split (``sha256``).
+- Opaque segments are never split into parts nor stemmed: ASCII letters and digits only,
+  and either ≥ 16 hex digits, or ≥ 8 characters with ≥ 3 letter/digit alternations (CIDs,
+  TIDs like ``3jzfcijpj2z2a``, base58 keys, hashes).
+- Stems: Snowball English, as separate "~stem" terms (kind "stem"), for words and parts made
+  only of Latin letters and apostrophes, except stopwords and identifiers as a whole.
+- An English possessive ``'s`` is dropped from the exact term (``Alice's`` → alice).
+- CJK runs give overlapping character bigrams (one character alone gives itself).
+- Every term is cut to MAX_TERM_CHARS characters, on both the index and the query side.
+- Offsets count a lone surrogate as 3 bytes ("surrogatepass", which is also the size of
+  U+FFFD, so a caller that replaces lone surrogates by U+FFFD keeps valid offsets).
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from collections.abc import Collection
+from dataclasses import dataclass
+from itertools import accumulate
+
+import regex
+import Stemmer
+
+from .types import TermKind
+
+ANALYZER_VERSION: int = 1
+STEM_PREFIX = "~"
+MAX_TERM_CHARS = 64
+
+STOPWORDS: frozenset[str] = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the "
+    "their then there these they this to was will with".split()
+)
+
+# Characters that are bigrammed; the prolonged sound mark is script "Common" but belongs.
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\u30FC\uFF70"
+# Voicing marks (combining and half-width) stay with the kana before them.
+_CJK_MARK = r"\p{M}\u3099-\u309C\uFF9E\uFF9F"
+# Word characters of non-CJK chunks; the soft hyphen is invisible inside words.
+_WORD = rf"[[\p{{L}}\p{{M}}\p{{N}}\p{{Pc}}\u00AD]--[{_CJK}\uFF9E\uFF9F]]"
+_JOIN = r"(?:://|::|[./\-:\u2010\u2011'\u2019])"
+_CHUNK_RE = regex.compile(rf"(?V1)(?:[{_CJK}][{_CJK_MARK}]*)+|{_WORD}+(?:{_JOIN}{_WORD}+)*")
+_IS_CJK = regex.compile(rf"(?V1)[{_CJK}]").match
+_CJK_UNIT_RE = regex.compile(rf"(?V1)[{_CJK}][{_CJK_MARK}]*")
+_HAS_ALNUM = regex.compile(r"[\p{L}\p{N}]").search
+# Segments of an identifier lie between connectors (the apostrophe does not separate).
+_SEGMENT_RE = regex.compile(r"[^./\-:\u2010\u2011\p{Pc}]+")
+# Case-change split: an upper-case run before a capitalized word, a (capitalized) lower run,
+# or a trailing upper-case run; digits stay with the letters before them.
+_CAMEL_RE = regex.compile(
+    r"(?:\p{Lu}[\p{M}\p{N}\u00AD]*)+(?=\p{Lu}\p{Ll})"
+    r"|[\p{Lu}\p{Lt}]?[^\p{Lu}\p{Lt}]+"
+    r"|(?:\p{Lu}[\p{M}\p{N}\u00AD]*)+"
+)
+_NON_ASCII = regex.compile(r"[^\x00-\x7F]")
+_FEW_PIECES = 64  # beyond this many non-ASCII pieces, splitting the whole text is cheaper
+_ALNUM_RUN_RE = regex.compile(r"[0-9]+|[A-Za-z]+")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_LATIN_WORD = regex.compile(r"[\p{Latin}']*\p{Latin}[\p{Latin}']*").fullmatch
+
+
+def _strip_table() -> dict[int, str | None]:
+    """Build the translate table that drops accents and maps the curly apostrophe."""
+    table: dict[int, str | None] = {0x2019: "'", 0x00AD: None, 0x0640: None}
+    ranges = [
+        (0x0300, 0x036F),  # combining diacritical marks: Latin, Greek, Cyrillic accents
+        (0x1AB0, 0x1AFF),
+        (0x1DC0, 0x1DFF),
+        (0x20D0, 0x20FF),  # combining marks for symbols (keycaps, circles)
+        (0xFE00, 0xFE0F),  # variation selectors: presentation only
+        (0xFE20, 0xFE2F),
+        (0x0591, 0x05C7),  # Hebrew points: optional in writing
+        (0x064B, 0x065F),  # Arabic harakat: optional in writing
+        (0x0670, 0x0670),
+        (0xE0100, 0xE01EF),
+    ]
+    for low, high in ranges:
+        for code in range(low, high + 1):
+            if unicodedata.category(chr(code)) in ("Mn", "Me"):
+                table[code] = None
+    return table
+
+
+_STRIP = _strip_table()
+
+_stemmer = Stemmer.Stemmer("english")
+_stem_lock = threading.Lock()  # a Snowball stemmer object is not safe to share across threads
+_stem_cache: dict[str, str] = {}
+
+# Analysis per distinct chunk: words repeat (Zipf), so indexing mostly hits this cache.
+_CACHE_LIMIT = 200_000
+_chunk_cache: dict[str, tuple[tuple[str, ...], tuple[tuple[TermKind, int, int], ...]]] = {}
+_piece_cache: dict[str, tuple[tuple[str, int, int], ...]] = {}
+_fold_cache: dict[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One indexed term occurrence, with the UTF-8 byte span of its source in the original text."""
+
+    term: str
+    kind: TermKind
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueryWord:
+    """One query word with its alternatives: exact form, "~stem" (or None) and identifier parts."""
+
+    exact: str
+    stem: str | None
+    parts: tuple[str, ...]
+    start: int
+    end: int
+
+
+# A word of a chunk: (exact, stem, parts as (term, stem, start, end), start, end), char offsets.
+_Part = tuple[str, str | None, int, int]
+_Word = tuple[str, str | None, tuple[_Part, ...], int, int]
+
+
+def normalize(word: str) -> str:
+    """Normalize a word, tag or id: NFKC, case folding, accent stripping (see the module doc)."""
+    if word.isascii():
+        return word.lower()  # NFKC is the identity on ASCII, and casefold equals lower
+    folded = unicodedata.normalize("NFKC", word).casefold()
+    stripped = unicodedata.normalize("NFD", folded).translate(_STRIP)
+    # NFKC again (not NFC) so that normalize() is idempotent.
+    return unicodedata.normalize("NFKC", stripped)
+
+
+def _stem(word: str) -> str:
+    """Return the Snowball English stem of a normalized word, cached."""
+    stem = _stem_cache.get(word)
+    if stem is None:
+        with _stem_lock:
+            stem = _stemmer.stemWord(word)
+        if len(_stem_cache) >= _CACHE_LIMIT:
+            _stem_cache.clear()
+        _stem_cache[word] = stem
+    return stem
+
+
+def _is_opaque(segment: str) -> bool:
+    """Say whether a segment looks machine-made (hash, CID, record key): see the module doc."""
+    if len(segment) < 8 or not segment.isascii() or not segment.isalnum():
+        return False
+    if len(segment) >= 16 and all(c in _HEX for c in segment):
+        return True
+    return len(_ALNUM_RUN_RE.findall(segment)) >= 4  # ≥ 3 letter/digit alternations
+
+
+def _is_plain_ascii_word(chunk: str) -> bool:
+    """Say whether an ASCII chunk is letters without inner case change and not opaque."""
+    return (
+        chunk.isalpha()
+        and (chunk.islower() or chunk.isupper() or chunk[1:].islower())
+        and (len(chunk) < 16 or not _is_opaque(chunk))
+    )
+
+
+def _exact_and_stem(raw: str, stemmable: bool) -> tuple[str, str | None]:
+    """Normalize a word or part and give its stem term when it should have one."""
+    term = normalize(raw)
+    if len(term) > 2 and term.endswith("'s") and _LATIN_WORD(term):
+        term = term[:-2]  # English possessive: "Alice's" is about alice
+    stem = None
+    if stemmable and term not in STOPWORDS and _LATIN_WORD(term):
+        stem = (STEM_PREFIX + _stem(term))[:MAX_TERM_CHARS]
+    return term[:MAX_TERM_CHARS], stem
+
+
+def _chunk_words(chunk: str) -> list[_Word]:
+    """Analyze one chunk into words with their alternatives, with chunk-relative char offsets."""
+    if chunk.isascii() and (chunk.isdigit() or _is_plain_ascii_word(chunk)):
+        # Fast path for most words; the same result as the general rules below.
+        term = chunk.lower()
+        stem = None
+        if not chunk.isdigit() and term not in STOPWORDS:
+            stem = (STEM_PREFIX + _stem(term))[:MAX_TERM_CHARS]
+        return [(term[:MAX_TERM_CHARS], stem, (), 0, len(chunk))]
+    if _IS_CJK(chunk):
+        units = [m.span() for m in _CJK_UNIT_RE.finditer(chunk)]
+        if len(units) == 1:
+            return [(normalize(chunk)[:MAX_TERM_CHARS], None, (), 0, len(chunk))]
+        words: list[_Word] = []
+        for (start, _), (_, end) in zip(units, units[1:]):
+            words.append((normalize(chunk[start:end])[:MAX_TERM_CHARS], None, (), start, end))
+        return words
+    if not _HAS_ALNUM(chunk):
+        return []  # "___" or marks alone are punctuation, not words
+    spans: list[tuple[int, int, bool]] = []  # part spans, and whether each is opaque
+    for seg in _SEGMENT_RE.finditer(chunk):
+        text, offset = seg.group(), seg.start()
+        if _is_opaque(text):
+            spans.append((offset, offset + len(text), True))
+        elif "'" in text or "\u2019" in text:
+            spans.append((offset, offset + len(text), False))  # O'Brien is one word
+        else:
+            for m in _CAMEL_RE.finditer(text):
+                if _HAS_ALNUM(m.group()):
+                    spans.append((offset + m.start(), offset + m.end(), False))
+    if len(spans) == 1 and spans[0][:2] == (0, len(chunk)):
+        exact, stem = _exact_and_stem(chunk, not spans[0][2])
+        return [(exact, stem, (), 0, len(chunk))]
+    whole = normalize(chunk)[:MAX_TERM_CHARS]
+    parts: list[_Part] = []
+    for start, end, opaque in spans:
+        term, stem = _exact_and_stem(chunk[start:end], not opaque)
+        if term:
+            parts.append((term, stem, start, end))
+    if len(parts) == 1 and parts[0][0] == whole:
+        parts = []
+    return [(whole, None, tuple(parts), 0, len(chunk))]
+
+
+def _analysis(chunk: str) -> tuple[tuple[str, ...], tuple[tuple[TermKind, int, int], ...]]:
+    """Give a chunk's terms in token order and their (kind, start, end) char offsets, cached."""
+    cached = _chunk_cache.get(chunk)
+    if cached is not None:
+        return cached
+    terms: list[str] = []
+    meta: list[tuple[TermKind, int, int]] = []
+    for exact, stem, parts, start, end in _chunk_words(chunk):
+        if not exact:
+            continue
+        terms.append(exact)
+        meta.append(("exact", start, end))
+        if stem is not None:
+            terms.append(stem)
+            meta.append(("stem", start, end))
+        for part, part_stem, part_start, part_end in parts:
+            terms.append(part)
+            meta.append(("part", part_start, part_end))
+            if part_stem is not None:
+                terms.append(part_stem)
+                meta.append(("stem", part_start, part_end))
+    result = (tuple(terms), tuple(meta))
+    if len(chunk) <= MAX_TERM_CHARS:  # long CJK runs rarely repeat; keep the cache small
+        if len(_chunk_cache) >= _CACHE_LIMIT:
+            _chunk_cache.clear()
+        _chunk_cache[chunk] = result
+    return result
+
+
+class _ByteOffsets:
+    """Convert increasing character offsets of a text to UTF-8 byte offsets, incrementally."""
+
+    __slots__ = ("_text", "_char", "_byte", "_ascii")
+
+    def __init__(self, text: str) -> None:
+        """Start at the beginning of the text."""
+        self._text = text
+        self._char = 0
+        self._byte = 0
+        self._ascii = text.isascii()
+
+    def at(self, char: int) -> int:
+        """Return the byte offset of a char offset not before the previous one asked."""
+        if self._ascii:
+            return char
+        self._byte += len(self._text[self._char : char].encode("utf-8", "surrogatepass"))
+        self._char = char
+        return self._byte
+
+
+def tokens(text: str) -> list[Token]:
+    """Give every indexed term occurrence of a text, in order, with UTF-8 byte spans."""
+    out: list[Token] = []
+    offsets = _ByteOffsets(text)
+    for m in _CHUNK_RE.finditer(text):
+        chunk = m.group()
+        terms, meta = _chunk_cache.get(chunk) or _analysis(chunk)
+        if not terms:
+            continue
+        base = offsets.at(m.start())
+        if chunk.isascii():
+            for term, (kind, start, end) in zip(terms, meta):
+                out.append(Token(term, kind, base + start, base + end))
+        else:
+            for term, (kind, start, end) in zip(terms, meta):
+                byte_start = base + len(chunk[:start].encode("utf-8"))
+                byte_end = byte_start + len(chunk[start:end].encode("utf-8"))
+                out.append(Token(term, kind, byte_start, byte_end))
+    return out
+
+
+def index_terms(text: str) -> list[str]:
+    """Give the same terms as tokens(text), in the same order, without spans (the indexing path)."""
+    out: list[str] = []
+    get = _chunk_cache.get
+    for chunk in _CHUNK_RE.findall(text):
+        cached = get(chunk)
+        out += cached[0] if cached is not None else _analysis(chunk)[0]
+    return out
+
+
+def term_set(text: str) -> set[str]:
+    """Give the set of distinct terms of a text (analyzes each distinct chunk once)."""
+    out: set[str] = set()
+    for chunk in set(_CHUNK_RE.findall(text)):
+        out.update(_analysis(chunk)[0])
+    return out
+
+
+def _piece_tokens(piece: str) -> tuple[tuple[str, int, int], ...]:
+    """Give every (term, start, end) of a whitespace-free piece, character offsets, cached."""
+    cached = _piece_cache.get(piece)
+    if cached is not None:
+        return cached
+    out: list[tuple[str, int, int]] = []
+    for m in _CHUNK_RE.finditer(piece):
+        base = m.start()
+        chunk_terms, meta = _analysis(m.group())
+        for term, (_, start, end) in zip(chunk_terms, meta):
+            out.append((term, base + start, base + end))
+    result = tuple(out)
+    if len(piece) <= MAX_TERM_CHARS:
+        if len(_piece_cache) >= _CACHE_LIMIT:
+            _piece_cache.clear()
+        _piece_cache[piece] = result
+    return result
+
+
+def _probe(term: str) -> str:
+    """Give a lower-case substring that any ASCII source of the term must contain."""
+    if not term.startswith(STEM_PREFIX):
+        return term  # exact and part terms are the lowered source itself (or a prefix of it)
+    stem = term[len(STEM_PREFIX) :]
+    # Snowball changes at most the last letter of a word (happy → happi), except for the
+    # dying/lying/tying → die/lie/tie exceptions.
+    return stem[0] if stem in ("die", "lie", "tie") else stem[: max(1, len(stem) - 1)]
+
+
+def _piece_at(text: str, pos: int) -> tuple[int, int]:
+    """Give the bounds of the space-free run of text around a position."""
+    # Any character outside chunks would do as a bound; plain spaces are found fastest.
+    end = text.find(" ", pos)
+    return text.rfind(" ", 0, pos) + 1, (len(text) if end < 0 else end)
+
+
+def _ascii_fold(piece: str) -> str:
+    """Fold a piece to the ASCII characters that its ASCII terms can be made of."""
+    folded = _fold_cache.get(piece)
+    if folded is None:
+        # NFKD + casefold yields every ASCII character that normalize() can; drop the rest.
+        decomposed = unicodedata.normalize("NFKD", piece.replace("\u2019", "'")).casefold()
+        folded = decomposed.encode("ascii", "ignore").decode("ascii")
+        if len(_fold_cache) >= _CACHE_LIMIT:
+            _fold_cache.clear()
+        _fold_cache[piece] = folded
+    return folded
+
+
+class _Finder:
+    """Collects the wanted tokens of pieces, analyzing each distinct piece at most once."""
+
+    __slots__ = ("wanted", "probes", "fold", "memo")
+
+    def __init__(self, wanted: set[str]) -> None:
+        """Prepare the probes of the wanted terms."""
+        self.wanted = wanted
+        self.probes = {_probe(t) for t in wanted if t.isascii()}
+        # Folding can rule a non-ASCII piece out only when every wanted term has a probe.
+        self.fold = len(self.probes) > 0 and all(t.isascii() for t in wanted)
+        self.memo: dict[str, list[tuple[str, int, int]]] = {}
+
+    def hits(self, piece: str) -> list[tuple[str, int, int]]:
+        """Give the piece's wanted tokens (term, start, end), with character offsets."""
+        found = self.memo.get(piece)
+        if found is None:
+            lowered = None
+            if piece not in _piece_cache:  # an analyzed piece is cheaper to filter than to fold
+                if piece.isascii():
+                    lowered = piece.lower()
+                elif self.fold:
+                    lowered = _ascii_fold(piece)
+            if lowered is not None and not any(p in lowered for p in self.probes):
+                found = []
+            else:
+                found = [tok for tok in _piece_tokens(piece) if tok[0] in self.wanted]
+            self.memo[piece] = found
+        return found
+
+
+def find_terms(text: str, terms: Collection[str]) -> list[tuple[int, int, str]]:
+    """Give the CHARACTER spans (start, end, term) of the tokens whose term is wanted, in order.
+
+    The same spans as filtering tokens(text), but fast on long texts: no chunk spans a
+    space, so only the space-free pieces that can hold a wanted term are analyzed, each
+    distinct piece once, and a piece is ruled out when it lacks every wanted term's probe.
+    """
+    wanted = set(terms)
+    if not wanted:
+        return []
+    finder = _Finder(wanted)
+    lowered = text.lower()
+    if len(lowered) == len(text):  # not so with a rare letter such as İ
+        # Mostly ASCII: look for the probes at C speed, and visit the few non-ASCII pieces.
+        others: list[tuple[int, int]] = []
+        pos = 0
+        while (m := _NON_ASCII.search(text, pos)) is not None and len(others) < _FEW_PIECES:
+            others.append(_piece_at(text, m.start()))
+            pos = others[-1][1] + 1
+        if m is None:
+            return _find_by_probes(text, lowered, finder, others)
+    return _find_by_split(text, finder)
+
+
+def _find_by_probes(
+    text: str, lowered: str, finder: _Finder, others: list[tuple[int, int]]
+) -> list[tuple[int, int, str]]:
+    """Find the wanted tokens in the pieces holding a probe, plus the given other pieces."""
+    pieces: set[tuple[int, int]] = set(others)
+    for probe in finder.probes:
+        pos = lowered.find(probe)
+        while pos >= 0:
+            piece = _piece_at(text, pos)
+            pieces.add(piece)
+            pos = lowered.find(probe, max(piece[1], pos + 1))
+    out: list[tuple[int, int, str]] = []
+    for left, right in sorted(pieces):
+        for term, start, end in finder.hits(text[left:right]):
+            out.append((left + start, left + end, term))
+    return out
+
+
+def _find_by_split(text: str, finder: _Finder) -> list[tuple[int, int, str]]:
+    """Find the wanted tokens by splitting the text at spaces (for texts of other scripts)."""
+    pieces = text.split(" ")
+    found = {p for p in set(pieces) if finder.hits(p)}
+    out: list[tuple[int, int, str]] = []
+    if not found:
+        return out
+    starts = list(accumulate(map(len, pieces), initial=0))  # plus one space per piece before
+    for i in [i for i, piece in enumerate(pieces) if piece in found]:
+        pos = starts[i] + i
+        out.extend((pos + start, pos + end, term) for term, start, end in finder.hits(pieces[i]))
+    return out
+
+
+def query_words(q: str) -> list[QueryWord]:
+    """Analyze a query like a document, grouping the alternatives of each word (stopwords kept)."""
+    out: list[QueryWord] = []
+    offsets = _ByteOffsets(q)
+    for m in _CHUNK_RE.finditer(q):
+        chunk = m.group()
+        for exact, stem, parts, start, end in _chunk_words(chunk):
+            if not exact:
+                continue
+            byte_start = offsets.at(m.start() + start)
+            byte_end = byte_start + len(chunk[start:end].encode("utf-8"))
+            # Parts are alternatives, so each distinct part counts once.
+            unique = tuple(dict.fromkeys(part[0] for part in parts))
+            out.append(QueryWord(exact, stem, unique, byte_start, byte_end))
+    return out

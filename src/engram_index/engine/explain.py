@@ -1,0 +1,235 @@
+"""Match explanations: which query terms a document holds, and a highlighted snippet.
+
+Both work from the analyzer's own terms (exact forms, "~stems", identifier parts), so what
+is explained is exactly what the keyword index matched. They run for every returned hit, so
+they only analyze the parts of a long text that can hold a query term (see find_terms).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+
+from .analyzer import STOPWORDS, QueryWord, find_terms, normalize, term_set
+from .types import FieldName, Snippet, TermKind, TermMatch
+
+ELLIPSIS = "…"
+_ELLIPSIS_BYTES = len(ELLIPSIS.encode("utf-8"))
+_FIELDS: tuple[FieldName, ...] = ("text", "tags", "source")
+
+
+def _tag_body(tags: Sequence[str]) -> str:
+    """Join tags into the one text that the tags snippet shows."""
+    return ", ".join(tags)
+
+
+def match_terms(
+    words: Sequence[QueryWord], text: str, tags: Sequence[str], source: str | None
+) -> tuple[TermMatch, ...]:
+    """Say which query terms the document holds: per word its exact form, else stem, else parts."""
+    content = [w for w in words if w.exact not in STOPWORDS] or list(words)
+    if not content:
+        return ()
+    wanted: set[str] = set()
+    for word in content:
+        wanted.add(word.exact)
+        if word.stem is not None:
+            wanted.add(word.stem)
+        wanted.update(word.parts)
+    whole_tags = {normalize(tag) for tag in tags}
+    fields = _LazyFields(wanted, text, tags, source)
+
+    out: list[TermMatch] = []
+    seen: set[tuple[str, TermKind, FieldName]] = set()
+
+    def report(term: str, kind: TermKind, field: FieldName) -> None:
+        """Add one match unless the same (term, kind, field) is already there."""
+        if (term, kind, field) not in seen:
+            seen.add((term, kind, field))
+            out.append(TermMatch(term, kind, field))
+
+    for word in content:
+        # The best kind over all fields wins; among fields holding it, the first one.
+        field = fields.first(word.exact, whole=word.exact in whole_tags)
+        if field is not None:
+            report(word.exact, "exact", field)
+            continue
+        if word.stem is not None and (field := fields.first(word.stem)) is not None:
+            report(word.stem, "stem", field)
+            continue
+        for part in word.parts:
+            if (field := fields.first(part)) is not None:
+                report(part, "part", field)
+    return tuple(out)
+
+
+class _LazyFields:
+    """The wanted terms present in each field, each field analyzed only when first needed."""
+
+    def __init__(
+        self, wanted: set[str], text: str, tags: Sequence[str], source: str | None
+    ) -> None:
+        """Remember the fields; nothing is analyzed yet."""
+        self._present: dict[FieldName, set[str]] = {}
+        self._loaders: dict[FieldName, Callable[[], set[str]]] = {
+            # A long text is only searched for the wanted terms; tags and source are short.
+            "text": lambda: {term for _, _, term in find_terms(text, wanted)},
+            "tags": lambda: term_set(_tag_body(tags)) & wanted if tags else set(),
+            "source": lambda: term_set(source) & wanted if source else set(),
+        }
+
+    def has(self, field: FieldName, term: str) -> bool:
+        """Say whether the field holds the term."""
+        present = self._present.get(field)
+        if present is None:
+            present = self._present[field] = self._loaders[field]()
+        return term in present
+
+    def first(self, term: str, whole: bool = False) -> FieldName | None:
+        """Give the first field (text, tags, source) holding the term; whole: a tag equals it."""
+        for field in _FIELDS:
+            if self.has(field, term) or (whole and field == "tags"):
+                return field
+        return None
+
+
+def snippet(
+    text: str,
+    tags: Sequence[str],
+    source: str | None,
+    matches: Sequence[TermMatch],
+    words: Sequence[QueryWord],
+    max_chars: int = 200,
+) -> Snippet:
+    """Cut about max_chars of the best-matching field around its matches, with byte highlights.
+
+    `words` is accepted so callers can pass the query as analyzed; the matches already carry
+    every term to highlight (exact and part terms at their own spans, stems at their words).
+    """
+    del words  # the matches say everything needed
+    if not matches:
+        return Snippet("text", _head(text, max_chars), ())
+    field: FieldName = "text" if any(m.field == "text" for m in matches) else matches[0].field
+    body = text if field == "text" else _tag_body(tags) if field == "tags" else source or ""
+    terms = {m.term for m in matches if m.field == field}
+    spans = find_terms(body, terms)
+    if field == "tags":
+        spans = sorted(spans + _whole_tag_spans(tags, terms), key=lambda span: span[0])
+    if not spans:
+        return Snippet(field, _head(body, max_chars), ())
+    if len(body) <= max_chars:
+        start, end = 0, len(body)
+    else:
+        start, end = _window(body, spans, max_chars)
+    prefix = ELLIPSIS if start > 0 else ""
+    suffix = ELLIPSIS if end < len(body) else ""
+    # A word longer than the window (or cut at its edge) is highlighted as far as it shows.
+    inside = [(max(s, start), min(e, end)) for s, e, _ in spans if s < end and e > start]
+    highlights = _byte_ranges(body, start, _merge(inside), _ELLIPSIS_BYTES if prefix else 0)
+    return Snippet(field, prefix + body[start:end] + suffix, highlights)
+
+
+def _whole_tag_spans(tags: Sequence[str], terms: set[str]) -> list[tuple[int, int, str]]:
+    """Give the character spans, in the joined tags, of tags that equal a matched term whole."""
+    out: list[tuple[int, int, str]] = []
+    pos = 0
+    for tag in tags:
+        whole = normalize(tag)
+        if whole in terms:
+            out.append((pos, pos + len(tag), whole))
+        pos += len(tag) + 2  # ", "
+    return out
+
+
+def _window(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
+    """Choose about max_chars of body covering the most distinct terms (then the earliest)."""
+    best_count, best_first, best_last = 0, 0, 0
+    counts: dict[str, int] = {}
+    j = 0
+    # Two pointers over the spans (sorted by start): spans[i..j) fit in a window at spans[i].
+    for i, (first_start, _, term_i) in enumerate(spans):
+        j = max(j, i)
+        while j < len(spans) and spans[j][1] - first_start <= max_chars:
+            term_j = spans[j][2]
+            counts[term_j] = counts.get(term_j, 0) + 1
+            j += 1
+        if len(counts) > best_count:
+            best_count, best_first, best_last = len(counts), i, j - 1
+        if j > i:  # spans[i] was counted; slide past it
+            if counts[term_i] == 1:
+                del counts[term_i]
+            else:
+                counts[term_i] -= 1
+    covered_start = spans[best_first][0]
+    covered_end = max(span[1] for span in spans[best_first : best_last + 1])
+    covered_end = min(covered_end, covered_start + max_chars)
+    # Center the covered span, then keep the window inside the body.
+    start = max(0, covered_start - (max_chars - (covered_end - covered_start)) // 2)
+    end = min(len(body), start + max_chars)
+    start = max(0, end - max_chars)
+    return _snap(body, start, end, covered_start, covered_end)
+
+
+def _snap(body: str, start: int, end: int, keep_start: int, keep_end: int) -> tuple[int, int]:
+    """Move window bounds to word boundaries, never cutting into [keep_start, keep_end)."""
+    if start > 0 and not body[start - 1].isspace():
+        # Drop the cut word at the start, when a space comes before the matches.
+        space = next((k for k in range(start, keep_start) if body[k].isspace()), None)
+        if space is not None:
+            start = space + 1
+    while start < keep_start and body[start].isspace():
+        start += 1
+    while 0 < start < keep_start and _is_mark(body[start]):
+        start += 1  # a combining mark belongs to the character before the cut
+    if end < len(body) and not body[end].isspace() and not body[end - 1].isspace():
+        space = next((k for k in range(end - 1, keep_end - 1, -1) if body[k].isspace()), None)
+        if space is not None:
+            end = space
+    while end > keep_end and body[end - 1].isspace():
+        end -= 1
+    while end < len(body) and _is_mark(body[end]):
+        end += 1
+    return start, end
+
+
+def _is_mark(char: str) -> bool:
+    """Say whether a character is a combining mark (Unicode category M)."""
+    return not char.isascii() and unicodedata.category(char).startswith("M")
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sort ranges and merge the overlapping ones."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _byte_ranges(
+    body: str, start: int, ranges: list[tuple[int, int]], offset: int
+) -> tuple[tuple[int, int], ...]:
+    """Turn character ranges of body into UTF-8 byte ranges of the snippet text."""
+
+    def size(a: int, b: int) -> int:
+        """Count the UTF-8 bytes of body[a:b] (a lone surrogate counts 3, as the analyzer's)."""
+        return len(body[a:b].encode("utf-8", "surrogatepass"))
+
+    out: list[tuple[int, int]] = []
+    char, byte = start, offset
+    for a, b in ranges:
+        byte += size(char, a)
+        length = size(a, b)
+        out.append((byte, byte + length))
+        char, byte = b, byte + length
+    return tuple(out)
+
+
+def _head(text: str, max_chars: int) -> str:
+    """Give the start of a text, cut at a word boundary near max_chars, with … when cut."""
+    if len(text) <= max_chars:
+        return text
+    _, end = _snap(text, 0, max_chars, 0, max_chars // 2)
+    return text[:end] + ELLIPSIS
