@@ -7,7 +7,8 @@
     ├── SpaceError                  about a space as a whole
     │   ├── UnknownSpace            the space is not indexed here
     │   ├── NoModel                 the space has no declared embedding model
-    │   └── ModelMismatch           the query's model is not the space's model
+    │   ├── ModelMismatch           the query's model is not the space's model
+    │   └── ModelNotHosted          q alone, and this service cannot embed it for the space
     ├── NotFound                    a document that does not exist
     ├── Unavailable                 temporary: retry shortly (XRPC 503)
     │   └── IndexLoading            the space's index is loading
@@ -68,6 +69,13 @@ class ModelMismatch(SpaceError):
     """The query's model is not the space's model."""
 
     xrpc_name = "ModelMismatch"
+    status = 400
+
+
+class ModelNotHosted(SpaceError):
+    """q was sent without a vector and this service does not run the space's model."""
+
+    xrpc_name = "ModelNotHosted"
     status = 400
 
 

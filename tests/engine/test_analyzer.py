@@ -380,3 +380,30 @@ def test_a_30000_byte_text_gives_every_token_with_spans_inside_the_text() -> Non
     assert len(toks) > 5_000
     assert all(0 <= t.start < t.end <= len(text.encode()) for t in toks)
     assert [t.term for t in toks] == index_terms(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The HTTPServer at example.com/api/v2.3.1 didn't fail: snake_case x::y a://b c:d e-f 'q' _x_ __",
+        "trailing. dots.. and -- dashes - :colons: ://x a:// ''' 3jzfcijpj2z2a getUserByID",
+    ],
+)
+def test_the_ascii_fast_path_cuts_the_same_chunks_as_the_unicode_pattern(text: str) -> None:
+    from engram_index.engine import analyzer
+
+    assert analyzer._ASCII_CHUNK_RE.findall(text) == analyzer._CHUNK_RE.findall(text)
+
+
+def test_the_standard_library_fast_paths_cut_the_same_chunks_on_random_unicode() -> None:
+    import random
+
+    from engram_index.engine import analyzer
+
+    pool = (
+        "aZ09_ .-/:'’‐‑\u00ad\u0301\u0308éßøΩжщ€αβ–—…“”()[]·¹½①٣४ก\u0e31ह\u093fि東京ひらカナ한글ｶﾞ\u3099‿⁀🙂👍🏽\t\n"
+    )
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 40)))
+        assert analyzer._chunker(text).findall(text) == analyzer._CHUNK_RE.findall(text), text

@@ -33,6 +33,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import accumulate
 
+import re
+
 import regex
 import Stemmer
 
@@ -55,6 +57,22 @@ _CJK_MARK = r"\p{M}\u3099-\u309C\uFF9E\uFF9F"
 _WORD = rf"[[\p{{L}}\p{{M}}\p{{N}}\p{{Pc}}\u00AD]--[{_CJK}\uFF9E\uFF9F]]"
 _JOIN = r"(?:://|::|[./\-:\u2010\u2011'\u2019])"
 _CHUNK_RE = regex.compile(rf"(?V1)(?:[{_CJK}][{_CJK_MARK}]*)+|{_WORD}+(?:{_JOIN}{_WORD}+)*")
+# The same chunks for ASCII text with the standard library's engine, about 4x faster there:
+# in ASCII, _WORD is [A-Za-z0-9_] and _JOIN is ://, :: or one of . / - : '.
+_ASCII_CHUNK_RE = re.compile(r"[A-Za-z0-9_]+(?:(?:://|::|[./\-:'])[A-Za-z0-9_]+)*")
+
+
+# Outside the characters below, _WORD is exactly the standard library's Unicode \w (letters,
+# numbers, "_"), so a text without them can be cut by the standard engine too.
+_UNICODE_CHUNK_RE = re.compile(r"\w+(?:(?:://|::|[./\-:\u2010\u2011'\u2019])\w+)*")
+_NEEDS_FULL_PATTERN = regex.compile(rf"(?V1)[[\p{{M}}\p{{Pc}}\u00AD{_CJK}\uFF9E\uFF9F]--[_]]").search
+
+
+def _chunker(text: str) -> regex.Pattern[str] | re.Pattern[str]:
+    """The chunk pattern for a text: a standard-library one whenever it cuts the same chunks."""
+    if text.isascii():
+        return _ASCII_CHUNK_RE
+    return _CHUNK_RE if _NEEDS_FULL_PATTERN(text) else _UNICODE_CHUNK_RE
 _IS_CJK = regex.compile(rf"(?V1)[{_CJK}]").match
 _CJK_UNIT_RE = regex.compile(rf"(?V1)[{_CJK}][{_CJK_MARK}]*")
 _HAS_ALNUM = regex.compile(r"[\p{L}\p{N}]").search
@@ -284,7 +302,7 @@ def tokens(text: str) -> list[Token]:
     """Give every indexed term occurrence of a text, in order, with UTF-8 byte spans."""
     out: list[Token] = []
     offsets = _ByteOffsets(text)
-    for m in _CHUNK_RE.finditer(text):
+    for m in _chunker(text).finditer(text):
         chunk = m.group()
         terms, meta = _chunk_cache.get(chunk) or _analysis(chunk)
         if not terms:
@@ -305,7 +323,7 @@ def index_terms(text: str) -> list[str]:
     """Give the same terms as tokens(text), in the same order, without spans (the indexing path)."""
     out: list[str] = []
     get = _chunk_cache.get
-    for chunk in _CHUNK_RE.findall(text):
+    for chunk in _chunker(text).findall(text):
         cached = get(chunk)
         out += cached[0] if cached is not None else _analysis(chunk)[0]
     return out
@@ -314,7 +332,7 @@ def index_terms(text: str) -> list[str]:
 def term_set(text: str) -> set[str]:
     """Give the set of distinct terms of a text (analyzes each distinct chunk once)."""
     out: set[str] = set()
-    for chunk in set(_CHUNK_RE.findall(text)):
+    for chunk in set(_chunker(text).findall(text)):
         out.update(_analysis(chunk)[0])
     return out
 
@@ -325,7 +343,7 @@ def _piece_tokens(piece: str) -> tuple[tuple[str, int, int], ...]:
     if cached is not None:
         return cached
     out: list[tuple[str, int, int]] = []
-    for m in _CHUNK_RE.finditer(piece):
+    for m in _chunker(piece).finditer(piece):
         base = m.start()
         chunk_terms, meta = _analysis(m.group())
         for term, (_, start, end) in zip(chunk_terms, meta):
@@ -399,6 +417,10 @@ class _Finder:
         return found
 
 
+# Below this many characters one pass over every chunk beats probing for the wanted terms.
+_SCAN_CHARS = 4000
+
+
 def find_terms(text: str, terms: Collection[str]) -> list[tuple[int, int, str]]:
     """Give the CHARACTER spans (start, end, term) of the tokens whose term is wanted, in order.
 
@@ -409,6 +431,8 @@ def find_terms(text: str, terms: Collection[str]) -> list[tuple[int, int, str]]:
     wanted = set(terms)
     if not wanted:
         return []
+    if len(text) <= _SCAN_CHARS:
+        return _find_by_scan(text, wanted)
     finder = _Finder(wanted)
     lowered = text.lower()
     if len(lowered) == len(text):  # not so with a rare letter such as İ
@@ -421,6 +445,22 @@ def find_terms(text: str, terms: Collection[str]) -> list[tuple[int, int, str]]:
         if m is None:
             return _find_by_probes(text, lowered, finder, others)
     return _find_by_split(text, finder)
+
+
+def _find_by_scan(text: str, wanted: set[str]) -> list[tuple[int, int, str]]:
+    """Find the wanted tokens in one pass over the chunks (cheapest for short texts)."""
+    out: list[tuple[int, int, str]] = []
+    get = _chunk_cache.get
+    for m in _chunker(text).finditer(text):
+        chunk = m.group()
+        terms, meta = get(chunk) or _analysis(chunk)
+        if wanted.isdisjoint(terms):
+            continue
+        base = m.start()
+        for term, (_, start, end) in zip(terms, meta):
+            if term in wanted:
+                out.append((base + start, base + end, term))
+    return out
 
 
 def _find_by_probes(
@@ -459,7 +499,7 @@ def query_words(q: str) -> list[QueryWord]:
     """Analyze a query like a document, grouping the alternatives of each word (stopwords kept)."""
     out: list[QueryWord] = []
     offsets = _ByteOffsets(q)
-    for m in _CHUNK_RE.finditer(q):
+    for m in _chunker(q).finditer(q):
         chunk = m.group()
         for exact, stem, parts, start, end in _chunk_words(chunk):
             if not exact:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from .analyzer import STOPWORDS, QueryWord, find_terms, normalize, term_set
+from .analyzer import STOPWORDS, QueryWord, find_terms, index_terms, normalize, term_set
 from .types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -63,6 +63,13 @@ def match_terms(
     return tuple(out)
 
 
+def _text_terms(text: str, wanted: set[str]) -> set[str]:
+    """The wanted terms a text holds: all its terms when short, a targeted search when long."""
+    if len(text) <= 4000:
+        return set(index_terms(text)) & wanted
+    return {term for _, _, term in find_terms(text, wanted)}
+
+
 class _LazyFields:
     """The wanted terms present in each field, each field analyzed only when first needed."""
 
@@ -73,7 +80,7 @@ class _LazyFields:
         self._present: dict[FieldName, set[str]] = {}
         self._loaders: dict[FieldName, Callable[[], set[str]]] = {
             # A long text is only searched for the wanted terms; tags and source are short.
-            "text": lambda: {term for _, _, term in find_terms(text, wanted)},
+            "text": lambda: _text_terms(text, wanted),
             "tags": lambda: term_set(_tag_body(tags)) & wanted if tags else set(),
             "source": lambda: term_set(source) & wanted if source else set(),
         }

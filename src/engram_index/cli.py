@@ -1,0 +1,263 @@
+"""The engram-index command line: import, search, evaluate and serve."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from .engine.types import Filters, ModelIdentity, SearchRequest
+from .errors import EngramError
+from .records import decode_query_vector, format_datetime_ms, parse_datetime_ms, parse_space_uri
+from .spaces import Spaces
+
+console = Console(stderr=True)
+DATA_HELP = "The data directory (SQLite records and index files)."
+
+
+@contextmanager
+def _spaces(data: Path) -> Iterator[Spaces]:
+    """Open a data directory for one command and close it (committing) afterwards."""
+    spaces = Spaces(data)
+    try:
+        yield spaces
+    finally:
+        spaces.close()
+
+
+def _load_progress() -> tuple[Progress, object]:
+    """A progress bar for loading an index, and the callback that drives it."""
+    bar = Progress(
+        TextColumn("[bold]loading index"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=console, transient=True,
+    )
+    task = bar.add_task("load", total=None)
+
+    def update(_uri: str, done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return bar, update
+
+
+@click.group()
+@click.version_option(package_name="engram-index")
+def main() -> None:
+    """engram-index: hybrid memory search for garden.engram spaces."""
+
+
+@main.command("import")
+@click.argument("space_uri")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
+@click.option("--model", help="The space's embedding model name (e.g. all-MiniLM-L6-v2).")
+@click.option("--model-digest", help="The exact model build, e.g. sha256:<hex>.")
+@click.option("--dims", type=click.IntRange(1, 16000), help="The model's dimensions.")
+@click.option("--document-prefix", help="Prefix the space's authors embed documents with.")
+@click.option("--query-prefix", help="Prefix queries are embedded with.")
+def import_cmd(
+    space_uri: str,
+    file: Path,
+    data: Path,
+    model: str | None,
+    model_digest: str | None,
+    dims: int | None,
+    document_prefix: str | None,
+    query_prefix: str | None,
+) -> None:
+    """Import garden.engram.memory records, one JSON object per line.
+
+    Example: engram-index import at://did:plc:abc/space/garden.engram.space/notes notes.jsonl
+    --data ./data --model all-MiniLM-L6-v2 --model-digest sha256:53aa… --dims 384
+    """
+    from .importer import import_jsonl
+
+    given = [model is not None, model_digest is not None, dims is not None]
+    if any(given) and not all(given):
+        raise click.UsageError("--model, --model-digest and --dims go together")
+    identity = ModelIdentity(model, model_digest, dims) if all(given) else None  # type: ignore[arg-type]
+    try:
+        parse_space_uri(space_uri)
+        with _spaces(data) as spaces:
+            spaces.ensure_space(space_uri, identity, document_prefix, query_prefix)
+            with Progress(
+                TextColumn("[bold]importing"), BarColumn(), TaskProgressColumn(),
+                TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True,
+            ) as bar:
+                task = bar.add_task("import", total=file.stat().st_size)
+                report = import_jsonl(spaces, space_uri, file, lambda n: bar.advance(task, n))
+    except EngramError as exc:
+        raise click.ClickException(exc.message) from exc
+    for line, reason in report.errors:
+        console.print(f"[yellow]line {line}: skipped: {reason}")
+    for reason, count in report.vectors_skipped.items():
+        console.print(f"[yellow]{count} vectors not indexed: {reason}")
+    console.print(
+        f"{report.lines} lines: {report.written} written, {report.unchanged} unchanged,"
+        f" {len(report.errors)} skipped"
+    )
+
+
+@main.command()
+@click.argument("space_uri")
+@click.argument("query", required=False)
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword"]), help="Default: hybrid with a vector, else keyword.")
+@click.option("--vector", "vector_b64", help="Query vector: f16le, base64url without padding.")
+@click.option("--fusion", type=click.Choice(["convex", "rrf"]), default="convex", show_default=True)
+@click.option("--limit", type=click.IntRange(1, 50), default=10, show_default=True)
+@click.option("--author", help="Only memories by this DID.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable; all must match).")
+@click.option("--since", help="Only memories created at or after this RFC 3339 time.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def search(
+    space_uri: str,
+    query: str | None,
+    data: Path,
+    mode: str | None,
+    vector_b64: str | None,
+    fusion: str,
+    limit: int,
+    author: str | None,
+    tags: tuple[str, ...],
+    since: str | None,
+    as_json: bool,
+) -> None:
+    """Search a space in-process and print each result with its explanation.
+
+    Example: engram-index search at://did:plc:abc/space/garden.engram.space/notes "HTTPServer timeout" --data ./data
+    """
+    try:
+        vector = decode_query_vector(vector_b64) if vector_b64 else None
+        if mode is None:
+            mode = "hybrid" if vector is not None and query else ("vector" if vector is not None else "keyword")
+        if mode in ("hybrid", "vector") and vector is None:
+            raise click.UsageError(f"mode {mode} needs --vector (no embedder runs here yet)")
+        if mode in ("hybrid", "keyword") and not query:
+            raise click.UsageError(f"mode {mode} needs a query text")
+        filters = Filters(author, tags, parse_datetime_ms(since, "since") if since else None)
+        req = SearchRequest(mode=mode, q=query, vector=vector, limit=limit, filters=filters, fusion=fusion)  # type: ignore[arg-type]
+        with _spaces(data) as spaces:
+            bar, update = _load_progress()
+            with bar:  # type: ignore[attr-defined]
+                spaces.index(space_uri, update)  # type: ignore[arg-type]
+            result = spaces.search(space_uri, req)
+    except (EngramError, ValueError) as exc:
+        raise click.ClickException(getattr(exc, "message", str(exc))) from exc
+    from .views import hit_view
+
+    views = [hit_view(h, result.mode) for h in result.hits]
+    if as_json:
+        click.echo(json.dumps({"mode": result.mode, "approximate": result.approximate, "memories": views}, ensure_ascii=False, indent=1))
+        return
+    out = Console()
+    out.print(f"[bold]{len(views)} results[/] (mode {result.mode}{', approximate' if result.approximate else ''})")
+    for n, view in enumerate(views, 1):
+        match = view.get("match", {})
+        out.print(f"\n[bold]{n}.[/] {view['uri']}  [dim]{view['createdAt']}[/]")
+        parts = []
+        if "vector" in match or "similarity" in view:
+            vec = match.get("vector", {})
+            parts.append(f"similarity {view.get('similarity')}" + (f" (rank {vec['rank']})" if vec else ""))
+        if "keyword" in match:
+            kw = match["keyword"]
+            terms = ", ".join(f"{t['term']} [{t['kind']}/{t['field']}]" for t in kw["terms"])
+            parts.append(f"bm25×100 {kw['score']} (rank {kw['rank']}): {terms}")
+        if "fusion" in match:
+            parts.append(f"fusion {match['fusion']}")
+        out.print("   " + " · ".join(parts), markup=False)
+        snip = match.get("snippet")
+        if snip:
+            out.print("   " + _highlight(snip["text"], snip["highlights"]))
+        elif view["text"]:
+            out.print("   " + view["text"][:200], markup=False)
+
+
+def _highlight(text: str, highlights: list[dict]) -> str:
+    """Mark the highlighted byte ranges of a snippet for the terminal."""
+    from rich.markup import escape
+
+    raw = text.encode()
+    out, pos = [], 0
+    for h in highlights:
+        out.append(escape(raw[pos : h["byteStart"]].decode()))
+        out.append("[bold reverse]" + escape(raw[h["byteStart"] : h["byteEnd"]].decode()) + "[/]")
+        pos = h["byteEnd"]
+    out.append(escape(raw[pos:].decode()))
+    return "".join(out)
+
+
+@main.group("eval")
+def eval_group() -> None:
+    """Measure retrieval quality on a benchmark."""
+
+
+@eval_group.command("scifact")
+@click.option("--data-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
+              help="The SciFact folder (corpus.jsonl, queries.jsonl, qrels.tsv, *.npy).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--half", type=click.Choice(["all", "even", "odd"]), default="all", show_default=True,
+              help="Score only the queries at even or odd positions (tuning / held-out halves).")
+def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
+    """nDCG@10 and Recall@100 for keyword, vector, hybrid-convex and hybrid-rrf.
+
+    Example: engram-index eval scifact --data-dir ../shared/data/scifact --json
+    """
+    from .evaluation import evaluate, load_scifact
+
+    ids = None
+    if half != "all":
+        _, queries, _ = load_scifact(data_dir)
+        ids = {q["_id"] for i, q in enumerate(queries) if i % 2 == (0 if half == "even" else 1)}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("eval", total=None)
+        result = evaluate(data_dir, lambda name, done, total: bar.update(task, description=name, completed=done, total=total), ids)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    out = Console()
+    out.print(f"{'method':<16}{'nDCG@10':>10}{'Recall@100':>12}")
+    for name, scores in result.items():
+        out.print(f"{name:<16}{scores['ndcg@10']:>10.4f}{scores['recall@100']:>12.4f}")
+
+
+@main.command()
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8080, show_default=True)
+@click.option("--service-did", default=None, help="This service's DID (default: did:web:<host>%3A<port>).")
+@click.option("--insecure-open", is_flag=True, help="Serve without checking space credentials (trusted networks only).")
+def serve(data: Path, host: str, port: int, service_did: str | None, insecure_open: bool) -> None:
+    """Serve the garden.engram XRPC queries over HTTP.
+
+    Example: engram-index serve --data ./data --port 8080 --insecure-open
+    """
+    import logging
+
+    import uvicorn
+
+    from .app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not insecure_open:
+        raise click.UsageError("credential checks are not built yet: pass --insecure-open to serve anyway")
+    did = service_did or f"did:web:{host}%3A{port}"
+    uvicorn.run(create_app(data, did, insecure_open=True), host=host, port=port, log_level="info")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

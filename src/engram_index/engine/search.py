@@ -1,0 +1,304 @@
+"""One space's hybrid index: keyword and vector indexes, exact filters, fusion and explanations."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from . import fusion
+from .analyzer import QueryWord, query_words
+from .columns import Columns
+from .explain import match_terms, snippet
+from .keyword import KeywordIndex, searchable_words
+from .types import Document, Hit, SearchRequest, SearchResult
+from .vector import VectorIndex
+
+# Candidates per stage: at least this many, more when the limit asks (4 × limit).
+MIN_CANDIDATES = 200
+CANDIDATES_PER_RESULT = 4
+
+Fetch = Callable[[list[int]], dict[int, Document]]
+
+
+class RWLock:
+    """Many readers or one writer: searches run together, writes wait for them."""
+
+    def __init__(self) -> None:
+        """Start unlocked."""
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """Hold the lock for reading."""
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """Hold the lock for writing."""
+        with self._cond:
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
+    """A stored f16le vector as a float16 array, or None when absent or of other dimensions."""
+    if raw is None or len(raw) != 2 * dims:
+        return None
+    return np.frombuffer(raw, "<f2")
+
+
+class SpaceIndex:
+    """The searchable state of one space, rebuilt from (and kept in step with) its records."""
+
+    def __init__(self, path: Path | None, dims: int | None, fetch: Fetch) -> None:
+        """Open the index files under `path` (None: in memory) for vectors of `dims` dimensions."""
+        self.dims = dims
+        self.fetch = fetch
+        self.columns = Columns()
+        self.vectors = VectorIndex(dims) if dims else None
+        self.keyword = KeywordIndex(path / "keyword" if path is not None else None)
+        self.seq = 0
+        self._lock = RWLock()
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def apply(
+        self, changes: Iterable[tuple[int, Document | None]], seq: int, keyword: bool = True
+    ) -> None:
+        """Apply documents written (or deleted, as None) up to sequence `seq`."""
+        with self._lock.write():
+            pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
+            for ord_, doc in changes:
+                was_live = ord_ < self.columns.size and bool(self.columns.live[ord_])
+                pending.pop(ord_, None)
+                if doc is None:
+                    self.columns.remove(ord_)
+                    if self.vectors is not None:
+                        self.vectors.remove(ord_)
+                    if keyword:
+                        self.keyword.delete(ord_)
+                    continue
+                self.columns.put(ord_, doc)
+                if self.vectors is not None:
+                    vec = decode_vector(doc.vector, self.vectors.dims)
+                    if vec is not None:
+                        pending[ord_] = vec
+                    else:
+                        self.vectors.remove(ord_)
+                if keyword:
+                    # An ordinal that was not live has nothing in the keyword index to replace.
+                    self.keyword.upsert(ord_, doc, replace=was_live)
+            if self.vectors is not None and pending:
+                self.vectors.put_many(np.fromiter(pending, np.int64), np.stack(list(pending.values())))
+            self.seq = max(self.seq, seq)
+
+    def load_bulk(self, docs: Sequence[tuple[int, Document]]) -> None:
+        """Fill columns and vectors in bulk at load time (keyword state is replayed separately)."""
+        with self._lock.write():
+            vec_ords: list[int] = []
+            vecs: list[np.ndarray] = []
+            for ord_, doc in docs:
+                self.columns.put(ord_, doc)
+                if self.vectors is not None:
+                    vec = decode_vector(doc.vector, self.vectors.dims)
+                    if vec is not None:
+                        vec_ords.append(ord_)
+                        vecs.append(vec)
+            if self.vectors is not None and vecs:
+                self.vectors.put_many(np.asarray(vec_ords, np.int64), np.stack(vecs))
+
+    def commit(self) -> None:
+        """Make keyword writes durable and searchable (vectors are searchable at once)."""
+        self.keyword.commit(self.seq)
+
+    def close(self) -> None:
+        """Commit and release the keyword writer."""
+        self.commit()
+        self.keyword.close()
+
+    def __len__(self) -> int:
+        """The number of live documents."""
+        return self.columns.count
+
+    # -- search -----------------------------------------------------------------------------
+
+    def search(self, req: SearchRequest) -> SearchResult:
+        """Run one search as the request asks; the result's mode says what ran."""
+        with self._lock.read():
+            if req.mode == "keyword":
+                return self._keyword_search(req)
+            if req.mode == "vector" or not req.q:
+                return self._vector_search(req)
+            return self._hybrid_search(req)
+
+    def _n_candidates(self, limit: int) -> int:
+        """How many candidates each stage contributes."""
+        return max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
+
+    def _deadline(self, req: SearchRequest) -> float | None:
+        """The monotonic time by which exact re-ranking must be done."""
+        if req.rerank_deadline_s is None:
+            return None
+        return time.monotonic() + req.rerank_deadline_s
+
+    def _query_vector(self, req: SearchRequest) -> np.ndarray:
+        """The request's query vector as float32, checked against the space's dimensions."""
+        if self.vectors is None or req.vector is None:
+            raise ValueError("a vector search needs a space with vectors and a query vector")
+        query = np.asarray(req.vector, np.float32).reshape(-1)
+        if query.size != self.vectors.dims:
+            raise ValueError(f"query has {query.size} dimensions, the space {self.vectors.dims}")
+        return query
+
+    def _order(self, ords: np.ndarray, scores: np.ndarray, limit: int) -> list[int]:
+        """Indexes into `ords` of the best `limit`, ties broken by older first, then id."""
+        if not len(ords):
+            return []
+        key = self.columns.tie_key
+        # Only the top slice (plus anything tied with its last score) needs the full sort.
+        order = np.argsort(-scores, kind="stable")
+        cut = min(limit, len(order)) - 1
+        bound = scores[order[cut]]
+        head = [int(i) for i in order if scores[i] >= bound]
+        head.sort(key=lambda i: (-float(scores[i]), *key(int(ords[i]))))
+        return head[:limit]
+
+    def _vector_search(self, req: SearchRequest) -> SearchResult:
+        """Rank by cosine alone."""
+        query = self._query_vector(req)
+        mask = self.columns.mask(req.filters)
+        hits = self.vectors.search(  # type: ignore[union-attr]
+            query,
+            self._n_candidates(req.limit),
+            allowed=mask,
+            deadline=self._deadline(req),
+        )
+        top = self._order(hits.ords, hits.sims, req.limit)
+        docs = self.fetch([int(hits.ords[i]) for i in top])
+        out: list[Hit] = []
+        for i in top:
+            doc = docs.get(int(hits.ords[i]))
+            if doc is not None:
+                sim = float(hits.sims[i])
+                out.append(Hit(doc, sim, similarity=sim, vector_rank=len(out) + 1))
+        return SearchResult(out, "vector", hits.approximate)
+
+    def _keyword_search(self, req: SearchRequest) -> SearchResult:
+        """Rank by BM25 alone."""
+        words = query_words(req.q or "")
+        k = max(2 * req.limit, 20)
+        while True:
+            ords, bm25 = self.keyword.search(words, k, req.filters)
+            # Widen until the cut falls below the last kept score, so ties resolve by our rule
+            # (older first, then id) and not by where tantivy happened to stop.
+            if len(ords) < k or bm25[-1] < bm25[min(req.limit, len(bm25)) - 1]:
+                break
+            k *= 4
+        ords, bm25 = self._live(ords, bm25)
+        top = self._order(ords, bm25, req.limit)
+        docs = self.fetch([int(ords[i]) for i in top])
+        out: list[Hit] = []
+        for i in top:
+            doc = docs.get(int(ords[i]))
+            if doc is not None:
+                score = float(bm25[i])
+                out.append(Hit(doc, score, bm25=score, keyword_rank=len(out) + 1))
+        if req.explain:
+            self._explain(out, words)
+        return SearchResult(out, "keyword")
+
+    def _live(self, ords: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Drop ordinals deleted since the keyword index's last commit."""
+        live = self.columns.live
+        keep = np.zeros(ords.size, bool)
+        inside = ords < live.size
+        keep[inside] = live[ords[inside]]
+        return ords[keep], scores[keep]
+
+    def _hybrid_search(self, req: SearchRequest) -> SearchResult:
+        """Union the top vector and keyword candidates, score each both ways, fuse."""
+        query = self._query_vector(req)
+        words = query_words(req.q or "")
+        n = self._n_candidates(req.limit)
+        mask = self.columns.mask(req.filters)
+        vec = self.vectors.search(query, n, allowed=mask, deadline=self._deadline(req))  # type: ignore[union-attr]
+        kw_ords, kw_scores = self._live(*self.keyword.search(words, n, req.filters))
+
+        ords = np.unique(np.concatenate([vec.ords, kw_ords]))
+        sims = np.full(ords.size, np.nan, np.float32)
+        bm25 = np.full(ords.size, np.nan, np.float32)
+        sims[np.searchsorted(ords, vec.ords)] = vec.sims
+        bm25[np.searchsorted(ords, kw_ords)] = kw_scores
+        missing_sim = np.isnan(sims)
+        if missing_sim.any():
+            sims[missing_sim] = self.vectors.similarities(query, ords[missing_sim])  # type: ignore[union-attr]
+        missing_kw = np.isnan(bm25)
+        if missing_kw.any():
+            bm25[missing_kw] = self.keyword.scores(words, ords[missing_kw].tolist())
+        # A keyword candidate without a usable vector ranks as if orthogonal to the query.
+        sims = np.nan_to_num(sims, nan=0.0)
+
+        fused = fusion.rrf(sims, bm25) if req.fusion == "rrf" else fusion.convex(sims, bm25)
+        top = self._order(ords, fused, req.limit)
+        docs = self.fetch([int(ords[i]) for i in top])
+        out: list[Hit] = []
+        for i in top:
+            doc = docs.get(int(ords[i]))
+            if doc is None:
+                continue
+            out.append(
+                Hit(
+                    doc,
+                    float(fused[i]),
+                    similarity=float(sims[i]),
+                    bm25=float(bm25[i]),
+                    fusion=req.fusion,
+                )
+            )
+        _rank_among(out)
+        if req.explain:
+            self._explain(out, words)
+        return SearchResult(out, "hybrid", vec.approximate)
+
+    def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
+        """Fill in the matched terms and the snippet of each hit."""
+        words = searchable_words(words)
+        for hit in hits:
+            doc = hit.document
+            hit.terms = match_terms(words, doc.text, doc.tags, doc.source)
+            hit.snippet = snippet(doc.text, doc.tags, doc.source, hit.terms, words)
+
+
+def _rank_among(hits: list[Hit]) -> None:
+    """Set vector and keyword ranks among the returned results (keyword only where a word occurs)."""
+    by_sim = sorted(range(len(hits)), key=lambda i: -(hits[i].similarity or 0.0))
+    for rank, i in enumerate(by_sim, 1):
+        hits[i].vector_rank = rank
+    matched = [i for i, h in enumerate(hits) if (h.bm25 or 0.0) > 0]
+    for rank, i in enumerate(sorted(matched, key=lambda i: -(hits[i].bm25 or 0.0)), 1):
+        hits[i].keyword_rank = rank

@@ -1,0 +1,144 @@
+"""searchMemories over real HTTP: a uvicorn server on a loopback port, called with httpx."""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from engram_index.app import create_app
+from engram_index.engine.types import Document, ModelIdentity
+from engram_index.records import encode_query_vector
+from engram_index.spaces import Spaces
+from engram_index.store.sqlite import StoredDocument
+
+SPACE = "at://did:plc:http234http234http234http2/space/garden.engram.space/s"
+BARE = "at://did:plc:http234http234http234http2/space/garden.engram.space/nomodel"
+MODEL = ModelIdentity("m", "sha256:00", 4)
+DID = "did:web:index.example"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("data")
+    spaces = Spaces(data)
+    spaces.ensure_space(SPACE, MODEL)
+    spaces.ensure_space(BARE)
+    vecs = np.eye(4, dtype="<f2")
+    texts = ["deploy the HTTPServer on friday", "pasta with tomatoes", "東京の天気は晴れ", "résumé of the meeting"]
+    spaces.write(SPACE, [
+        StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a",
+                                text=t, tags=("t",), created_ms=1_700_000_000_000 + i, vector=vecs[i].tobytes(),
+                                metadata={"cid": "bafyreiexample"}))
+        for i, t in enumerate(texts)
+    ])
+    spaces.close()
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(data, DID, insecure_open=True), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "x"})
+            if r.status_code != 503 and not (r.status_code == 0):
+                break
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    yield url
+    server.should_exit = True
+    thread.join(10)
+
+
+def search(url: str, **params: object) -> httpx.Response:
+    return httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, **params})
+
+
+def vec(i: int) -> str:
+    return encode_query_vector(np.eye(4, dtype=np.float32)[i])
+
+
+def test_describe_service_health_and_did_document_answer(base_url: str) -> None:
+    assert httpx.get(f"{base_url}/xrpc/garden.engram.describeService").json()["did"] == DID
+    assert httpx.get(f"{base_url}/xrpc/_health").status_code == 200
+    assert httpx.get(f"{base_url}/.well-known/did.json").json()["id"] == DID
+
+
+def test_q_alone_runs_a_keyword_search_without_similarity(base_url: str) -> None:
+    body = search(base_url, q="http server").json()
+    assert body["mode"] == "keyword"
+    top = body["memories"][0]
+    assert top["text"].startswith("deploy") and "similarity" not in top
+    assert top["match"]["keyword"]["rank"] == 1
+
+
+def test_vector_and_q_run_a_hybrid_search_with_the_full_match(base_url: str) -> None:
+    body = search(base_url, q="tomatoes", vector=vec(1), model="m", modelDigest="sha256:00").json()
+    assert body["mode"] == "hybrid"
+    top = body["memories"][0]
+    assert top["similarity"] == 1000 and top["match"]["fusion"] == "convex"
+    assert top["createdAt"].endswith("Z") and top["tags"] == ["t"]
+
+
+def test_snippet_highlights_are_utf8_byte_ranges(base_url: str) -> None:
+    top = search(base_url, q="résumé").json()["memories"][0]
+    snip = top["match"]["snippet"]
+    h = snip["highlights"][0]
+    assert snip["text"].encode()[h["byteStart"]:h["byteEnd"]].decode() == "résumé"
+
+
+def test_vector_alone_runs_a_vector_search_without_match(base_url: str) -> None:
+    body = search(base_url, vector=vec(2), model="m", modelDigest="sha256:00").json()
+    assert body["mode"] == "vector" and "match" not in body["memories"][0]
+
+
+@pytest.mark.parametrize(
+    "params, status, error",
+    [
+        ({"limit": 0, "q": "x"}, 400, "InvalidRequest"),
+        ({"limit": 51, "q": "x"}, 400, "InvalidRequest"),
+        ({"limit": "ten", "q": "x"}, 400, "InvalidRequest"),
+        ({"q": "x" * 4001}, 400, "InvalidRequest"),
+        ({"tags": [f"t{i}" for i in range(17)], "q": "x"}, 400, "InvalidRequest"),
+        ({"vector": "A" * 43001, "model": "m", "modelDigest": "sha256:00"}, 400, "InvalidRequest"),
+        ({"vector": "!!!", "model": "m", "modelDigest": "sha256:00"}, 400, "InvalidRequest"),
+        ({"vector": vec(0)}, 400, "InvalidRequest"),
+        ({"vector": vec(0), "model": "other", "modelDigest": "sha256:00"}, 400, "ModelMismatch"),
+        ({"vector": encode_query_vector(np.ones(5, np.float32)), "model": "m", "modelDigest": "sha256:00"}, 400, "ModelMismatch"),
+        ({"q": "x", "mode": "vector"}, 400, "ModelNotHosted"),
+        ({"q": "x", "mode": "sideways"}, 400, "InvalidRequest"),
+        ({"author": "not-a-did", "q": "x"}, 400, "InvalidRequest"),
+        ({"since": "yesterday", "q": "x"}, 400, "InvalidRequest"),
+        ({}, 400, "InvalidRequest"),
+        ({"space": "at://did:plc:nope/space/garden.engram.space/x", "q": "x"}, 404, "UnknownSpace"),
+        ({"space": BARE, "vector": vec(0), "model": "m", "modelDigest": "sha256:00"}, 400, "NoModel"),
+    ],
+)
+def test_bad_requests_get_the_named_xrpc_error(base_url: str, params: dict, status: int, error: str) -> None:
+    r = search(base_url, **params)
+    assert r.status_code == status, r.text
+    assert r.json()["error"] == error and r.json()["message"]
+
+
+def test_a_missing_space_parameter_is_invalid(base_url: str) -> None:
+    r = httpx.get(f"{base_url}/xrpc/garden.engram.searchMemories", params={"q": "x"})
+    assert r.status_code == 400 and r.json()["error"] == "InvalidRequest"
+
+
+def test_odd_unicode_in_q_is_searched_not_crashed_on(base_url: str) -> None:
+    for q in ["🙂🙂", "e\u0301", "\u200b", "東京", "a\x00b", "ﷺ"]:
+        r = search(base_url, q=q)
+        assert r.status_code == 200, (q, r.text)

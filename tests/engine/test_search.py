@@ -1,0 +1,200 @@
+"""One space's hybrid search: modes, fusion, exact filters, deterministic ties and explanations."""
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from engram_index.engine.search import SpaceIndex
+from engram_index.engine.types import Document, Filters, SearchRequest
+
+DIMS = 8
+
+
+def unit(i: int, j: int | None = None, mix: float = 0.0) -> np.ndarray:
+    v = np.zeros(DIMS, np.float32)
+    v[i] = 1.0
+    if j is not None:
+        v[j] = mix
+    return v / np.linalg.norm(v)
+
+
+class Docs:
+    """An in-memory document source standing in for the record store."""
+
+    def __init__(self) -> None:
+        self.docs: dict[int, Document] = {}
+
+    def fetch(self, ords: list[int]) -> dict[int, Document]:
+        return {o: self.docs[o] for o in ords if o in self.docs}
+
+
+@pytest.fixture
+def space() -> Iterator[tuple[SpaceIndex, Docs]]:
+    docs = Docs()
+    index = SpaceIndex(None, DIMS, docs.fetch)
+    rows = [
+        ("deploy the HTTPServer on friday", unit(0), ("infra",), "did:plc:a", 10),
+        ("pasta with fresh tomatoes", unit(1), ("food",), "did:plc:b", 20),
+        ("the http server crashed with a timeout", unit(0, 1, 0.5), ("infra", "incident"), "did:plc:a", 30),
+        ("tomatoes grow in summer", unit(2), ("garden",), "did:plc:b", 40),
+        ("résumé: naïve café review ☕ in Zürich", unit(3), ("food",), "did:plc:c", 50),
+    ]
+    changes = []
+    for i, (text, vec, tags, author, created) in enumerate(rows):
+        doc = Document(id=f"m{i}", author=author, text=text, tags=tags, created_ms=created,
+                       vector=vec.astype("<f2").tobytes())
+        docs.docs[i] = doc
+        changes.append((i, doc))
+    index.apply(changes, seq=1)
+    index.commit()
+    yield index, docs
+
+
+def ids(result) -> list[str]:
+    return [h.document.id for h in result.hits]
+
+
+def test_hybrid_unions_both_candidate_lists_and_scores_each_both_ways(space) -> None:
+    index, _ = space
+    result = index.search(SearchRequest(mode="hybrid", q="tomatoes", vector=unit(0), limit=5))
+    assert result.mode == "hybrid"
+    by_id = {h.document.id: h for h in result.hits}
+    # m0 comes from the vector side only, m1 and m3 from the keyword side: all carry both scores.
+    assert {"m0", "m1", "m3"} <= set(by_id)
+    assert by_id["m0"].bm25 == 0.0 and by_id["m1"].bm25 > 0
+    assert by_id["m1"].similarity == pytest.approx(0.0, abs=1e-3)
+    assert all(h.fusion == "convex" for h in result.hits)
+
+
+def test_rrf_is_selectable(space) -> None:
+    index, _ = space
+    result = index.search(SearchRequest(mode="hybrid", q="http server", vector=unit(0), fusion="rrf"))
+    assert ids(result)[:2] == ["m2", "m0"] or ids(result)[:2] == ["m0", "m2"]
+    assert result.hits[0].fusion == "rrf"
+
+
+def test_ranks_in_explanations_are_ranks_among_the_returned_results(space) -> None:
+    index, _ = space
+    hits = index.search(SearchRequest(mode="hybrid", q="server timeout", vector=unit(1), limit=5)).hits
+    sims = sorted(hits, key=lambda h: -h.similarity)
+    assert [h.vector_rank for h in sims] == list(range(1, len(hits) + 1))
+    kw = sorted([h for h in hits if h.bm25], key=lambda h: -h.bm25)
+    assert [h.keyword_rank for h in kw] == list(range(1, len(kw) + 1))
+    assert all(h.keyword_rank is None for h in hits if not h.bm25)
+
+
+def test_keyword_mode_has_no_similarity_and_explains_terms(space) -> None:
+    index, _ = space
+    result = index.search(SearchRequest(mode="keyword", q="HTTPServer"))
+    assert ids(result)[:2] == ["m0", "m2"]
+    top = result.hits[0]
+    assert top.similarity is None and top.keyword_rank == 1
+    assert [(t.term, t.kind, t.field) for t in top.terms] == [("httpserver", "exact", "text")]
+    parts = {(t.term, t.kind) for t in result.hits[1].terms}
+    assert parts == {("http", "part"), ("server", "part")}
+
+
+def test_vector_mode_ranks_by_cosine_alone(space) -> None:
+    index, _ = space
+    result = index.search(SearchRequest(mode="vector", vector=unit(1), limit=2, q="pasta"))
+    assert ids(result) == ["m1", "m2"] and result.mode == "vector"
+    assert result.hits[0].similarity == pytest.approx(1.0, abs=1e-3)
+
+
+def test_hybrid_without_q_runs_as_vector(space) -> None:
+    index, _ = space
+    assert index.search(SearchRequest(mode="hybrid", vector=unit(2))).mode == "vector"
+
+
+def test_filters_are_exact_in_every_mode(space) -> None:
+    index, _ = space
+    f = Filters(author="did:plc:b", tags=("food",))
+    for mode in ("hybrid", "vector", "keyword"):
+        result = index.search(SearchRequest(mode=mode, q="tomatoes server", vector=unit(0), filters=f))
+        assert ids(result) == ["m1"], mode
+    since = index.search(SearchRequest(mode="vector", vector=unit(0), filters=Filters(since_ms=30)))
+    assert set(ids(since)) == {"m2", "m3", "m4"}
+    none = index.search(SearchRequest(mode="vector", vector=unit(0), filters=Filters(author="did:plc:nobody")))
+    assert none.hits == []
+
+
+def test_ties_break_older_first_then_by_id() -> None:
+    docs = Docs()
+    index = SpaceIndex(None, DIMS, docs.fetch)
+    changes = []
+    for i, (doc_id, created) in enumerate([("b", 5), ("a", 5), ("c", 1), ("d", 9)]):
+        doc = Document(id=doc_id, author="did:plc:a", text="same words here", created_ms=created,
+                       vector=unit(0).astype("<f2").tobytes())
+        docs.docs[i] = doc
+        changes.append((i, doc))
+    index.apply(changes, 1)
+    index.commit()
+    for mode in ("hybrid", "vector", "keyword"):
+        result = index.search(SearchRequest(mode=mode, q="same words", vector=unit(0), limit=4))
+        assert ids(result) == ["c", "a", "b", "d"], mode
+
+
+def test_limit_is_honoured_and_larger_limits_get_more_candidates(space) -> None:
+    index, _ = space
+    assert len(index.search(SearchRequest(mode="vector", vector=unit(0), limit=2)).hits) == 2
+    assert index._n_candidates(10) == 200 and index._n_candidates(100) == 400
+
+
+def test_a_passed_deadline_gives_approximate_results(space) -> None:
+    index, _ = space
+    result = index.search(SearchRequest(mode="hybrid", q="tomatoes", vector=unit(0), rerank_deadline_s=-1.0))
+    assert result.approximate and result.hits
+
+
+def test_deleted_documents_vanish_at_once_even_before_the_keyword_commit(space) -> None:
+    index, docs = space
+    index.apply([(1, None)], seq=2)
+    del docs.docs[1]
+    for mode in ("hybrid", "keyword", "vector"):
+        assert "m1" not in ids(index.search(SearchRequest(mode=mode, q="pasta tomatoes", vector=unit(1)))), mode
+
+
+def test_replacing_a_document_moves_its_vector_and_words(space) -> None:
+    index, docs = space
+    doc = Document(id="m3", author="did:plc:b", text="now about kubernetes", created_ms=40,
+                   vector=unit(5).astype("<f2").tobytes())
+    docs.docs[3] = doc
+    index.apply([(3, doc)], seq=2)
+    index.commit()
+    assert ids(index.search(SearchRequest(mode="keyword", q="kubernetes"))) == ["m3"]
+    assert ids(index.search(SearchRequest(mode="keyword", q="summer"))) == []
+    assert ids(index.search(SearchRequest(mode="vector", vector=unit(5), limit=1))) == ["m3"]
+
+
+def test_snippet_highlights_are_byte_ranges_on_non_ascii_text(space) -> None:
+    index, _ = space
+    hit = index.search(SearchRequest(mode="keyword", q="cafe zurich")).hits[0]
+    raw = hit.snippet.text.encode()
+    assert [raw[s:e].decode() for s, e in hit.snippet.highlights] == ["café", "Zürich"]
+
+
+def test_a_document_without_a_vector_is_still_found_by_keyword_and_hybrid() -> None:
+    docs = Docs()
+    index = SpaceIndex(None, DIMS, docs.fetch)
+    doc = Document(id="x", author="did:plc:a", text="orphan words", created_ms=1, vector=None)
+    docs.docs[0] = doc
+    index.apply([(0, doc)], 1)
+    index.commit()
+    hybrid = index.search(SearchRequest(mode="hybrid", q="orphan", vector=unit(0)))
+    assert ids(hybrid) == ["x"] and hybrid.hits[0].similarity == 0.0
+
+
+def test_many_identical_keyword_scores_still_return_the_oldest_first() -> None:
+    docs = Docs()
+    index = SpaceIndex(None, DIMS, docs.fetch)
+    changes = []
+    for i in range(60):
+        # Written newest first, so tantivy's own order would be the reverse of ours.
+        doc = Document(id=f"d{i:02d}", author="did:plc:a", text="duplicate note", created_ms=1000 - i)
+        docs.docs[i] = doc
+        changes.append((i, doc))
+    index.apply(changes, 1)
+    index.commit()
+    result = index.search(SearchRequest(mode="keyword", q="duplicate", limit=5))
+    assert ids(result) == ["d59", "d58", "d57", "d56", "d55"]

@@ -1,0 +1,113 @@
+"""An acknowledged write is never lost: kill -9 a writing process, reopen, and find every write."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram_index.engine.analyzer import query_words
+from engram_index.engine.types import Filters, SearchRequest
+from engram_index.spaces import Spaces
+
+URI = "at://did:plc:crash/space/garden.engram.space/s"
+
+WRITER = textwrap.dedent(
+    """
+    import sys, numpy as np
+    from pathlib import Path
+    from engram_index.engine.types import Document, ModelIdentity
+    from engram_index.spaces import Spaces
+    from engram_index.store.sqlite import StoredDocument
+
+    spaces = Spaces(Path(sys.argv[1]), commit_interval=0.05)
+    spaces.ensure_space(sys.argv[2], ModelIdentity("m", "d", 8))
+    spaces.index(sys.argv[2])
+    rng = np.random.default_rng(int(sys.argv[3]))
+    n = 0
+    while True:
+        batch = []
+        for _ in range(int(rng.integers(1, 40))):
+            vec = rng.standard_normal(8).astype("<f2").tobytes()
+            batch.append(StoredDocument(Document(id=f"m{n}", author="did:plc:a",
+                text=f"memory word{n} about things", created_ms=n, vector=vec)))
+            n += 1
+        deletes = [f"m{int(rng.integers(0, n))}"] if n > 50 and rng.random() < 0.3 else []
+        spaces.write(sys.argv[2], batch, deletes)
+        # Acknowledged: the write returned. Tell the parent which ids now exist or not.
+        print("ack", batch[0].document.id, batch[-1].document.id, *deletes, flush=True)
+    """
+)
+
+
+def run_and_kill(data: Path, seed: int, after_acks: int) -> tuple[set[str], set[str]]:
+    """Run the writer until it has acknowledged `after_acks` batches, then SIGKILL it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(data), URI, str(seed)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )
+    written: set[str] = set()
+    deleted: set[str] = set()
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    acks = 0
+    while acks < after_acks and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        _, first, last, *dels = line.split()
+        written.update(f"m{i}" for i in range(int(first[1:]), int(last[1:]) + 1))
+        deleted.update(dels)
+        acks += 1
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert acks == after_acks, "the writer stopped early"
+    return written, deleted
+
+
+@pytest.mark.parametrize("seed, acks", [(1, 3), (2, 40), (3, 120)])
+def test_every_acknowledged_write_survives_kill_9_and_the_index_agrees(tmp_path: Path, seed: int, acks: int) -> None:
+    written, deleted = run_and_kill(tmp_path, seed, acks)
+    spaces = Spaces(tmp_path)
+    try:
+        info = spaces.info(URI)
+        index = spaces.index(URI)
+        live = {d.id for d in spaces.store.documents(info.id, range(info.next_ord)).values()}
+        # Acknowledged writes are all there (deletes may have won over earlier writes).
+        assert (written - deleted) <= live
+        assert not (deleted & live)
+        assert len(index) == len(live) == spaces.store.count(info.id)
+        assert index.keyword.num_docs() == len(live)
+        assert len(index.vectors) == len(live)
+        # Every live memory is findable by its unique word, and no deleted one is.
+        for doc_id in list(live)[:: max(1, len(live) // 25)]:
+            req = SearchRequest(mode="keyword", q=f"word{doc_id[1:]}", limit=5, explain=False)
+            assert [h.document.id for h in index.search(req).hits] == [doc_id]
+        for doc_id in deleted:
+            req = SearchRequest(mode="keyword", q=f"word{doc_id[1:]}", limit=5, explain=False)
+            assert index.search(req).hits == []
+        vec = np.ones(8, np.float32)
+        got = index.search(SearchRequest(mode="vector", vector=vec, limit=50, explain=False))
+        assert {h.document.id for h in got.hits} <= live
+    finally:
+        spaces.close()
+
+
+def test_reopening_twice_replays_nothing_the_second_time(tmp_path: Path) -> None:
+    run_and_kill(tmp_path, 4, 10)
+    first = Spaces(tmp_path)
+    seq = first.index(URI).keyword.committed_seq
+    first.close()
+    second = Spaces(tmp_path)
+    try:
+        index = second.index(URI)
+        assert index.keyword.committed_seq == seq == second.info(URI).seq
+        assert not index.keyword.pending
+    finally:
+        second.close()
