@@ -162,6 +162,20 @@ def test_put_many_matches_put_one_at_a_time() -> None:
     np.testing.assert_array_equal(a.sims, b.sims)
 
 
+def test_put_many_of_a_long_consecutive_run_stores_every_vector_in_place() -> None:
+    vectors = random_vectors(70000, 8, seed=25)  # more rows than one bulk chunk
+    index = VectorIndex(8)
+    index.put(100000, vectors[0])
+    index.put_many(np.arange(3, 70003), vectors)
+    assert len(index) == 70001 and index.size == 100001
+    assert not index.has(2) and index.has(3) and index.has(70002) and not index.has(70003)
+    for i in (0, 65535, 65536, 69999):
+        stored = index.vector(3 + i)
+        assert stored is not None and stored.tobytes() == vectors[i].tobytes()
+    hits = index.search(vectors[65540], 3, candidates=index.size)
+    assert hits.ords[0] == 3 + 65540
+
+
 def test_put_many_with_a_repeated_ordinal_keeps_the_last_vector() -> None:
     vectors = random_vectors(3, 8, seed=12)
     index = VectorIndex(8)

@@ -21,7 +21,7 @@ import simsimd
 # synthetic spaces up to 1M (bench/synth.py), for well under a millisecond of exact re-ranking.
 MIN_CANDIDATES = 400
 CANDIDATES_PER_K = 20
-CANDIDATES_PER_SQRT_SIZE = 3.0
+CANDIDATES_PER_SQRT_SIZE = 2.0
 # Exact scoring costs ~40x a coarse code comparison per vector (a scattered 768-byte gather and
 # a dot product against a 48-byte code compare), so a filter allowing fewer than size / 32
 # ordinals is cheaper to score exhaustively, and exhaustive scoring is exact by construction.
@@ -169,13 +169,18 @@ class VectorIndex:
         if not np.isfinite(squared).all():
             raise ValueError("vectors must be finite")
         self._reserve(int(ords.max()) + 1)
-        self._count += int(np.count_nonzero(~self._live[ords]))
-        self._vectors[ords] = rows
+        # Ascending consecutive ordinals (a bulk load) are written by slices, ~3x faster at 1M.
+        first = int(ords[0])
+        run = bool(np.array_equal(ords, unique_ords)) and int(ords[-1]) - first == len(ords) - 1
+        target: slice | np.ndarray = slice(first, first + len(ords)) if run else ords
+        self._count += int(np.count_nonzero(~self._live[target]))
+        self._vectors[target] = rows
         for start in range(0, len(rows), BULK_CHUNK):
-            part = slice(start, start + BULK_CHUNK)
-            self._codes[ords[part]] = _sign_codes(rows[part])
-        self._inv_norms[ords] = _inverse_norms(squared)
-        self._live[ords] = True
+            stop = min(start + BULK_CHUNK, len(rows))
+            where = slice(first + start, first + stop) if run else ords[start:stop]
+            self._codes[where] = _sign_codes(rows[start:stop])
+        self._inv_norms[target] = _inverse_norms(squared)
+        self._live[target] = True
         self._size = max(self._size, int(ords.max()) + 1)
         self._dead = None
 
