@@ -8,7 +8,10 @@ Tags come from a Zipf-distributed vocabulary of 200 title words (per document, s
 follow topics), authors from 20 DIDs, creation times spread over 2025.
 
 Run `python bench/synth.py --n 200000` for the vector index's recall@10 against exact brute
-force and its search latency at that size.
+force and its search latency at that size. Measured profile (SciFact's 300 queries): mean top-1 /
+10th-best cosine 0.585 / 0.516 at 100k, 0.593 / 0.540 at 200k, 0.615 / 0.578 at 1M, against
+0.619 / 0.448 for the same queries on the real 5k SciFact corpus (denser spaces, closer 10th).
+1M memories generate in ~18-25 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ def _tag_vocabulary(titles: list[str]) -> list[str]:
 
 
 def _noise_basis(corpus: np.ndarray) -> np.ndarray:
-    """Return B such that z @ B (z standard normal) has the corpus's covariance shape, E|.|^2 = 1."""
+    """Return B so that z @ B (z standard normal) has the corpus covariance's shape, unit norm."""
     centered = corpus - corpus.mean(axis=0)
     _, singular, components = np.linalg.svd(centered, full_matrices=False)
     variances = singular**2 / len(corpus)

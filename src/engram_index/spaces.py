@@ -9,16 +9,26 @@ sequence it last made durable.
 
 from __future__ import annotations
 
+import logging
+import shutil
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .engine.keyword import KeywordIndex, staging_path, swap_in
 from .engine.search import SpaceIndex
 from .engine.types import Document, ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading
 from .store.sqlite import SpaceInfo, StoredDocument, Store, WriteResult
 
 Progress = Callable[[str, int, int], None]
+log = logging.getLogger(__name__)
+
+# More segments than this, and no write for QUIET_S seconds, and the committer compacts.
+COMPACT_SEGMENTS = 4
+QUIET_S = 10.0
+_COMPACT_HEAP = 256 * 1024 * 1024
 
 
 class Spaces:
@@ -31,6 +41,9 @@ class Spaces:
         self.store = Store(data_dir / "records.sqlite")
         self._indexes: dict[str, SpaceIndex] = {}
         self._loading: set[str] = set()
+        self._space_locks: dict[str, threading.RLock] = {}
+        self._last_write: dict[str, float] = {}
+        self._maintainer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._committer = threading.Thread(
@@ -48,25 +61,36 @@ class Spaces:
         query_prefix: str | None = None,
     ) -> SpaceInfo:
         """Create or update a space's declaration."""
-        info = self.store.ensure_space(uri, model, document_prefix, query_prefix)
-        loaded = self._indexes.get(uri)
-        if loaded is not None and loaded.dims != (info.model.dims if info.model else None):
-            # The model's dimensions changed: the loaded vectors are no longer comparable.
-            with self._lock:
+        with self._space_lock(uri):
+            info = self.store.ensure_space(uri, model, document_prefix, query_prefix)
+            loaded = self._indexes.get(uri)
+            if loaded is not None and loaded.dims != (info.model.dims if info.model else None):
+                # The model's dimensions changed: the loaded vectors are no longer comparable.
                 self._indexes.pop(uri, None)
-            loaded.close()
+                loaded.close()
         return info
 
     def info(self, uri: str) -> SpaceInfo:
         """The store's view of a space (UnknownSpace when absent)."""
         return self.store.space(uri)
 
+    def _space_lock(self, uri: str) -> threading.RLock:
+        """The lock that orders a space's writes, its loading and its index swaps.
+
+        Holding it from the store's commit to the index's apply keeps the index applying
+        changes in sequence order, and no write is ever committed but not yet applied while
+        a load or a compaction reads the change log.
+        """
+        with self._lock:
+            return self._space_locks.setdefault(uri, threading.RLock())
+
     def index(self, uri: str, progress: Progress | None = None) -> SpaceIndex:
         """The space's index, loading it (and catching up on missed writes) on first use."""
         index = self._indexes.get(uri)
         if index is not None:
             return index
-        with self._lock:
+        self.store.space(uri)  # UnknownSpace before any lock is made for it
+        with self._space_lock(uri):
             index = self._indexes.get(uri)
             if index is None:
                 index = self._load(self.store.space(uri), progress)
@@ -86,9 +110,20 @@ class Spaces:
         raise IndexLoading(f"the index of {uri} is loading")
 
     def _load_background(self, uri: str) -> None:
-        """Load a space's index off the request path."""
+        """Load a space's index off the request path, logging progress every few seconds."""
+        last = [time.monotonic()]
+
+        def report(space: str, done: int, total: int) -> None:
+            if time.monotonic() - last[0] >= 5:
+                last[0] = time.monotonic()
+                log.info("loading %s: %d of %d memories", space, done, total)
+
+        began = time.monotonic()
         try:
-            self.index(uri)
+            index = self.index(uri, report)
+            log.info("loaded %s: %d memories in %.1f s", uri, len(index), time.monotonic() - began)
+        except Exception:
+            log.exception("loading %s failed", uri)
         finally:
             with self._lock:
                 self._loading.discard(uri)
@@ -135,10 +170,12 @@ class Spaces:
     ) -> WriteResult:
         """Store documents durably, then apply them to the space's index if it is loaded."""
         info = self.store.space(uri)
-        result = self.store.write(info.id, puts, deletes)
-        index = self._indexes.get(uri)
-        if index is not None and result.changes:
-            index.apply(((c.ord, c.document) for c in result.changes), result.seq)
+        with self._space_lock(uri):
+            result = self.store.write(info.id, puts, deletes)
+            self._last_write[uri] = time.monotonic()
+            index = self._indexes.get(uri)
+            if index is not None and result.changes:
+                index.apply(((c.ord, c.document) for c in result.changes), result.seq)
         return result
 
     def commit(self) -> None:
@@ -152,10 +189,75 @@ class Spaces:
         while not self._stop.wait(interval):
             try:
                 self.commit()
-            except Exception:  # pragma: no cover - logged by the thread, retried next tick
-                import logging
+                self._maintain_in_background()
+            except Exception:  # pragma: no cover - logged, retried at the next tick
+                log.exception("keyword commit failed; will retry")
 
-                logging.getLogger(__name__).exception("keyword commit failed; will retry")
+    # -- compaction ---------------------------------------------------------------------------
+
+    def compact(self, uri: str) -> None:
+        """Rebuild a space's keyword index as one segment, then swap it in.
+
+        Each segment adds a fixed cost to every query term, and incremental commits leave
+        many small ones that tantivy merges only down to about eight per size level. The
+        copy is built from the records up to a snapshot sequence while writes go on; the
+        writes after it are replayed into the copy under the index's lock before the swap.
+        """
+        index = self.index(uri)
+        info = self.store.space(uri)
+        path = index.keyword.path
+        if path is None:
+            return
+        snapshot = info.seq
+        shutil.rmtree(staging_path(path), ignore_errors=True)
+        fresh = KeywordIndex(staging_path(path), index.keyword.weights, heap_bytes=_COMPACT_HEAP)
+        for batch in self.store.changes_since(info.id, 0):
+            for change in batch:
+                # Rows changed after the snapshot come back in the replay below.
+                if change.document is not None and change.seq <= snapshot:
+                    fresh.upsert(change.ord, change.document)
+        fresh.commit(snapshot)
+        with self._space_lock(uri), index.exclusive():
+            for batch in self.store.changes_since(info.id, snapshot):
+                for change in batch:
+                    if change.document is None:
+                        fresh.delete(change.ord)
+                    else:
+                        fresh.upsert(change.ord, change.document)
+            fresh.commit(index.seq)
+            fresh.close()
+            index.keyword.commit(index.seq)
+            index.keyword.close()
+            swap_in(path)
+            index.keyword = KeywordIndex(path, fresh.weights)
+        log.info("compacted the keyword index of %s", uri)
+
+    def maintain(self, quiet_s: float = 0.0) -> list[str]:
+        """Compact the keyword index of every space with many segments and no recent writes."""
+        now = time.monotonic()
+        due = [
+            uri
+            for uri, index in list(self._indexes.items())
+            if now - self._last_write.get(uri, 0.0) >= quiet_s
+            and index.keyword.segments() > COMPACT_SEGMENTS
+        ]
+        for uri in due:
+            self.compact(uri)
+        return due
+
+    def _maintain_in_background(self) -> None:
+        """Start a compaction pass unless one is running (it must not hold up commits)."""
+        if self._maintainer is not None and self._maintainer.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                self.maintain(QUIET_S)
+            except Exception:
+                log.exception("keyword compaction failed; the old index stays in use")
+
+        self._maintainer = threading.Thread(target=run, daemon=True, name="compaction")
+        self._maintainer.start()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -172,6 +274,8 @@ class Spaces:
         """Stop the committer, commit everything and close the store."""
         self._stop.set()
         self._committer.join()
+        if self._maintainer is not None:
+            self._maintainer.join()
         for index in self._indexes.values():
             index.close()
         self._indexes.clear()

@@ -62,6 +62,28 @@ def searchable_words(words: Sequence[QueryWord]) -> list[QueryWord]:
     return out
 
 
+def staging_path(path: Path) -> Path:
+    """Where a compacted copy of the index at `path` is built before it replaces it."""
+    return path.with_name(path.name + ".new")
+
+
+def finish_swap(path: Path) -> None:
+    """Complete or undo a compaction that a crash interrupted, so that `path` is whole."""
+    staged, retired = staging_path(path), path.with_name(path.name + ".old")
+    if not path.exists() and (staged / _META).exists():
+        os.replace(staged, path)  # crashed between the two renames: the new copy is complete
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def swap_in(path: Path) -> None:
+    """Replace the index at `path` by its closed, committed staged copy."""
+    staged, retired = staging_path(path), path.with_name(path.name + ".old")
+    os.replace(path, retired)
+    os.replace(staged, path)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
 def _build_schema() -> tantivy.Schema:
     """The index schema: ordinal (fast), key (for deletes), body terms, and filter fields."""
     sb = tantivy.SchemaBuilder()
@@ -78,7 +100,9 @@ def _build_schema() -> tantivy.Schema:
 class KeywordIndex:
     """One space's BM25 index on disk (or in memory), with its durable sequence marker."""
 
-    def __init__(self, path: Path | None, weights: TermWeights | None = None) -> None:
+    def __init__(
+        self, path: Path | None, weights: TermWeights | None = None, heap_bytes: int = _WRITER_HEAP
+    ) -> None:
         """Open the index at `path` (None: in memory); an index of another version starts empty."""
         self.path = path
         self.weights = weights or TermWeights()
@@ -86,6 +110,7 @@ class KeywordIndex:
         self._lock = threading.Lock()
         self.committed_seq = 0
         if path is not None:
+            finish_swap(path)
             meta = self._read_meta()
             if meta is None or meta.get("version") != [SCHEMA_VERSION, ANALYZER_VERSION]:
                 # Another analyzer or schema: terms would not match; rebuild from the records.
@@ -99,7 +124,7 @@ class KeywordIndex:
         self.index.register_tokenizer(
             "ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
         )
-        self._writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        self._writer = self.index.writer(heap_size=heap_bytes, num_threads=1)
         self._pending = False
 
     # -- writes -----------------------------------------------------------------------------
@@ -152,6 +177,10 @@ class KeywordIndex:
         """Let background merges finish and release the writer."""
         with self._lock:
             self._writer.wait_merging_threads()
+
+    def segments(self) -> int:
+        """How many segments a search visits (each adds a fixed cost per query term)."""
+        return self.index.searcher().num_segments
 
     def _read_meta(self) -> dict | None:
         """The marker file of the last durable commit, if any."""

@@ -69,7 +69,8 @@ def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
     """A stored f16le vector as a float16 array, or None when absent or of other dimensions."""
     if raw is None or len(raw) != 2 * dims:
         return None
-    return np.frombuffer(raw, "<f2")
+    vec = np.frombuffer(raw, "<f2")
+    return vec if np.isfinite(vec).all() else None
 
 
 class SpaceIndex:
@@ -134,7 +135,14 @@ class SpaceIndex:
 
     def commit(self) -> None:
         """Make keyword writes durable and searchable (vectors are searchable at once)."""
-        self.keyword.commit(self.seq)
+        with self._lock.read():  # not while the keyword index is being swapped
+            self.keyword.commit(self.seq)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold off searches and writes (for swapping the keyword index)."""
+        with self._lock.write():
+            yield
 
     def close(self) -> None:
         """Commit and release the keyword writer."""
@@ -193,10 +201,7 @@ class SpaceIndex:
         query = self._query_vector(req)
         mask = self.columns.mask(req.filters)
         hits = self.vectors.search(  # type: ignore[union-attr]
-            query,
-            self._n_candidates(req.limit),
-            allowed=mask,
-            deadline=self._deadline(req),
+            query, req.limit, allowed=mask, deadline=self._deadline(req)
         )
         top = self._order(hits.ords, hits.sims, req.limit)
         docs = self.fetch([int(hits.ords[i]) for i in top])
@@ -246,7 +251,12 @@ class SpaceIndex:
         words = query_words(req.q or "")
         n = self._n_candidates(req.limit)
         mask = self.columns.mask(req.filters)
-        vec = self.vectors.search(query, n, allowed=mask, deadline=self._deadline(req))  # type: ignore[union-attr]
+        vectors = self.vectors
+        assert vectors is not None
+        # The top n by exact cosine, from the coarse pool that holds recall for the requested
+        # limit (a pool sized for k = n would cost several times more for no better results).
+        pool = max(n, vectors.default_candidates(req.limit))
+        vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
         kw_ords, kw_scores = self._live(*self.keyword.search(words, n, req.filters))
 
         ords = np.unique(np.concatenate([vec.ords, kw_ords]))
@@ -256,7 +266,7 @@ class SpaceIndex:
         bm25[np.searchsorted(ords, kw_ords)] = kw_scores
         missing_sim = np.isnan(sims)
         if missing_sim.any():
-            sims[missing_sim] = self.vectors.similarities(query, ords[missing_sim])  # type: ignore[union-attr]
+            sims[missing_sim] = vectors.similarities(query, ords[missing_sim])
         missing_kw = np.isnan(bm25)
         if missing_kw.any():
             bm25[missing_kw] = self.keyword.scores(words, ords[missing_kw].tolist())

@@ -1,0 +1,105 @@
+"""Keyword compaction: many segments become one, nothing is lost, crashes mid-swap are repaired."""
+
+import threading
+from pathlib import Path
+
+from engram_index.engine.keyword import KeywordIndex, staging_path
+from engram_index.engine.types import Document, ModelIdentity, SearchRequest
+from engram_index.spaces import Spaces
+from engram_index.store.sqlite import StoredDocument
+
+URI = "at://did:plc:compact/space/garden.engram.space/s"
+
+
+def put(i: int, word: str = "") -> StoredDocument:
+    return StoredDocument(Document(id=f"m{i}", author="did:plc:a", text=f"note number{i} {word}", created_ms=i))
+
+
+def found(spaces: Spaces, q: str) -> list[str]:
+    req = SearchRequest(mode="keyword", q=q, limit=100_000, explain=False)
+    return [h.document.id for h in spaces.search(URI, req).hits]
+
+
+def many_segments(tmp_path: Path) -> Spaces:
+    spaces = Spaces(tmp_path, commit_interval=3600)
+    spaces.ensure_space(URI, ModelIdentity("m", "d", 4))
+    spaces.index(URI)
+    for batch in range(8):
+        spaces.write(URI, [put(batch * 10 + i, "common") for i in range(10)])
+        spaces.commit()
+    return spaces
+
+
+def test_compaction_leaves_one_segment_and_every_document(tmp_path: Path) -> None:
+    spaces = many_segments(tmp_path)
+    try:
+        index = spaces.index(URI)
+        assert index.keyword.segments() > 4
+        before = sorted(found(spaces, "common"))
+        assert spaces.maintain() == [URI]
+        assert spaces.index(URI).keyword.segments() == 1
+        assert sorted(found(spaces, "common")) == before and len(before) == 80
+        assert found(spaces, "number42") == ["m42"]
+        assert not staging_path(index.keyword.path).exists()
+    finally:
+        spaces.close()
+
+
+def test_writes_during_compaction_are_kept(tmp_path: Path) -> None:
+    spaces = many_segments(tmp_path)
+    try:
+        done = threading.Event()
+
+        def writer() -> None:
+            i = 1000
+            while not done.is_set():
+                spaces.write(URI, [put(i, "during")], deletes=[f"m{i - 1000}"])
+                i += 1
+            spaces.commit()
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        spaces.compact(URI)
+        done.set()
+        thread.join()
+        spaces.commit()
+        store_ids = {d.id for d in spaces.store.documents(spaces.info(URI).id, range(100_000)).values()}
+        assert set(found(spaces, "note")) == store_ids
+        assert spaces.index(URI).keyword.num_docs() == len(store_ids)
+    finally:
+        spaces.close()
+
+
+def test_the_compacted_index_survives_reopening(tmp_path: Path) -> None:
+    spaces = many_segments(tmp_path)
+    spaces.maintain()
+    spaces.close()
+    again = Spaces(tmp_path)
+    try:
+        assert again.index(URI).keyword.segments() == 1
+        assert found(again, "number7") == ["m7"]
+    finally:
+        again.close()
+
+
+def test_a_crash_between_the_two_renames_is_completed_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "keyword"
+    staged = KeywordIndex(staging_path(path))
+    staged.upsert(0, Document(id="x", author="did:plc:a", text="survivor"))
+    staged.commit(7)
+    staged.close()
+    reopened = KeywordIndex(path)
+    assert reopened.committed_seq == 7 and reopened.num_docs() == 1
+    assert not staging_path(path).exists()
+
+
+def test_a_half_built_copy_is_thrown_away_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "keyword"
+    live = KeywordIndex(path)
+    live.upsert(0, Document(id="x", author="did:plc:a", text="kept"))
+    live.commit(3)
+    live.close()
+    staging_path(path).mkdir()
+    (staging_path(path) / "junk").write_text("partial")
+    reopened = KeywordIndex(path)
+    assert reopened.committed_seq == 3 and not staging_path(path).exists()
