@@ -44,6 +44,7 @@ class Spaces:
         self._space_locks: dict[str, threading.RLock] = {}
         self._last_write: dict[str, float] = {}
         self._maintainer: threading.Thread | None = None
+        self._compaction_lock = threading.Lock()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._committer = threading.Thread(
@@ -134,7 +135,8 @@ class Spaces:
         index = SpaceIndex(
             self.data_dir / "spaces" / str(info.id),
             dims,
-            lambda ords: self.store.documents(info.id, ords),
+            # Results and explanations need text and fields, not the vector blobs.
+            lambda ords: self.store.documents(info.id, ords, vectors=False),
         )
         total = self.store.count(info.id)
         kw_seq = index.keyword.committed_seq
@@ -203,6 +205,11 @@ class Spaces:
         copy is built from the records up to a snapshot sequence while writes go on; the
         writes after it are replayed into the copy under the index's lock before the swap.
         """
+        with self._compaction_lock:  # one at a time: they share the staging directory
+            self._compact_locked(uri)
+
+    def _compact_locked(self, uri: str) -> None:
+        """Build, catch up and swap in the compacted copy (the caller holds the compaction lock)."""
         index = self.index(uri)
         info = self.store.space(uri)
         path = index.keyword.path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.explain import match_terms, snippet
 from engram_index.engine.types import Snippet, TermMatch
@@ -234,3 +236,21 @@ def test_snippet_of_a_30_kb_text_finds_the_match_in_the_middle() -> None:
     snip = snippet(text, [], None, matches, words)
     assert "kubernetes cluster" in snip.text
     assert snip.text.startswith("…") and snip.text.endswith("…")
+
+
+@pytest.mark.parametrize(
+    "text, q",
+    [
+        ("The HTTPServer timed out; servers need timeouts. " * 3, "http servers timeout"),
+        ("café naïve résumé — Zürich 東京大学 " * 20, "cafe zurich 大学"),
+        ("nothing relevant here", "kubernetes"),
+        ("x" * 5000 + " needle " + "y" * 5000, "needle"),
+    ],
+)
+def test_explain_in_one_pass_equals_matching_then_snippet(text: str, q: str) -> None:
+    from engram_index.engine.explain import explain
+
+    words = query_words(q)
+    tags, source = ["infra", "Zürich"], "notes/servers.md"
+    matches = match_terms(words, text, tags, source)
+    assert explain(words, text, tags, source) == (matches, snippet(text, tags, source, matches, words))

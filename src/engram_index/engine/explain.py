@@ -23,21 +23,48 @@ def _tag_body(tags: Sequence[str]) -> str:
     return ", ".join(tags)
 
 
-def match_terms(
-    words: Sequence[QueryWord], text: str, tags: Sequence[str], source: str | None
-) -> tuple[TermMatch, ...]:
-    """Say which query terms the document holds: per word its exact form, else stem, else parts."""
-    content = [w for w in words if w.exact not in STOPWORDS] or list(words)
-    if not content:
-        return ()
+def _content_words(words: Sequence[QueryWord]) -> list[QueryWord]:
+    """The words that count: stopwords drop out unless the query is nothing else."""
+    return [w for w in words if w.exact not in STOPWORDS] or list(words)
+
+
+def _wanted(words: Sequence[QueryWord]) -> set[str]:
+    """Every alternative term of the words: exact forms, stems and identifier parts."""
     wanted: set[str] = set()
-    for word in content:
+    for word in words:
         wanted.add(word.exact)
         if word.stem is not None:
             wanted.add(word.stem)
         wanted.update(word.parts)
+    return wanted
+
+
+def explain(
+    words: Sequence[QueryWord], text: str, tags: Sequence[str], source: str | None
+) -> tuple[tuple[TermMatch, ...], Snippet]:
+    """The matched terms and the snippet of one document, reading its text only once."""
+    spans = find_terms(text, _wanted(_content_words(words)))
+    matches = match_terms(words, text, tags, source, text_terms={t for _, _, t in spans})
+    return matches, snippet(text, tags, source, matches, words, text_spans=spans)
+
+
+def match_terms(
+    words: Sequence[QueryWord],
+    text: str,
+    tags: Sequence[str],
+    source: str | None,
+    text_terms: set[str] | None = None,
+) -> tuple[TermMatch, ...]:
+    """Say which query terms the document holds: per word its exact form, else stem, else parts.
+
+    `text_terms`, when given, are the wanted terms already found in the text.
+    """
+    content = _content_words(words)
+    if not content:
+        return ()
+    wanted = _wanted(content)
     whole_tags = {normalize(tag) for tag in tags}
-    fields = _LazyFields(wanted, text, tags, source)
+    fields = _LazyFields(wanted, text, tags, source, text_terms)
 
     out: list[TermMatch] = []
     seen: set[tuple[str, TermKind, FieldName]] = set()
@@ -74,10 +101,17 @@ class _LazyFields:
     """The wanted terms present in each field, each field analyzed only when first needed."""
 
     def __init__(
-        self, wanted: set[str], text: str, tags: Sequence[str], source: str | None
+        self,
+        wanted: set[str],
+        text: str,
+        tags: Sequence[str],
+        source: str | None,
+        text_terms: set[str] | None = None,
     ) -> None:
-        """Remember the fields; nothing is analyzed yet."""
+        """Remember the fields; nothing is analyzed yet (the text's terms may be given)."""
         self._present: dict[FieldName, set[str]] = {}
+        if text_terms is not None:
+            self._present["text"] = text_terms & wanted
         self._loaders: dict[FieldName, Callable[[], set[str]]] = {
             # A long text is only searched for the wanted terms; tags and source are short.
             "text": lambda: _text_terms(text, wanted),
@@ -107,6 +141,7 @@ def snippet(
     matches: Sequence[TermMatch],
     words: Sequence[QueryWord],
     max_chars: int = 200,
+    text_spans: list[tuple[int, int, str]] | None = None,
 ) -> Snippet:
     """Cut about max_chars of the best-matching field around its matches, with byte highlights.
 
@@ -119,7 +154,10 @@ def snippet(
     field: FieldName = "text" if any(m.field == "text" for m in matches) else matches[0].field
     body = text if field == "text" else _tag_body(tags) if field == "tags" else source or ""
     terms = {m.term for m in matches if m.field == field}
-    spans = find_terms(body, terms)
+    if field == "text" and text_spans is not None:
+        spans = [span for span in text_spans if span[2] in terms]
+    else:
+        spans = find_terms(body, terms)
     if field == "tags":
         spans = sorted(spans + _whole_tag_spans(tags, terms), key=lambda span: span[0])
     if not spans:

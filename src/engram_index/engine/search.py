@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 from . import fusion
 from .analyzer import QueryWord, query_words
 from .columns import Columns
-from .explain import match_terms, snippet
+from .explain import explain
 from .keyword import KeywordIndex, searchable_words
 from .types import Document, Hit, SearchRequest, SearchResult
 from .vector import VectorIndex
@@ -24,6 +25,7 @@ MIN_CANDIDATES = 200
 CANDIDATES_PER_RESULT = 4
 
 Fetch = Callable[[list[int]], dict[int, Document]]
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-scan")
 
 
 class RWLock:
@@ -256,8 +258,13 @@ class SpaceIndex:
         # The top n by exact cosine, from the coarse pool that holds recall for the requested
         # limit (a pool sized for k = n would cost several times more for no better results).
         pool = max(n, vectors.default_candidates(req.limit))
-        vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
+        # The vector scan releases the GIL (simsimd) and so does much of tantivy's search:
+        # run them side by side.
+        pending = _POOL.submit(
+            vectors.search, query, n, allowed=mask, candidates=pool, deadline=self._deadline(req)
+        )
         kw_ords, kw_scores = self._live(*self.keyword.search(words, n, req.filters))
+        vec = pending.result()
 
         ords = np.unique(np.concatenate([vec.ords, kw_ords]))
         sims = np.full(ords.size, np.nan, np.float32)
@@ -300,8 +307,7 @@ class SpaceIndex:
         words = searchable_words(words)
         for hit in hits:
             doc = hit.document
-            hit.terms = match_terms(words, doc.text, doc.tags, doc.source)
-            hit.snippet = snippet(doc.text, doc.tags, doc.source, hit.terms, words)
+            hit.terms, hit.snippet = explain(words, doc.text, doc.tags, doc.source)
 
 
 def _rank_among(hits: list[Hit]) -> None:

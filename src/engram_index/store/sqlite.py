@@ -134,6 +134,10 @@ class Store:
         # FULL: an acknowledged write survives power loss, not only a process crash.
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
+        # Result rows are read at random: a larger page cache and memory-mapped reads cut a
+        # 10-row fetch at 100k memories from 0.36 to 0.20 ms (bench: docs/design/engine.md).
+        conn.execute("PRAGMA cache_size=-32768")
+        conn.execute("PRAGMA mmap_size=1073741824")
         return conn
 
     def _reader(self) -> sqlite3.Connection:
@@ -306,17 +310,20 @@ class Store:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def documents(self, space_id: int, ords: Iterable[int]) -> dict[int, Document]:
-        """The live documents with these ordinals."""
+    def documents(
+        self, space_id: int, ords: Iterable[int], vectors: bool = True
+    ) -> dict[int, Document]:
+        """The live documents with these ordinals (without their vector blobs unless asked)."""
         wanted = list(ords)
         out: dict[int, Document] = {}
         conn = self._reader()
+        columns = _DOC_COLUMNS if vectors else _DOC_COLUMNS.replace(", vector", ", NULL")
         # SQLite caps bound parameters; 500 at a time stays well under every build's limit.
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for row in conn.execute(
-                f"SELECT {_DOC_COLUMNS} FROM documents"
+                f"SELECT {columns} FROM documents"
                 f" WHERE space_id=? AND deleted=0 AND ord IN ({marks})",
                 (space_id, *chunk),
             ):

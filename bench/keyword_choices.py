@@ -1,0 +1,111 @@
+"""The measurements behind the keyword index's design choices, on one synthetic space.
+
+For 200 SciFact claims (about 12 words each) against n synthetic memories, p50 of:
+  - top-200 with each word as a disjunction-max of its alternatives (what we run), against
+    plain sums of exact terms, of stems, and of both (which tantivy can prune with block-max WAND);
+  - scoring 200 given candidates: tantivy's term-set query against a union of key terms;
+  - all of the above with the segments that incremental commits leave, then after compaction.
+
+    python bench/keyword_choices.py --n 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tantivy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from synth import make_queries, make_space  # noqa: E402
+
+from engram_index.engine.analyzer import query_words  # noqa: E402
+from engram_index.engine.keyword import searchable_words  # noqa: E402
+from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
+from engram_index.spaces import Spaces  # noqa: E402
+from engram_index.store.sqlite import StoredDocument  # noqa: E402
+
+SPACE = "at://did:plc:kwbench/space/garden.engram.space/kw"
+
+
+def p50(fn: Callable[[int], object], runs: int = 200) -> float:
+    """Median milliseconds of fn(i) over i in range(runs), after 20 warm-up calls."""
+    for i in range(20):
+        fn(i)
+    samples = []
+    for i in range(runs):
+        began = time.perf_counter()
+        fn(i)
+        samples.append(time.perf_counter() - began)
+    return float(np.median(samples) * 1000)
+
+
+def measure(spaces: Spaces, words: list, candidates: list[list[int]]) -> dict[str, float]:
+    """Every variant's p50 on the space's current keyword index."""
+    kw = spaces.index(SPACE).keyword
+    schema, term, Should = kw.schema, tantivy.Query.term_query, tantivy.Occur.Should
+
+    def run(query: tantivy.Query) -> object:
+        return kw.index.searcher().search(query, 200, count=False)
+
+    def summed(pick: Callable) -> Callable[[int], object]:
+        return lambda i: run(tantivy.Query.boolean_query(
+            [(Should, term(schema, "body", t)) for w in words[i] for t in pick(w)]))
+
+    def with_keys(keys: Callable[[int], tantivy.Query]) -> Callable[[int], object]:
+        return lambda i: run(tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, tantivy.Query.const_score_query(keys(i), 0.0))]
+            + [(Should, kw._word_query(w)) for w in words[i]]))
+
+    return {
+        "segments": kw.segments(),
+        "top-200 dismax per word (ours)": p50(lambda i: kw.search(words[i], 200)),
+        "top-200 sum of exact terms": p50(summed(lambda w: [w.exact])),
+        "top-200 sum of stems": p50(summed(lambda w: [w.stem or w.exact])),
+        "top-200 sum of exact + stem": p50(summed(lambda w: {w.exact, w.stem or w.exact})),
+        "score 200 candidates: term-set": p50(with_keys(lambda i: tantivy.Query.term_set_query(
+            schema, "key", [str(c) for c in candidates[i]]))),
+        "score 200 candidates: key union (ours)": p50(lambda i: kw.scores(words[i], candidates[i])),
+    }
+
+
+def main() -> None:
+    """Build the space through the real write path, measure, compact, measure again."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--scifact", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
+    args = parser.parse_args()
+    synth = make_space(args.n, scifact_dir=args.scifact, seed=1)
+    texts, _ = make_queries(synth, 200, seed=2)
+    words = [searchable_words(query_words(t)) for t in texts]
+    rng = np.random.default_rng(0)
+    candidates = [rng.choice(args.n, 200, replace=False).tolist() for _ in range(200)]
+    with tempfile.TemporaryDirectory() as tmp:
+        spaces = Spaces(Path(tmp), commit_interval=0.25)
+        spaces.ensure_space(SPACE, ModelIdentity("m", "d", 384))
+        spaces.index(SPACE)
+        for start in range(0, args.n, 1000):
+            spaces.write(SPACE, [StoredDocument(Document(id=f"m{i}", author=synth.authors[i], text=synth.texts[i],
+                                                         tags=synth.tags[i], created_ms=int(synth.created_ms[i])))
+                                 for i in range(start, min(args.n, start + 1000))])
+        spaces.commit()
+        before = measure(spaces, words, candidates)
+        spaces.maintain()
+        after = measure(spaces, words, candidates)
+        spaces.close()
+    print(f"keyword index, {args.n:,} memories, 200 SciFact claims, p50 ms")
+    print(f"{'':42}{'as written':>12}{'compacted':>12}")
+    for key in before:
+        fmt = "{:>12.0f}" if key == "segments" else "{:>12.2f}"
+        print(f"{key:42}" + fmt.format(before[key]) + fmt.format(after[key]))
+
+
+if __name__ == "__main__":
+    main()
