@@ -22,7 +22,7 @@ def embedding(values: list[float]) -> dict:
 
 
 def write_jsonl(path: Path, lines: list[object]) -> Path:
-    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
     return path
 
 

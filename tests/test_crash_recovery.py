@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram_index.engine.analyzer import query_words
-from engram_index.engine.types import Filters, SearchRequest
+from engram_index.engine.types import SearchRequest
 from engram_index.spaces import Spaces
 
 URI = "at://did:plc:crash/space/garden.engram.space/s"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import click
 from rich.console import Console
@@ -22,7 +22,7 @@ from rich.progress import (
 
 from .engine.types import Filters, ModelIdentity, SearchRequest
 from .errors import EngramError
-from .records import decode_query_vector, format_datetime_ms, parse_datetime_ms, parse_space_uri
+from .records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from .spaces import Spaces
 
 console = Console(stderr=True)
@@ -39,7 +39,7 @@ def _spaces(data: Path) -> Iterator[Spaces]:
         spaces.close()
 
 
-def _load_progress() -> tuple[Progress, object]:
+def _load_progress() -> tuple[Progress, Callable[[str, int, int], None]]:
     """A progress bar for loading an index, and the callback that drives it."""
     bar = Progress(
         TextColumn("[bold]loading index"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -152,8 +152,8 @@ def search(
         req = SearchRequest(mode=mode, q=query, vector=vector, limit=limit, filters=filters, fusion=fusion)  # type: ignore[arg-type]
         with _spaces(data) as spaces:
             bar, update = _load_progress()
-            with bar:  # type: ignore[attr-defined]
-                spaces.index(space_uri, update)  # type: ignore[arg-type]
+            with bar:
+                spaces.index(space_uri, update)
             result = spaces.search(space_uri, req)
     except (EngramError, ValueError) as exc:
         raise click.ClickException(getattr(exc, "message", str(exc))) from exc
@@ -186,7 +186,7 @@ def search(
             out.print("   " + view["text"][:200], markup=False)
 
 
-def _highlight(text: str, highlights: list[dict]) -> str:
+def _highlight(text: str, highlights: list[dict[str, int]]) -> str:
     """Mark the highlighted byte ranges of a snippet for the terminal."""
     from rich.markup import escape
 

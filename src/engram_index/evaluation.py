@@ -42,7 +42,9 @@ def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> floa
     return hits / len(relevant) if relevant else 0.0
 
 
-def load_scifact(data_dir: Path) -> tuple[list[dict], list[dict], dict[str, dict[str, int]]]:
+def load_scifact(
+    data_dir: Path,
+) -> tuple[list[dict[str, str]], list[dict[str, str]], dict[str, dict[str, int]]]:
     """The corpus, the queries and the relevance judgements."""
     corpus = [json.loads(line) for line in open(data_dir / "corpus.jsonl", encoding="utf-8")]
     queries = [json.loads(line) for line in open(data_dir / "queries.jsonl", encoding="utf-8")]

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import BadRecord
 from .records import parse_datetime_ms, parse_memory, parse_space_uri, tid_from
@@ -29,7 +30,7 @@ class ImportReport:
     vectors_skipped: Counter[str] = field(default_factory=Counter)
 
 
-def default_rkey(record: dict, used: set[str]) -> str:
+def default_rkey(record: dict[str, Any], used: set[str]) -> str:
     """A deterministic TID for a record without an rkey: its creation time and a content hash."""
     micros = parse_datetime_ms(record.get("createdAt")) * 1000
     digest = hashlib.sha256(json.dumps(record, sort_keys=True, ensure_ascii=False).encode())

@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..engine.types import Filters, Mode, SearchRequest
-from ..errors import InvalidInput, ModelMismatch, ModelNotHosted, NoModel
+from ..errors import BadRecord, InvalidInput, ModelMismatch, ModelNotHosted, NoModel
 from ..records import decode_query_vector, is_did, parse_datetime_ms
 from ..spaces import Spaces
 from ..views import hit_view
@@ -37,8 +37,8 @@ def build_request(params: Params, spaces: Spaces, space: str) -> SearchRequest:
     if since is not None:
         try:
             since_ms = parse_datetime_ms(since, "since")
-        except Exception as exc:
-            raise InvalidInput(getattr(exc, "message", str(exc))) from exc
+        except BadRecord as exc:
+            raise InvalidInput(exc.message) from exc
     info = spaces.info(space)
     vector = None
     if vector_text is not None:

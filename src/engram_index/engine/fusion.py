@@ -36,7 +36,8 @@ def zscore(values: np.ndarray) -> np.ndarray:
     std = float(values.std()) if values.size else 0.0
     if std <= 0:
         return np.zeros(values.shape, np.float64)
-    return (values - values.mean()) / std
+    out: np.ndarray = (values - values.mean()) / std
+    return out
 
 
 def convex(

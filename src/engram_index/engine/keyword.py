@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tantivy
@@ -182,11 +183,12 @@ class KeywordIndex:
         """How many segments a search visits (each adds a fixed cost per query term)."""
         return self.index.searcher().num_segments
 
-    def _read_meta(self) -> dict | None:
+    def _read_meta(self) -> dict[str, Any] | None:
         """The marker file of the last durable commit, if any."""
         assert self.path is not None
         try:
-            return json.loads((self.path / _META).read_text())
+            meta: dict[str, Any] = json.loads((self.path / _META).read_text())
+            return meta
         except (OSError, ValueError):
             return None
 

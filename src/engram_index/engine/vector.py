@@ -235,7 +235,8 @@ class VectorIndex:
         rows = np.take(self._vectors, ords, axis=0)  # a gather: most of the exact pass's cost
         dots = np.asarray(simsimd.cdist(parts, rows, "dot", dtype="float16", out_dtype="float32"))
         sims = (dots[0] + dots[1]) * self._inv_norms[ords]
-        return np.clip(sims, -1.0, 1.0).astype(np.float32, copy=False)
+        clipped: np.ndarray = np.clip(sims, -1.0, 1.0).astype(np.float32, copy=False)
+        return clipped
 
     def similarities(self, query: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosine (float32) of the query with each ordinal, NaN where none."""

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..engine.types import Document, ModelIdentity
 from ..errors import StorageError, UnknownSpace
@@ -95,7 +96,7 @@ class StoredDocument:
     skip_reason: str | None = None
 
 
-def _row_to_document(row: sqlite3.Row | tuple) -> tuple[int, Document]:
+def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:
     """Turn a row of _DOC_COLUMNS into (ord, Document)."""
     ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector = row
     doc = Document(
@@ -134,8 +135,8 @@ class Store:
         # FULL: an acknowledged write survives power loss, not only a process crash.
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
-        # Result rows are read at random: a larger page cache and memory-mapped reads cut a
-        # 10-row fetch at 100k memories from 0.36 to 0.20 ms (bench: docs/design/engine.md).
+        # Result rows are read at random: a larger page cache and memory-mapped reads spare
+        # a system call per page on every fetch of results.
         conn.execute("PRAGMA cache_size=-32768")
         conn.execute("PRAGMA mmap_size=1073741824")
         return conn
@@ -362,6 +363,7 @@ class Store:
 
     def count(self, space_id: int) -> int:
         """The number of live documents in the space."""
-        return self._reader().execute(
+        row = self._reader().execute(
             "SELECT count(*) FROM documents WHERE space_id=? AND deleted=0", (space_id,)
-        ).fetchone()[0]
+        ).fetchone()
+        return int(row[0])
