@@ -26,6 +26,8 @@ run: install
 	$(BIN)/engram-index serve --data $(DATA) --host $(HOST) --port $(PORT) --insecure-open
 
 test: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: install
