@@ -103,3 +103,19 @@ def test_a_half_built_copy_is_thrown_away_on_open(tmp_path: Path) -> None:
     (staging_path(path) / "junk").write_text("partial")
     reopened = KeywordIndex(path)
     assert reopened.committed_seq == 3 and not staging_path(path).exists()
+
+
+def test_a_write_becomes_searchable_by_keyword_without_an_explicit_commit(tmp_path: Path) -> None:
+    import time
+
+    spaces = Spaces(tmp_path)  # the default committer interval
+    try:
+        spaces.ensure_space(URI)
+        spaces.index(URI)
+        spaces.write(URI, [put(1, "freshly")])
+        deadline = time.monotonic() + 10  # generous: the committer runs every 0.25 s
+        while not found(spaces, "freshly") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert found(spaces, "freshly") == ["m1"]
+    finally:
+        spaces.close()

@@ -84,3 +84,10 @@ def test_a_reopened_store_keeps_everything(store: Store, tmp_path: Path) -> None
     store.close()
     again = Store(tmp_path / "records.sqlite")
     assert again.count(sid) == 1 and again.space(URI).seq == 1
+
+
+def test_paging_the_change_log_seeks_the_index_instead_of_scanning(store: Store) -> None:
+    from engram_index.store.sqlite import _CHANGES_SQL
+
+    plan = store._reader().execute("EXPLAIN QUERY PLAN " + _CHANGES_SQL, (1, 0, 0, 10)).fetchall()
+    assert "(seq,ord)>(?,?)" in plan[0][3].replace(" ", "")
