@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import uvicorn
 
+from engram_index.api.lexicon import Lexicons
 from engram_index.app import create_app
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.records import encode_query_vector
@@ -62,8 +63,15 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     thread.join(10)
 
 
+LEXICONS = Lexicons.bundled()
+
+
 def search(url: str, **params: object) -> httpx.Response:
-    return httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, **params})
+    r = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, **params})
+    if r.status_code == 200:
+        # Every successful response of the suite is checked against the lexicon's output schema.
+        assert LEXICONS.output_errors("garden.engram.searchMemories", r.json()) == []
+    return r
 
 
 def vec(i: int) -> str:
@@ -111,6 +119,9 @@ def test_vector_alone_runs_a_vector_search_without_match(base_url: str) -> None:
         ({"limit": 51, "q": "x"}, 400, "InvalidRequest"),
         ({"limit": "ten", "q": "x"}, 400, "InvalidRequest"),
         ({"q": "x" * 4001}, 400, "InvalidRequest"),
+        ({"q": "é" * 2001}, 400, "InvalidRequest"),
+        ({"space": "not a uri", "q": "x"}, 400, "InvalidRequest"),
+        ({"q": "x", "mode": ["keyword", "vector"]}, 400, "InvalidRequest"),
         ({"tags": [f"t{i}" for i in range(17)], "q": "x"}, 400, "InvalidRequest"),
         ({"vector": "A" * 43001, "model": "m", "modelDigest": "sha256:00"}, 400, "InvalidRequest"),
         ({"vector": "!!!", "model": "m", "modelDigest": "sha256:00"}, 400, "InvalidRequest"),
@@ -135,6 +146,11 @@ def test_bad_requests_get_the_named_xrpc_error(base_url: str, params: dict, stat
 def test_a_missing_space_parameter_is_invalid(base_url: str) -> None:
     r = httpx.get(f"{base_url}/xrpc/garden.engram.searchMemories", params={"q": "x"})
     assert r.status_code == 400 and r.json()["error"] == "InvalidRequest"
+
+
+def test_the_lexicon_limits_themselves_are_accepted(base_url: str) -> None:
+    ok = search(base_url, q="x" * 4000, tags=[f"t{i}" for i in range(16)], limit=50)
+    assert ok.status_code == 200 and search(base_url, q="x", limit=1).status_code == 200
 
 
 def test_odd_unicode_in_q_is_searched_not_crashed_on(base_url: str) -> None:
