@@ -119,3 +119,17 @@ def test_a_write_becomes_searchable_by_keyword_without_an_explicit_commit(tmp_pa
         assert found(spaces, "freshly") == ["m1"]
     finally:
         spaces.close()
+
+
+def test_a_second_process_on_the_same_data_directory_is_refused_at_once(tmp_path: Path) -> None:
+    import pytest
+
+    from engram_index.errors import StorageError
+
+    first = Spaces(tmp_path)
+    try:
+        with pytest.raises(StorageError, match="in use"):
+            Spaces(tmp_path)
+    finally:
+        first.close()
+    Spaces(tmp_path).close()  # free again once the first has closed

@@ -13,8 +13,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from . import __version__
+from .api.graph import get_memory_graph
+from .api.memories import get_memory, list_memories
 from .api.search import search_memories
+from .api.status import get_space_status
+from .api.embedding import QueryEmbedding
+from .api.limits import SpaceLimits
 from .api.xrpc import error_response, xrpc
+from .auth import Authenticator, InsecureOpen
 from .spaces import Spaces
 
 log = logging.getLogger("engram_index")
@@ -32,16 +38,23 @@ def did_document(service_did: str) -> dict[str, Any]:
     }
 
 
-def create_app(data_dir: Path, service_did: str, *, insecure_open: bool = False) -> Starlette:
-    """Build the service for a data directory."""
-    if not insecure_open:
-        raise SystemExit(
-            "space credentials are not verified yet: serve only with --insecure-open (trusted networks)"
-        )
+def create_app(
+    data_dir: Path,
+    service_did: str,
+    *,
+    authenticator: Authenticator,
+    limits: SpaceLimits | None = None,
+    embedding: QueryEmbedding | None = None,
+) -> Starlette:
+    """Build the service for a data directory, checking callers with `authenticator`."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        log.warning("serving WITHOUT authentication (--insecure-open): every caller can search every space")
+        if isinstance(authenticator, InsecureOpen):
+            log.warning("serving WITHOUT authentication (--insecure-open): every caller can query every space")
+        app.state.authenticator = authenticator
+        app.state.limits = limits or SpaceLimits()
+        app.state.embedding = embedding or QueryEmbedding()
         app.state.spaces = Spaces(data_dir)
         for uri in app.state.spaces.store.spaces():
             try:
@@ -50,9 +63,11 @@ def create_app(data_dir: Path, service_did: str, *, insecure_open: bool = False)
                 pass  # loading started in the background
         yield
         app.state.spaces.close()
+        if app.state.embedding.embedder is not None:
+            app.state.embedding.embedder.close()
 
     async def describe(request: Request) -> dict[str, Any]:
-        return {"did": service_did, "version": __version__}
+        return {"did": service_did, "version": __version__}  # kept in step with describeService.json
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"version": __version__})
@@ -65,7 +80,11 @@ def create_app(data_dir: Path, service_did: str, *, insecure_open: bool = False)
 
     routes = [
         Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
-        Route("/xrpc/garden.engram.describeService", xrpc(describe)),
+        Route("/xrpc/garden.engram.listMemories", xrpc(list_memories)),
+        Route("/xrpc/garden.engram.getMemory", xrpc(get_memory)),
+        Route("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
+        Route("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
+        Route("/xrpc/garden.engram.describeService", xrpc(describe, authenticated=False)),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
     ]

@@ -20,6 +20,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from .embed.base import Embedder
 from .engine.types import Filters, ModelIdentity, SearchRequest
 from .errors import EngramError
 from .records import decode_query_vector, parse_datetime_ms, parse_space_uri
@@ -241,7 +242,18 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
 @click.option("--port", type=int, default=8080, show_default=True)
 @click.option("--service-did", default=None, help="This service's DID (default: did:web:<host>%3A<port>).")
 @click.option("--insecure-open", is_flag=True, help="Serve without checking space credentials (trusted networks only).")
-def serve(data: Path, host: str, port: int, service_did: str | None, insecure_open: bool) -> None:
+@click.option("--rate", type=click.FloatRange(min=0.1), default=50.0, show_default=True, help="Searches a second per space.")
+@click.option("--burst", type=click.FloatRange(min=1), default=100.0, show_default=True, help="Search burst per space.")
+@click.option("--concurrent", type=click.IntRange(1, 256), default=8, show_default=True, help="Concurrent searches per space.")
+@click.option("--embedder", "embedder_spec", default="auto", show_default=True,
+              help="Query embedder: auto (local if installed), local, none, ollama:MODEL:DIMS[@URL], "
+                   "openai:MODEL:DIMS:DIGEST@URL (key in $ENGRAM_OPENAI_KEY).")
+@click.option("--embed-authority", "embed_authorities", multiple=True,
+              help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
+def serve(
+    data: Path, host: str, port: int, service_did: str | None, insecure_open: bool,
+    rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
+) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
     Example: engram-index serve --data ./data --port 8080 --insecure-open
@@ -250,13 +262,57 @@ def serve(data: Path, host: str, port: int, service_did: str | None, insecure_op
 
     import uvicorn
 
+    from .api.embedding import QueryEmbedding
+    from .api.limits import SpaceLimits
     from .app import create_app
+    from .auth import InsecureOpen
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not insecure_open:
         raise click.UsageError("credential checks are not built yet: pass --insecure-open to serve anyway")
     did = service_did or f"did:web:{host}%3A{port}"
-    uvicorn.run(create_app(data, did, insecure_open=True), host=host, port=port, log_level="info")
+    embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
+    app = create_app(
+        data, did, authenticator=InsecureOpen(), limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
+    )
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def make_embedder(spec: str) -> Embedder | None:
+    """The query embedder an operator asked for (see `serve --embedder`)."""
+    import logging
+    import os
+
+    if spec == "none":
+        return None
+    if spec in ("auto", "local"):
+        from .embed.local import MiniLMEmbedder
+
+        try:
+            return MiniLMEmbedder()
+        except EngramError as exc:
+            if spec == "local":
+                raise click.ClickException(exc.message) from exc
+            logging.getLogger(__name__).warning("no local embedder (%s): q alone searches by keyword", exc.message)
+            return None
+    kind, _, rest = spec.partition(":")
+    target, _, url = rest.partition("@")
+    fields = target.split(":")
+    try:
+        if kind == "ollama" and len(fields) == 2:
+            from .embed.ollama import OllamaEmbedder
+
+            if url:
+                return OllamaEmbedder(fields[0], int(fields[1]), url)
+            return OllamaEmbedder(fields[0], int(fields[1]))
+        if kind == "openai" and len(fields) >= 3 and url:
+            from .embed.openai import OpenAIEmbedder
+
+            digest = ":".join(fields[2:])
+            return OpenAIEmbedder(fields[0], int(fields[1]), digest, url, api_key=os.environ.get("ENGRAM_OPENAI_KEY"))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--embedder") from exc
+    raise click.BadParameter(f"unknown embedder {spec!r}", param_hint="--embedder")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,9 +9,12 @@
     │   ├── NoModel                 the space has no declared embedding model
     │   ├── ModelMismatch           the query's model is not the space's model
     │   └── ModelNotHosted          q alone, and this service cannot embed it for the space
+    ├── AuthError                   the caller may not query the space (XRPC 401)
+    ├── RateLimited                 too many requests (XRPC 429 RateLimitExceeded)
     ├── NotFound                    a document that does not exist
     ├── Unavailable                 temporary: retry shortly (XRPC 503)
     │   └── IndexLoading            the space's index is loading
+    ├── TooLarge                    the request is larger than any valid one (XRPC 413)
     └── StorageError                the data directory is unusable
 
 Each error carries the XRPC error name it maps to, so that one place (the API layer) can turn
@@ -77,6 +80,27 @@ class ModelNotHosted(SpaceError):
 
     xrpc_name = "ModelNotHosted"
     status = 400
+
+
+class AuthError(EngramError):
+    """The caller has not proved membership of the space."""
+
+    xrpc_name = "AuthRequired"
+    status = 401
+
+
+class RateLimited(EngramError):
+    """Too many searches for this space right now."""
+
+    xrpc_name = "RateLimitExceeded"
+    status = 429
+
+
+class TooLarge(EngramError):
+    """The request is larger than any valid request."""
+
+    xrpc_name = "PayloadTooLarge"
+    status = 413
 
 
 class NotFound(EngramError):

@@ -9,6 +9,7 @@ sequence it last made durable.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import shutil
 import threading
@@ -19,7 +20,7 @@ from pathlib import Path
 from .engine.keyword import KeywordIndex, staging_path, swap_in
 from .engine.search import SpaceIndex
 from .engine.types import Document, ModelIdentity, SearchRequest, SearchResult
-from .errors import IndexLoading
+from .errors import IndexLoading, StorageError
 from .store.sqlite import SpaceInfo, StoredDocument, Store, WriteResult
 
 Progress = Callable[[str, int, int], None]
@@ -38,6 +39,14 @@ class Spaces:
         """Open the data directory (creating it when new)."""
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
+        # One process owns a data directory: tantivy allows one writer per index, and two
+        # processes applying the same change log would race. Say so at once, not on first use.
+        self._dir_lock = open(data_dir / "LOCK", "a+")
+        try:
+            fcntl.flock(self._dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._dir_lock.close()
+            raise StorageError(f"the data directory {data_dir} is in use by another engram-index") from None
         self.store = Store(data_dir / "records.sqlite")
         self._indexes: dict[str, SpaceIndex] = {}
         self._loading: set[str] = set()
@@ -287,3 +296,4 @@ class Spaces:
             index.close()
         self._indexes.clear()
         self.store.close()
+        self._dir_lock.close()  # releases the lock

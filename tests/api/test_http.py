@@ -1,32 +1,26 @@
 """searchMemories over real HTTP: a uvicorn server on a loopback port, called with httpx."""
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from engram_index.api.lexicon import Lexicons
 from engram_index.app import create_app
+from engram_index.auth import InsecureOpen
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.records import encode_query_vector
 from engram_index.spaces import Spaces
 from engram_index.store.sqlite import StoredDocument
 
+from .server import serving
+
 SPACE = "at://did:plc:http234http234http234http2/space/garden.engram.space/s"
 BARE = "at://did:plc:http234http234http234http2/space/garden.engram.space/nomodel"
 MODEL = ModelIdentity("m", "sha256:00", 4)
 DID = "did:web:index.example"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -44,23 +38,14 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for i, t in enumerate(texts)
     ])
     spaces.close()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(data, DID, insecure_open=True), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
+    with serving(create_app(data, DID, authenticator=InsecureOpen())) as url:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # the index loads in the background at start
             r = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "x"})
-            if r.status_code != 503 and not (r.status_code == 0):
+            if r.status_code != 503:
                 break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    yield url
-    server.should_exit = True
-    thread.join(10)
+            time.sleep(0.05)
+        yield url
 
 
 LEXICONS = Lexicons.bundled()

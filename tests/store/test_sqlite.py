@@ -91,3 +91,63 @@ def test_paging_the_change_log_seeks_the_index_instead_of_scanning(store: Store)
 
     plan = store._reader().execute("EXPLAIN QUERY PLAN " + _CHANGES_SQL, (1, 0, 0, 10)).fetchall()
     assert "(seq,ord)>(?,?)" in plan[0][3].replace(" ", "")
+
+
+def listed(store: Store, sid: int, limit: int = 100, **kw: object) -> list[str]:
+    return [d.id for _, d in store.recent(sid, limit, **kw)]  # type: ignore[arg-type]
+
+
+def test_recent_lists_live_documents_newest_first_then_by_id_descending(store: Store) -> None:
+    sid = store.space(URI).id
+    store.write(sid, [put(0, created_ms=5), put(1, created_ms=7), put(2, created_ms=7), put(3, created_ms=1)])
+    store.write(sid, [], deletes=["d3"])
+    assert listed(store, sid) == ["d2", "d1", "d0"]
+    assert listed(store, sid, before=(7, "d2")) == ["d1", "d0"]
+    assert listed(store, sid, before=(7, "d1")) == ["d0"]
+    assert listed(store, sid, 1) == ["d2"]
+    assert all(d.vector is None for _, d in store.recent(sid, 10))
+
+
+def test_recent_filters_by_author_every_tag_and_having_a_vector(store: Store) -> None:
+    sid = store.space(URI).id
+    store.write(sid, [
+        put(0, tags=("a", "b"), created_ms=1, vector=b"\0" * 8),
+        put(1, tags=("a",), created_ms=2),
+        StoredDocument(Document(id="d2", author="did:plc:b", text="t", tags=("a", "b"), created_ms=3)),
+        put(3, tags=('say "a"', "a\\b"), created_ms=4),
+    ])
+    assert listed(store, sid, tags=["a"]) == ["d2", "d1", "d0"]
+    assert listed(store, sid, tags=["a", "b"]) == ["d2", "d0"]
+    assert listed(store, sid, tags=["a", "b", "a"]) == ["d2", "d0"]
+    assert listed(store, sid, tags=["a", "b"], author="did:plc:a") == ["d0"]
+    assert listed(store, sid, tags=['say "a"', "a\\b"]) == ["d3"]
+    assert listed(store, sid, tags=["say"]) == []
+    assert listed(store, sid, with_vector=True) == ["d0"]
+
+
+def test_listing_pages_seek_the_creation_time_index(store: Store) -> None:
+    sid = store.space(URI).id
+    seen: list[str] = []
+    conn = store._reader()
+    conn.set_trace_callback(seen.append)
+    store.recent(sid, 10, before=(5, "x"), author="did:plc:a", tags=["a"])
+    conn.set_trace_callback(None)
+    sql = next(s for s in seen if s.startswith("SELECT"))
+    plan = " ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "USING INDEX documents_by_created" in plan and "created_ms<" in plan.replace(" ", "")
+
+
+def test_skipped_counts_live_documents_by_author_and_reason(store: Store) -> None:
+    sid = store.space(URI).id
+    other = Document(id="d9", author="did:plc:b", text="t")
+    store.write(sid, [
+        StoredDocument(put(0).document, skip_reason="model mismatch"),
+        StoredDocument(put(1).document, skip_reason="model mismatch"),
+        StoredDocument(put(2).document, skip_reason="bad vector"),
+        StoredDocument(other, skip_reason="model mismatch"),
+        put(3),
+    ])
+    store.write(sid, [], deletes=["d1"])
+    assert store.skipped(sid) == [
+        ("did:plc:a", "bad vector", 1), ("did:plc:a", "model mismatch", 1), ("did:plc:b", "model mismatch", 1),
+    ]

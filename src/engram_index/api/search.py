@@ -2,62 +2,73 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..engine.types import Filters, Mode, SearchRequest
-from ..errors import BadRecord, InvalidInput, ModelMismatch, ModelNotHosted, NoModel
+from ..errors import BadRecord, InvalidInput, ModelMismatch, NoModel, Unavailable
 from ..records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from ..spaces import Spaces
+from ..store.sqlite import SpaceInfo
 from ..views import hit_view
+from .embedding import QueryEmbedding
 from .lexicon import Lexicons
 
-RERANK_DEADLINE_S = 3.0
-
-
 NSID = "garden.engram.searchMemories"
+RERANK_DEADLINE_S = 3.0  # exact re-ranking after this: rank by the coarse scan, say approximate
+HARD_DEADLINE_S = 10.0  # a search still running after this is answered with 503
 
 
-def build_request(params: dict[str, Any], spaces: Spaces) -> SearchRequest:
-    """Decide the mode from checked parameters and the space, per seed 000's rules."""
+def _query_vector(params: dict[str, Any], info: SpaceInfo) -> Any:
+    """The caller's vector, checked against the space's model (None when none was sent)."""
+    if "vector" not in params:
+        return None
+    if "model" not in params or "modelDigest" not in params:
+        raise InvalidInput("a vector needs model and modelDigest")
+    if info.model is None:
+        raise NoModel("the space's authority has not declared an embedding model")
+    vector = decode_query_vector(params["vector"])
+    same = (params["model"], params["modelDigest"]) == (info.model.model, info.model.digest)
+    if not same or vector.size != info.model.dims:
+        raise ModelMismatch(
+            f"the space's model is {info.model.model} ({info.model.digest}, {info.model.dims} dims)"
+        )
+    return vector
+
+
+async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: QueryEmbedding) -> SearchRequest:
+    """Decide what runs, per seed 000: an explicit mode never falls back; q alone is embedded
+    when this service runs the space's model for its authority, else searched by keyword."""
     q = params.get("q")
     q = q if q and q.strip() else None
-    mode = params.get("mode")
-    info = spaces.info(params["space"])
-    vector = None
-    if "vector" in params:
-        if "model" not in params or "modelDigest" not in params:
-            raise InvalidInput("a vector needs model and modelDigest")
-        if info.model is None:
-            raise NoModel("the space's authority has not declared an embedding model")
-        vector = decode_query_vector(params["vector"])
-        if (params["model"], params["modelDigest"]) != (info.model.model, info.model.digest) or (
-            vector.size != info.model.dims
-        ):
-            raise ModelMismatch(
-                f"the space's model is {info.model.model} ({info.model.digest}, {info.model.dims} dims)"
-            )
-    chosen: Mode
+    mode: Mode | None = params.get("mode")
+    vector = _query_vector(params, info)
+    if vector is None and q is not None and mode != "keyword":
+        refusal = embedding.refusal(info.model, parse_space_uri(info.uri).authority, q)
+        if refusal is None:
+            authority = parse_space_uri(info.uri).authority
+            vector = await embedding.embed(authority, info.query_prefix, q)
+        elif mode is not None:
+            raise refusal  # hybrid or vector asked for explicitly: no keyword fallback
     if mode is None:
         if vector is not None:
-            chosen = "hybrid" if q else "vector"
+            mode = "hybrid" if q else "vector"
         elif q:
-            chosen = "keyword"  # no embedder runs here yet: q alone falls back to keywords
+            mode = "keyword"
         else:
             raise InvalidInput("send q, a vector, or both")
-    else:
-        chosen = mode
-        if chosen in ("hybrid", "vector") and vector is None:
-            if not q:
-                raise InvalidInput(f"mode {chosen} needs a vector")
-            raise ModelNotHosted("this service does not embed queries: send the vector")
-        if chosen in ("hybrid", "keyword") and not q:
-            raise InvalidInput(f"mode {chosen} needs q")
+    elif mode == "vector" and vector is None:
+        raise InvalidInput("mode vector needs a vector or q")
+    elif mode in ("hybrid", "keyword") and not q:
+        raise InvalidInput(f"mode {mode} needs q")
+    elif mode == "hybrid" and vector is None:
+        raise InvalidInput("mode hybrid needs a vector")
     since = params.get("since")
     return SearchRequest(
-        mode=chosen,
+        mode=mode,
         q=q,
         vector=vector,
         limit=params["limit"],
@@ -78,9 +89,14 @@ async def search_memories(request: Request) -> dict[str, Any]:
         parse_space_uri(params["space"])
     except BadRecord as exc:
         raise InvalidInput(exc.message) from exc
-    req = build_request(params, spaces)
+    info = spaces.info(params["space"])
     index = spaces.index_if_loaded(params["space"])
-    result = await run_in_threadpool(index.search, req)
+    async with request.app.state.limits.admit(params["space"]):
+        req = await build_request(params, info, request.app.state.embedding)
+        try:
+            result = await asyncio.wait_for(run_in_threadpool(index.search, req), HARD_DEADLINE_S)
+        except TimeoutError:
+            raise Unavailable(f"the search did not finish within {HARD_DEADLINE_S:g} s") from None
     out: dict[str, Any] = {"memories": [hit_view(h, result.mode) for h in result.hits], "mode": result.mode}
     if result.approximate:
         out["approximate"] = True

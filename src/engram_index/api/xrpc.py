@@ -1,4 +1,4 @@
-"""XRPC plumbing: query parameters and the one place that turns errors into responses."""
+"""XRPC plumbing: authentication, size limits, and the one place that turns errors into responses."""
 
 from __future__ import annotations
 
@@ -10,18 +10,33 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import EngramError
+from ..errors import EngramError, InvalidInput, TooLarge
 
 log = logging.getLogger("engram_index.api")
 
 Handler = Callable[[Request], Awaitable[Any]]
 
+# The largest valid query string: a 43,000-character vector, a 4,000-byte q percent-encoded
+# (3 characters a byte), 16 tags of 128 bytes and the rest, with room to spare.
+MAX_QUERY_BYTES = 96 * 1024
 
-def xrpc(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap a query handler: JSON out, every error as an XRPC error envelope, never a traceback."""
+
+def xrpc(handler: Handler, *, authenticated: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a query handler: size check, authentication for the space, JSON out, XRPC errors.
+
+    Authentication runs before the handler looks the space up, so only a caller who proved
+    membership can learn whether a space is indexed here.
+    """
 
     async def endpoint(request: Request) -> Response:
         try:
+            if len(request.scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+                raise TooLarge(f"the query string is longer than {MAX_QUERY_BYTES} bytes")
+            if authenticated:
+                spaces = request.query_params.getlist("space")
+                if len(spaces) != 1:
+                    raise InvalidInput("space is required, once")
+                await request.app.state.authenticator.authenticate(request, spaces[0])
             return JSONResponse(await handler(request))
         except EngramError as exc:
             return error_response(exc.status, exc.xrpc_name, exc.message)

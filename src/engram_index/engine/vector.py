@@ -249,6 +249,22 @@ class VectorIndex:
         out[valid] = self._cosines(parts, ords[valid])
         return out
 
+    def pairwise(self, ords: np.ndarray) -> np.ndarray:
+        """Return the cosine (float32) between every two of these ordinals: an n x n matrix.
+
+        Rows of ordinals without a vector are all 0. Meant for a few hundred ordinals (a graph
+        of neighbours): the gathered vectors are converted to float32 and multiplied once.
+        """
+        ords = np.asarray(ords).reshape(-1).astype(np.int64, copy=False)
+        inside = (ords >= 0) & (ords < self._size)
+        valid = np.flatnonzero(inside)
+        valid = valid[self._live[ords[valid]]]
+        unit = np.zeros((len(ords), self.dims), dtype=np.float32)
+        unit[valid] = np.take(self._vectors, ords[valid], axis=0).astype(np.float32)
+        unit[valid] *= self._inv_norms[ords[valid]][:, None]
+        sims: np.ndarray = np.clip(unit @ unit.T, -1.0, 1.0).astype(np.float32, copy=False)
+        return sims
+
     def default_candidates(self, k: int) -> int:
         """Return the candidate count that holds the recall target for this k and index size."""
         base = max(self.min_candidates, self.candidates_per_k * k)
@@ -348,3 +364,30 @@ class VectorIndex:
 def _passed(deadline: float | None) -> bool:
     """Say whether a monotonic-clock deadline is set and has passed."""
     return deadline is not None and time.monotonic() >= deadline
+
+
+def neighbor_pairs(sims: np.ndarray, neighbors: int, min_similarity: float) -> list[tuple[int, int, float]]:
+    """Return the edges of a nearest-neighbour graph from an n x n similarity matrix.
+
+    Each row keeps its `neighbors` most similar other rows whose similarity is at least
+    `min_similarity` (ties: the lower index first). An unordered pair chosen from either end
+    comes back once, as (chooser, chosen, similarity), in the order rows choose.
+    """
+    n = len(sims)
+    out: list[tuple[int, int, float]] = []
+    seen: set[tuple[int, int]] = set()
+    if n < 2 or neighbors <= 0:
+        return out
+    indices = np.arange(n)
+    for i in range(n):
+        row = sims[i]
+        keep = np.flatnonzero((row >= min_similarity) & (indices != i))
+        if len(keep) == 0:
+            continue
+        best = keep[np.lexsort((keep, -row[keep]))][:neighbors]
+        for j in best.tolist():
+            pair = (min(i, j), max(i, j))
+            if pair not in seen:
+                seen.add(pair)
+                out.append((i, j, float(row[j])))
+    return out

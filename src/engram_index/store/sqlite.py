@@ -371,3 +371,52 @@ class Store:
             "SELECT count(*) FROM documents WHERE space_id=? AND deleted=0", (space_id,)
         ).fetchone()
         return int(row[0])
+
+    def recent(
+        self,
+        space_id: int,
+        limit: int,
+        *,
+        before: tuple[int, str] | None = None,
+        author: str | None = None,
+        tags: Sequence[str] = (),
+        with_vector: bool = False,
+    ) -> list[tuple[int, Document]]:
+        """Live documents newest first (created_ms, then id, both descending), without vector blobs.
+
+        `before` is a keyset position (created_ms, id): only documents strictly after it in this
+        order come back, so pages walk the (space_id, deleted, created_ms) index with no OFFSET.
+        Every tag must be present; `with_vector` keeps only documents that carry a vector.
+        """
+        where = ["space_id=?", "deleted=0"]
+        args: list[Any] = [space_id]
+        if before is not None:
+            # The plain bound lets SQLite seek the index; the row value breaks ties by id.
+            where.append("created_ms <= ? AND (created_ms, doc_id) < (?, ?)")
+            args += [before[0], before[0], before[1]]
+        if author is not None:
+            where.append("author = ?")
+            args.append(author)
+        for tag in dict.fromkeys(tags):
+            # instr() on the JSON text is a cheap pre-check; json_each makes the match exact.
+            where.append("instr(tags, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(documents.tags) WHERE value = ?)")
+            args += [json.dumps(tag, ensure_ascii=False), tag]
+        if with_vector:
+            where.append("vector IS NOT NULL")
+        columns = _DOC_COLUMNS.replace(", vector", ", NULL")
+        rows = self._reader().execute(
+            f"SELECT {columns} FROM documents WHERE {' AND '.join(where)}"
+            " ORDER BY created_ms DESC, doc_id DESC LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [_row_to_document(row) for row in rows]
+
+    def skipped(self, space_id: int) -> list[tuple[str, str, int]]:
+        """(author, reason, count) of the live documents whose vector is not indexed, by author and reason."""
+        rows = self._reader().execute(
+            "SELECT author, skip_reason, count(*) FROM documents"
+            " WHERE space_id=? AND deleted=0 AND skip_reason IS NOT NULL"
+            " GROUP BY author, skip_reason ORDER BY author, skip_reason",
+            (space_id,),
+        ).fetchall()
+        return [(str(a), str(r), int(n)) for a, r, n in rows]
