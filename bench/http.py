@@ -9,23 +9,33 @@ each send hybrid searches (vector + q) for a fixed time; prints requests/s and p
 
 from __future__ import annotations
 
-import argparse
 import os
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
-import time
-from pathlib import Path
 
-import httpx
-import numpy as np
+# This file is named like the standard library's http package, and Python puts the script's
+# folder first on the path: take it off before anything imports http.client.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from synth import make_queries, make_space  # noqa: E402
+_spec = importlib.util.spec_from_file_location("synth", os.path.join(_HERE, "synth.py"))
+assert _spec is not None and _spec.loader is not None
+synth_module = importlib.util.module_from_spec(_spec)
+sys.modules["synth"] = synth_module  # dataclasses look their module up by name
+_spec.loader.exec_module(synth_module)
+make_queries, make_space = synth_module.make_queries, synth_module.make_space
 
 from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
 from engram_index.records import encode_query_vector  # noqa: E402
