@@ -15,7 +15,7 @@ from ..engine.vector import VectorIndex, neighbor_pairs
 from ..errors import InvalidInput, NoModel
 from ..store.sqlite import Store
 from ..views import memory_view, scaled_similarity
-from .memories import checked_space
+from .xrpc import checked_space
 
 NSID = "garden.engram.getMemoryGraph"
 DEFAULT_MIN_SIMILARITY = "0.4"

@@ -16,33 +16,15 @@ import regex
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..errors import BadRecord, InvalidInput, NotFound
-from ..records import parse_space_uri
-from ..spaces import Spaces
-from ..store.sqlite import SpaceInfo
+from ..errors import InvalidInput, NotFound
 from ..views import memory_view
-from .lexicon import Lexicons
+from .xrpc import checked_space
 
 LIST_NSID = "garden.engram.listMemories"
 GET_NSID = "garden.engram.getMemory"
 
 _CURSOR = regex.compile(r"^[A-Za-z0-9_-]{1,4096}$")
 _INT64 = 1 << 63
-
-
-async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Spaces, SpaceInfo]:
-    """The query's checked parameters, the spaces and the space asked for.
-
-    A malformed space URI is InvalidRequest; a well-formed one not indexed here is UnknownSpace.
-    """
-    spaces: Spaces = request.app.state.spaces
-    params = Lexicons.bundled().params(nsid, request.query_params)
-    try:
-        parse_space_uri(params["space"])
-    except BadRecord as exc:
-        raise InvalidInput(exc.message) from exc
-    info = await run_in_threadpool(spaces.info, params["space"])
-    return params, spaces, info
 
 
 def encode_cursor(created_ms: int, doc_id: str) -> str:

@@ -9,13 +9,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..engine.types import Filters, Mode, SearchRequest
-from ..errors import BadRecord, InvalidInput, ModelMismatch, NoModel, Unavailable
+from ..errors import InvalidInput, ModelMismatch, NoModel, Unavailable
 from ..records import decode_query_vector, parse_datetime_ms, parse_space_uri
-from ..spaces import Spaces
 from ..store.sqlite import SpaceInfo
 from ..views import hit_view
 from .embedding import QueryEmbedding
-from .lexicon import Lexicons
+from .xrpc import checked_space
 
 NSID = "garden.engram.searchMemories"
 RERANK_DEADLINE_S = 3.0  # exact re-ranking after this: rank by the coarse scan, say approximate
@@ -83,13 +82,7 @@ async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: Quer
 
 async def search_memories(request: Request) -> dict[str, Any]:
     """Answer garden.engram.searchMemories."""
-    spaces: Spaces = request.app.state.spaces
-    params = Lexicons.bundled().params(NSID, request.query_params)
-    try:
-        parse_space_uri(params["space"])
-    except BadRecord as exc:
-        raise InvalidInput(exc.message) from exc
-    info = spaces.info(params["space"])
+    params, spaces, info = await checked_space(request, NSID)
     index = spaces.index_if_loaded(params["space"])
     async with request.app.state.limits.admit(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)

@@ -7,7 +7,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from .memories import checked_space
+from .xrpc import checked_space
 
 NSID = "garden.engram.getSpaceStatus"
 

@@ -7,10 +7,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import EngramError, InvalidInput, TooLarge
+from ..errors import BadRecord, EngramError, InvalidInput, TooLarge
+from ..records import parse_space_uri
+from ..spaces import Spaces
+from ..store.sqlite import SpaceInfo
+from .lexicon import Lexicons
 
 log = logging.getLogger("engram_index.api")
 
@@ -46,6 +51,21 @@ def xrpc(handler: Handler, *, authenticated: bool = True) -> Callable[[Request],
             return error_response(500, "InternalServerError", f"internal error (request id {request_id})")
 
     return endpoint
+
+
+async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Spaces, SpaceInfo]:
+    """The query's checked parameters, the spaces and the space asked for.
+
+    A malformed space URI is InvalidRequest; a well-formed one not indexed here is UnknownSpace.
+    """
+    spaces: Spaces = request.app.state.spaces
+    params = Lexicons.bundled().params(nsid, request.query_params)
+    try:
+        parse_space_uri(params["space"])
+    except BadRecord as exc:
+        raise InvalidInput(exc.message) from exc
+    info = await run_in_threadpool(spaces.info, params["space"])
+    return params, spaces, info
 
 
 def error_response(status: int, name: str, message: str) -> JSONResponse:
