@@ -5,13 +5,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 import regex
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..engine.types import Document
-from ..engine.vector import VectorIndex, neighbor_pairs
+from ..engine.search import SpaceIndex
+from ..engine.vector import neighbor_pairs
 from ..errors import InvalidInput, NoModel
 from ..store.sqlite import Store
 from ..views import memory_view, scaled_similarity
@@ -36,7 +36,7 @@ def parse_min_similarity(text: str) -> float:
     return float(value)
 
 
-def recent_with_vectors(store: Store, space_id: int, vectors: VectorIndex, limit: int) -> list[tuple[int, Document]]:
+def recent_with_vectors(store: Store, space_id: int, index: SpaceIndex, limit: int) -> list[tuple[int, Document]]:
     """The `limit` most recent live memories whose vector the index holds, newest first."""
     out: list[tuple[int, Document]] = []
     before: tuple[int, str] | None = None
@@ -44,7 +44,7 @@ def recent_with_vectors(store: Store, space_id: int, vectors: VectorIndex, limit
     while len(out) < limit:
         rows = store.recent(space_id, batch, before=before, with_vector=True)
         # A stored vector the index refused (wrong size, not finite) is not a node.
-        out.extend((o, d) for o, d in rows if vectors.has(o))
+        out.extend((o, d) for o, d in rows if index.has_vector(o))
         if len(rows) < batch:
             break
         before = (rows[-1][1].created_ms, rows[-1][1].id)
@@ -52,11 +52,11 @@ def recent_with_vectors(store: Store, space_id: int, vectors: VectorIndex, limit
 
 
 def build_graph(
-    store: Store, space_id: int, vectors: VectorIndex, limit: int, neighbors: int, min_similarity: float
+    store: Store, space_id: int, index: SpaceIndex, limit: int, neighbors: int, min_similarity: float
 ) -> dict[str, Any]:
     """The graph's nodes (memory views) and edges (each unordered pair once)."""
-    nodes = recent_with_vectors(store, space_id, vectors, limit)
-    sims = vectors.pairwise(np.array([o for o, _ in nodes], dtype=np.int64))
+    nodes = recent_with_vectors(store, space_id, index, limit)
+    sims = index.pairwise([o for o, _ in nodes])
     pairs = neighbor_pairs(sims, neighbors, min_similarity - _TOLERANCE)
     uris = [d.id for _, d in nodes]
     return {
@@ -75,5 +75,5 @@ async def get_memory_graph(request: Request) -> dict[str, Any]:
     if index.vectors is None:
         raise NoModel("the space's index holds no vectors")
     return await run_in_threadpool(
-        build_graph, spaces.store, info.id, index.vectors, params["limit"], params["neighbors"], min_similarity
+        build_graph, spaces.store, info.id, index, params["limit"], params["neighbors"], min_similarity
     )

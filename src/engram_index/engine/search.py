@@ -155,6 +155,18 @@ class SpaceIndex:
         """The number of live documents."""
         return self.columns.count
 
+    def has_vector(self, ord_: int) -> bool:
+        """Whether the document at this ordinal has a vector in the index."""
+        with self._lock.read():
+            return self.vectors is not None and self.vectors.has(ord_)
+
+    def pairwise(self, ords: Sequence[int]) -> np.ndarray:
+        """Cosines among the given ordinals (zeros where one has no vector), read consistently."""
+        with self._lock.read():
+            if self.vectors is None:
+                return np.zeros((len(ords), len(ords)), np.float32)
+            return self.vectors.pairwise(np.asarray(ords, np.int64))
+
     # -- search -----------------------------------------------------------------------------
 
     def search(self, req: SearchRequest) -> SearchResult:
