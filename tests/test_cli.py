@@ -106,3 +106,48 @@ def test_search_of_an_unknown_space_is_a_clear_error(tmp_path: Path) -> None:
 def test_import_needs_all_three_model_options_together(memories: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["import", SPACE, str(memories), "--data", str(tmp_path), "--model", "m"])
     assert result.exit_code == 2 and "go together" in result.output
+
+
+def test_import_with_embed_gives_vectors_to_records_without_them(tmp_path: Path) -> None:
+    from engram_index.embed.hashing import HashingEmbedder
+
+    ident = HashingEmbedder(16).identity
+    model = ["--model", ident.model, "--model-digest", ident.digest, "--dims", "16"]
+    path = write_jsonl(tmp_path / "plain.jsonl", [
+        {"text": "the kubernetes cluster restarted", "tags": ["infra"], "createdAt": "2026-03-01T10:00:00Z"},
+        {"text": "pasta with tomatoes", "createdAt": "2026-03-02T10:00:00Z"},
+    ])
+    data = str(tmp_path / "d")
+    result = run("import", SPACE, str(path), "--data", data, *model, "--embed", "--embedder", "hashing:16")
+    assert "2 records embedded" in result.output and "2 written" in result.output
+    vec = encode_query_vector(HashingEmbedder(16).embed_queries(["kubernetes cluster"])[0])
+    out = json.loads(run("search", SPACE, "--vector", vec, "--data", data, "--json").stdout)
+    assert out["mode"] == "vector" and out["memories"][0]["text"].startswith("the kubernetes")
+    again = run("import", SPACE, str(path), "--data", data, "--embed", "--embedder", "hashing:16")
+    assert "0 written, 2 unchanged" in again.output
+
+
+def test_import_with_an_embedder_of_another_model_is_refused(memories: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["import", SPACE, str(memories), "--data", str(tmp_path / "d"), *MODEL,
+                                       "--embed", "--embedder", "hashing:4"])
+    assert result.exit_code == 1 and "not the space's model" in result.output
+
+
+def test_embed_writes_one_normalised_row_per_line_matching_the_reference(tmp_path: Path, scifact_dir: Path) -> None:
+    lines = (scifact_dir / "queries.jsonl").read_text().splitlines()[:5]
+    path = write_jsonl(tmp_path / "q.jsonl", lines)
+    out = tmp_path / "q.npy"
+    result = run("embed", "--input", str(path), "--kind", "query", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    got = np.load(out)
+    want = np.load(scifact_dir / "queries.minilm.f32.npy")[:5]
+    assert got.shape == (5, 384) and np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-3)
+    cos = (got * want).sum(1) / np.linalg.norm(want, axis=1) / np.linalg.norm(got, axis=1)
+    assert cos.min() >= 0.9999
+
+
+def test_embed_reports_a_line_without_the_field(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "bad.jsonl", [{"text": "ok"}, {"other": 1}])
+    result = CliRunner().invoke(main, ["embed", "--input", str(path), "--out", str(tmp_path / "o.npy"),
+                                       "--embedder", "hashing:8"])
+    assert result.exit_code == 1 and "line 2" in result.output

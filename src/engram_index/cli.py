@@ -69,6 +69,9 @@ def main() -> None:
 @click.option("--dims", type=click.IntRange(1, 16000), help="The model's dimensions.")
 @click.option("--document-prefix", help="Prefix the space's authors embed documents with.")
 @click.option("--query-prefix", help="Prefix queries are embedded with.")
+@click.option("--embed", is_flag=True, help="Embed records that have no embedding (with --embedder).")
+@click.option("--embedder", "embedder_spec", default="local", show_default=True,
+              help="Embedder for --embed: local, hashing:DIMS, ollama:MODEL:DIMS[@URL], openai:MODEL:DIMS:DIGEST@URL.")
 def import_cmd(
     space_uri: str,
     file: Path,
@@ -78,6 +81,8 @@ def import_cmd(
     dims: int | None,
     document_prefix: str | None,
     query_prefix: str | None,
+    embed: bool,
+    embedder_spec: str,
 ) -> None:
     """Import garden.engram.memory records, one JSON object per line.
 
@@ -99,13 +104,20 @@ def import_cmd(
                 TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True,
             ) as bar:
                 task = bar.add_task("import", total=file.stat().st_size)
-                report = import_jsonl(spaces, space_uri, file, lambda n: bar.advance(task, n))
+                embedder = make_embedder(embedder_spec) if embed else None
+                try:
+                    report = import_jsonl(spaces, space_uri, file, lambda n: bar.advance(task, n), embedder)
+                finally:
+                    if embedder is not None:
+                        embedder.close()
     except EngramError as exc:
         raise click.ClickException(exc.message) from exc
     for line, reason in report.errors:
         console.print(f"[yellow]line {line}: skipped: {reason}")
     for reason, count in report.vectors_skipped.items():
         console.print(f"[yellow]{count} vectors not indexed: {reason}")
+    if report.embedded:
+        console.print(f"{report.embedded} records embedded")
     console.print(
         f"{report.lines} lines: {report.written} written, {report.unchanged} unchanged,"
         f" {len(report.errors)} skipped"
@@ -278,6 +290,53 @@ def serve(
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
+@main.command()
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="A JSONL file, one object per line.")
+@click.option("--field", default="text", show_default=True, help="The field holding the text.")
+@click.option("--kind", type=click.Choice(["query", "document"]), default="document", show_default=True)
+@click.option("--prefix", default="", help="Prefix prepended to every text (the space's query or document prefix).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The .npy file to write.")
+@click.option("--embedder", "embedder_spec", default="local", show_default=True, help="As for import --embedder.")
+def embed(input_path: Path, field: str, kind: str, prefix: str, out: Path, embedder_spec: str) -> None:
+    """Embed one field of every line and write float32 L2-normalised vectors, one row per line.
+
+    Example: engram-index embed --input queries.jsonl --field text --kind query --out queries.npy
+    """
+    import numpy as np
+
+    texts: list[str] = []
+    with open(input_path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            try:
+                value = json.loads(line)[field]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise click.ClickException(f"line {number}: no string field {field!r} ({exc})") from exc
+            if not isinstance(value, str):
+                raise click.ClickException(f"line {number}: {field!r} is not a string")
+            texts.append(prefix + value)
+    embedder = make_embedder(embedder_spec)
+    if embedder is None:
+        raise click.UsageError("embed needs an embedder")
+    try:
+        with Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("embed", total=len(texts))
+            rows = []
+            for start in range(0, len(texts), 256):
+                chunk = texts[start : start + 256]
+                fn = embedder.embed_queries if kind == "query" else embedder.embed_documents
+                rows.append(np.asarray(fn(chunk), np.float32))
+                bar.advance(task, len(chunk))
+    except EngramError as exc:
+        raise click.ClickException(exc.message) from exc
+    finally:
+        embedder.close()
+    matrix = np.concatenate(rows) if rows else np.zeros((0, embedder.identity.dims), np.float32)
+    np.save(out, matrix)
+    console.print(f"{len(texts)} vectors of {embedder.identity.dims} dims ({embedder.identity.model}) written to {out}")
+
+
 def make_embedder(spec: str) -> Embedder | None:
     """The query embedder an operator asked for (see `serve --embedder`)."""
     import logging
@@ -299,6 +358,10 @@ def make_embedder(spec: str) -> Embedder | None:
     target, _, url = rest.partition("@")
     fields = target.split(":")
     try:
+        if kind == "hashing" and len(fields) == 1:
+            from .embed.hashing import HashingEmbedder
+
+            return HashingEmbedder(int(fields[0]))
         if kind == "ollama" and len(fields) == 2:
             from .embed.ollama import OllamaEmbedder
 
