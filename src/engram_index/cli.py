@@ -276,6 +276,7 @@ def serve(
 
     from .api.embedding import QueryEmbedding
     from .api.limits import SpaceLimits
+    from .api.xrpc import MAX_REQUEST_HEAD_BYTES
     from .app import create_app
     from .auth import InsecureOpen
 
@@ -287,7 +288,7 @@ def serve(
     app = create_app(
         data, did, authenticator=InsecureOpen(), limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
     )
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
 
 
 @main.command()

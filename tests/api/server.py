@@ -12,6 +12,8 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
+from engram_index.api.xrpc import MAX_REQUEST_HEAD_BYTES
+
 
 def free_port() -> int:
     """A TCP port that is free on 127.0.0.1 right now."""
@@ -24,7 +26,11 @@ def free_port() -> int:
 def serving(app: Starlette) -> Iterator[str]:
     """Serve the app until the block ends; yields its base URL once it answers."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning",
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # as `engram-index serve` runs it
+    )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"

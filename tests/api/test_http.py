@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from engram_index.api.lexicon import Lexicons
+from engram_index.api.limits import SpaceLimits
 from engram_index.app import create_app
 from engram_index.auth import InsecureOpen
 from engram_index.engine.types import Document, ModelIdentity
@@ -38,7 +39,9 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for i, t in enumerate(texts)
     ])
     spaces.close()
-    with serving(create_app(data, DID, authenticator=InsecureOpen())) as url:
+    # Generous admission: these tests fire requests faster than the default per-space rate.
+    limits = SpaceLimits(rate=1e6, burst=1e6)
+    with serving(create_app(data, DID, authenticator=InsecureOpen(), limits=limits)) as url:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:  # the index loads in the background at start
             r = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "x"})

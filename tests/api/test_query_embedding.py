@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from engram_index.api.embedding import QueryEmbedding
+from engram_index.api.limits import SpaceLimits
 from engram_index.app import create_app
 from engram_index.auth import InsecureOpen
 from engram_index.embed.hashing import HashingEmbedder
@@ -62,7 +63,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def server(data: Path, embedding: QueryEmbedding) -> Iterator[str]:
-    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen(), embedding=embedding)) as url:
+    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen(), embedding=embedding,
+                           limits=SpaceLimits(rate=1e6, burst=1e6))) as url:
         for uri in (SPACE, FOREIGN, ALIEN_MODEL):  # wait for the background loads
             deadline = time.monotonic() + 20
             while httpx.get(f"{url}/xrpc/garden.engram.searchMemories",

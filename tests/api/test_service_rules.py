@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from starlette.requests import Request
 
@@ -104,6 +105,30 @@ def test_searches_beyond_the_spaces_token_bucket_get_rate_limit_exceeded(data: P
             codes.append((r.status_code, r.json().get("error")))
     statuses = [c for c, _ in codes if c != 503]  # the first call may find the index loading
     assert 429 in statuses and ("RateLimitExceeded" in [e for _, e in codes])
+
+
+def test_a_valid_vector_of_16000_dimensions_arriving_in_pieces_reaches_the_app(data: Path) -> None:
+    import socket
+    import time
+    from urllib.parse import urlencode, urlsplit
+
+    from engram_index.records import encode_query_vector
+
+    vector = encode_query_vector(np.ones(16000, np.float32))  # 42,667 characters: within the lexicon
+    target = "/xrpc/garden.engram.searchMemories?" + urlencode(
+        {"space": SPACE, "vector": vector, "model": "m", "modelDigest": "d"})
+    head = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen())) as url:
+        netloc = urlsplit(url).netloc.split(":")
+        with socket.create_connection((netloc[0], int(netloc[1])), timeout=10) as sock:
+            for start in range(0, len(head), 4096):  # in pieces, as a slow network delivers it
+                sock.sendall(head[start : start + 4096])
+                time.sleep(0.001)
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+    status_line, _, rest = reply.partition(b"\r\n")
+    assert b" 400 " in status_line and b'"ModelMismatch"' in rest  # answered by the app, as JSON
 
 
 def test_a_token_bucket_refills_at_its_rate() -> None:

@@ -114,3 +114,35 @@ def test_an_index_of_another_analyzer_version_starts_empty(index: KeywordIndex, 
 
 def test_empty_query_finds_nothing(index: KeywordIndex) -> None:
     assert ords(index, "") == [] and ords(index, "🙂 ...") == []
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+@pytest.mark.parametrize("filters", [None, Filters(tags=("infra",))])
+def test_one_pass_search_and_score_equals_search_plus_scores(index: KeywordIndex, k: int, filters: Filters | None) -> None:
+    words = query_words("http server timeout pasta")
+    candidates = [4, 3, 0]
+    top_ords, top_scores, cand_scores = index.search_and_score(words, k, filters, candidates)
+    want_ords, want_scores = index.search(words, k, filters)
+    assert top_ords.tolist() == want_ords.tolist()
+    assert top_scores.tolist() == pytest.approx(want_scores.tolist(), abs=1e-5)
+    passing = set(index.search(words, 100, filters)[0].tolist()) if filters else set(candidates)
+    want = [s if c in passing else 0.0 for c, s in zip(candidates, index.scores(words, candidates).tolist())]
+    assert cand_scores.tolist() == pytest.approx(want, abs=1e-5)
+
+
+def test_one_pass_scoring_falls_back_when_other_documents_outscore_the_offset(tmp_path: Path) -> None:
+    from engram_index.engine import keyword
+
+    idx = KeywordIndex(None)
+    for i in range(30):
+        idx.upsert(i, doc(i, "alpha " * (i + 1) + f"beta{i}"))
+    idx.commit(1)
+    words = query_words("alpha")
+    saved = keyword.CANDIDATE_OFFSET
+    keyword.CANDIDATE_OFFSET = 0.001  # every match now outscores the offset: the cut drops candidates
+    try:
+        _, _, got = idx.search_and_score(words, 2, None, [0, 1, 2])
+    finally:
+        keyword.CANDIDATE_OFFSET = saved
+    assert got.tolist() == pytest.approx(idx.scores(words, [0, 1, 2]).tolist(), abs=1e-5)
+    assert all(g > 0 for g in got)

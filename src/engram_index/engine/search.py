@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +24,6 @@ MIN_CANDIDATES = 200
 CANDIDATES_PER_RESULT = 4
 
 Fetch = Callable[[list[int]], dict[int, Document]]
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vector-scan")
 
 
 class RWLock:
@@ -270,25 +268,21 @@ class SpaceIndex:
         # The top n by exact cosine, from the coarse pool that holds recall for the requested
         # limit (a pool sized for k = n would cost several times more for no better results).
         pool = max(n, vectors.default_candidates(req.limit))
-        # The vector scan releases the GIL (simsimd) and so does much of tantivy's search:
-        # run them side by side.
-        pending = _POOL.submit(
-            vectors.search, query, n, allowed=mask, candidates=pool, deadline=self._deadline(req)
-        )
-        kw_ords, kw_scores = self._live(*self.keyword.search(words, n, req.filters))
-        vec = pending.result()
+        vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
+        # One keyword pass gives both the top n by BM25 and the exact BM25 of every vector
+        # candidate (docs/design/engine.md); deleted-but-uncommitted matches are dropped.
+        kw_ords, kw_scores, vec_bm25 = self.keyword.search_and_score(words, n, req.filters, vec.ords)
+        kw_ords, kw_scores = self._live(kw_ords, kw_scores)
 
         ords = np.unique(np.concatenate([vec.ords, kw_ords]))
         sims = np.full(ords.size, np.nan, np.float32)
-        bm25 = np.full(ords.size, np.nan, np.float32)
+        bm25 = np.zeros(ords.size, np.float32)
         sims[np.searchsorted(ords, vec.ords)] = vec.sims
+        bm25[np.searchsorted(ords, vec.ords)] = vec_bm25
         bm25[np.searchsorted(ords, kw_ords)] = kw_scores
         missing_sim = np.isnan(sims)
         if missing_sim.any():
             sims[missing_sim] = vectors.similarities(query, ords[missing_sim])
-        missing_kw = np.isnan(bm25)
-        if missing_kw.any():
-            bm25[missing_kw] = self.keyword.scores(words, ords[missing_kw].tolist())
         # A keyword candidate without a usable vector ranks as if orthogonal to the query.
         sims = np.nan_to_num(sims, nan=0.0)
 
