@@ -4,6 +4,7 @@ For 200 SciFact claims (about 12 words each) against n synthetic memories, p50 o
   - top-200 with each word as a disjunction-max of its alternatives (what we run), against
     plain sums of exact terms, of stems, and of both (which tantivy can prune with block-max WAND);
   - scoring 200 given candidates: tantivy's term-set query against a union of key terms;
+  - the top 200 and the candidates' scores in two passes, or in one (what hybrid search runs);
   - all of the above with the segments that incremental commits leave, then after compaction.
 
     python bench/keyword_choices.py --n 100000
@@ -72,7 +73,11 @@ def measure(spaces: Spaces, words: list, candidates: list[list[int]]) -> dict[st
         "top-200 sum of exact + stem": p50(summed(lambda w: {w.exact, w.stem or w.exact})),
         "score 200 candidates: term-set": p50(with_keys(lambda i: tantivy.Query.term_set_query(
             schema, "key", [str(c) for c in candidates[i]]))),
-        "score 200 candidates: key union (ours)": p50(lambda i: kw.scores(words[i], candidates[i])),
+        "score 200 candidates: key union": p50(lambda i: kw.scores(words[i], candidates[i])),
+        "top-200 + 200 candidates, two passes": p50(
+            lambda i: (kw.search(words[i], 200), kw.scores(words[i], candidates[i]))),
+        "top-200 + 200 candidates, one pass (ours)": p50(
+            lambda i: kw.search_and_score(words[i], 200, None, candidates[i])),
     }
 
 
