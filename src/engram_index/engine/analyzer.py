@@ -31,6 +31,7 @@ import threading
 import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 from itertools import accumulate
 
 import re
@@ -122,6 +123,13 @@ _stem_cache: dict[str, str] = {}
 
 # Analysis per distinct chunk: words repeat (Zipf), so indexing mostly hits this cache.
 _CACHE_LIMIT = 200_000
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
+    """Store in a bounded cache, starting it over when full (cheap, and hot keys come back)."""
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
 _chunk_cache: dict[str, tuple[tuple[str, ...], tuple[tuple[TermKind, int, int], ...]]] = {}
 _piece_cache: dict[str, tuple[tuple[str, int, int], ...]] = {}
 _fold_cache: dict[str, str] = {}
@@ -169,9 +177,7 @@ def _stem(word: str) -> str:
     if stem is None:
         with _stem_lock:
             stem = _stemmer.stemWord(word)
-        if len(_stem_cache) >= _CACHE_LIMIT:
-            _stem_cache.clear()
-        _stem_cache[word] = stem
+        _remember(_stem_cache, word, stem)
     return stem
 
 
@@ -271,9 +277,7 @@ def _analysis(chunk: str) -> tuple[tuple[str, ...], tuple[tuple[TermKind, int, i
                 meta.append(("stem", part_start, part_end))
     result = (tuple(terms), tuple(meta))
     if len(chunk) <= MAX_TERM_CHARS:  # long CJK runs rarely repeat; keep the cache small
-        if len(_chunk_cache) >= _CACHE_LIMIT:
-            _chunk_cache.clear()
-        _chunk_cache[chunk] = result
+        _remember(_chunk_cache, chunk, result)
     return result
 
 
@@ -350,9 +354,7 @@ def _piece_tokens(piece: str) -> tuple[tuple[str, int, int], ...]:
             out.append((term, base + start, base + end))
     result = tuple(out)
     if len(piece) <= MAX_TERM_CHARS:
-        if len(_piece_cache) >= _CACHE_LIMIT:
-            _piece_cache.clear()
-        _piece_cache[piece] = result
+        _remember(_piece_cache, piece, result)
     return result
 
 
@@ -380,9 +382,7 @@ def _ascii_fold(piece: str) -> str:
         # NFKD + casefold yields every ASCII character that normalize() can; drop the rest.
         decomposed = unicodedata.normalize("NFKD", piece.replace("\u2019", "'")).casefold()
         folded = decomposed.encode("ascii", "ignore").decode("ascii")
-        if len(_fold_cache) >= _CACHE_LIMIT:
-            _fold_cache.clear()
-        _fold_cache[piece] = folded
+        _remember(_fold_cache, piece, folded)
     return folded
 
 
