@@ -4,7 +4,7 @@ Builds a synthetic space (default 100k memories) in a temporary data directory, 
 `engram-index serve` on a loopback port, then runs closed-loop clients (1, 8, 32 at once) that
 each send hybrid searches (vector + q) for a fixed time; prints requests/s and p50/p99.
 
-    python bench/http.py --n 100000 --seconds 10
+    python bench/http.py --n 100000 --seconds 10 [--workers 2]
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--workers", type=int, default=1, help="serve --workers")
     parser.add_argument("--scifact", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,7 +120,8 @@ def main() -> None:
         port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-             "--insecure-open", "--embedder", "none", "--rate", "100000", "--burst", "100000", "--concurrent", "64"],
+             "--insecure-open", "--embedder", "none", "--rate", "100000", "--burst", "100000", "--concurrent", "64",
+             "--workers", str(args.workers)],
             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
@@ -134,7 +136,8 @@ def main() -> None:
                     pass
                 time.sleep(0.2)
             drive(url, params, 4, 2.0)  # warm-up
-            print(f"searchMemories (hybrid, explanations) over HTTP, {args.n:,} memories, {os.cpu_count()} cores")
+            print(f"searchMemories (hybrid, explanations) over HTTP, {args.n:,} memories, {os.cpu_count()} cores,"
+                  f" {args.workers} worker process(es)")
             print(f"{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
             for clients in [int(c) for c in args.clients.split(",")]:
                 rps, p50, p99, errs = drive(url, params, clients, args.seconds)

@@ -45,6 +45,7 @@ def create_app(
     authenticator: Authenticator,
     limits: SpaceLimits | None = None,
     embedding: QueryEmbedding | None = None,
+    read_only: bool = False,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`."""
 
@@ -55,7 +56,7 @@ def create_app(
         app.state.authenticator = authenticator
         app.state.limits = limits or SpaceLimits()
         app.state.embedding = embedding or QueryEmbedding()
-        app.state.spaces = Spaces(data_dir)
+        app.state.spaces = Spaces(data_dir, read_only=read_only)
         for uri in app.state.spaces.store.spaces():
             try:
                 app.state.spaces.index_if_loaded(uri)
@@ -89,3 +90,29 @@ def create_app(
         Route("/.well-known/did.json", well_known),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
+
+
+WORKER_CONFIG_ENV = "ENGRAM_SERVE_CONFIG"
+
+
+def worker_app() -> Starlette:
+    """The app of one `serve --workers` process: read-only, configured by the parent via the environment."""
+    import json
+    import os
+
+    from .embed.factory import embedder_from_spec
+
+    config = json.loads(os.environ[WORKER_CONFIG_ENV])
+    if not config["insecure_open"]:
+        raise SystemExit("credential checks are not built yet: serve only with --insecure-open")
+    embedding = QueryEmbedding(
+        embedder_from_spec(config["embedder"]), frozenset(config["embed_authorities"]) or None
+    )
+    return create_app(
+        Path(config["data"]),
+        config["service_did"],
+        authenticator=InsecureOpen(),
+        limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
+        embedding=embedding,
+        read_only=True,
+    )

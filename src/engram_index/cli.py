@@ -262,9 +262,12 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
                    "openai:MODEL:DIMS:DIGEST@URL (key in $ENGRAM_OPENAI_KEY).")
 @click.option("--embed-authority", "embed_authorities", multiple=True,
               help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Processes serving requests. Above 1, indexes are caught up first, then served read-only.")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool,
     rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
+    workers: int,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
@@ -284,6 +287,25 @@ def serve(
     if not insecure_open:
         raise click.UsageError("credential checks are not built yet: pass --insecure-open to serve anyway")
     did = service_did or f"did:web:{host}%3A{port}"
+    if workers > 1:
+        import json
+        import os
+
+        from .app import WORKER_CONFIG_ENV
+
+        # Workers only read: bring every space's keyword index up to date (and compact it) first.
+        with _spaces(data) as spaces:
+            spaces.catch_up()
+        os.environ[WORKER_CONFIG_ENV] = json.dumps({
+            "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
+            "burst": burst, "concurrent": concurrent, "embedder": embedder_spec,
+            "embed_authorities": list(embed_authorities),
+        })
+        uvicorn.run(
+            "engram_index.app:worker_app", factory=True, workers=workers, host=host, port=port,
+            log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        )
+        return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
     app = create_app(
         data, did, authenticator=InsecureOpen(), limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
@@ -339,44 +361,15 @@ def embed(input_path: Path, field: str, kind: str, prefix: str, out: Path, embed
 
 
 def make_embedder(spec: str) -> Embedder | None:
-    """The query embedder an operator asked for (see `serve --embedder`)."""
-    import logging
-    import os
+    """The embedder an operator asked for, with command-line errors."""
+    from .embed.factory import embedder_from_spec
 
-    if spec == "none":
-        return None
-    if spec in ("auto", "local"):
-        from .embed.local import MiniLMEmbedder
-
-        try:
-            return MiniLMEmbedder()
-        except EngramError as exc:
-            if spec == "local":
-                raise click.ClickException(exc.message) from exc
-            logging.getLogger(__name__).warning("no local embedder (%s): q alone searches by keyword", exc.message)
-            return None
-    kind, _, rest = spec.partition(":")
-    target, _, url = rest.partition("@")
-    fields = target.split(":")
     try:
-        if kind == "hashing" and len(fields) == 1:
-            from .embed.hashing import HashingEmbedder
-
-            return HashingEmbedder(int(fields[0]))
-        if kind == "ollama" and len(fields) == 2:
-            from .embed.ollama import OllamaEmbedder
-
-            if url:
-                return OllamaEmbedder(fields[0], int(fields[1]), url)
-            return OllamaEmbedder(fields[0], int(fields[1]))
-        if kind == "openai" and len(fields) >= 3 and url:
-            from .embed.openai import OpenAIEmbedder
-
-            digest = ":".join(fields[2:])
-            return OpenAIEmbedder(fields[0], int(fields[1]), digest, url, api_key=os.environ.get("ENGRAM_OPENAI_KEY"))
+        return embedder_from_spec(spec)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--embedder") from exc
-    raise click.BadParameter(f"unknown embedder {spec!r}", param_hint="--embedder")
+    except EngramError as exc:
+        raise click.ClickException(exc.message) from exc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,19 +35,24 @@ _COMPACT_HEAP = 256 * 1024 * 1024
 class Spaces:
     """Every space of a data directory, opened lazily, with a background committer."""
 
-    def __init__(self, data_dir: Path, *, commit_interval: float = 0.25) -> None:
-        """Open the data directory (creating it when new)."""
+    def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False) -> None:
+        """Open the data directory (creating it when new).
+
+        Read-only: several processes may search together (serve --workers), none may write, and
+        every space's keyword index must already have caught up with its records.
+        """
         self.data_dir = data_dir
+        self.read_only = read_only
         data_dir.mkdir(parents=True, exist_ok=True)
-        # One process owns a data directory: tantivy allows one writer per index, and two
-        # processes applying the same change log would race. Say so at once, not on first use.
+        # One writer owns a data directory: tantivy allows one writer per index, and two
+        # processes applying the same change log would race. Readers share. Say so at once.
         self._dir_lock = open(data_dir / "LOCK", "a+")
         try:
-            fcntl.flock(self._dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._dir_lock, (fcntl.LOCK_SH if read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             self._dir_lock.close()
             raise StorageError(f"the data directory {data_dir} is in use by another engram-index") from None
-        self.store = Store(data_dir / "records.sqlite")
+        self.store = Store(data_dir / "records.sqlite", read_only=read_only)
         self._indexes: dict[str, SpaceIndex] = {}
         self._loading: set[str] = set()
         self._space_locks: dict[str, threading.RLock] = {}
@@ -59,7 +64,8 @@ class Spaces:
         self._committer = threading.Thread(
             target=self._commit_loop, args=(commit_interval,), daemon=True, name="committer"
         )
-        self._committer.start()
+        if not read_only:
+            self._committer.start()
 
     # -- spaces ---------------------------------------------------------------------------
 
@@ -146,7 +152,10 @@ class Spaces:
             dims,
             # Results and explanations need text and fields, not the vector blobs.
             lambda ords: self.store.documents(info.id, ords, vectors=False),
+            read_only=self.read_only,
         )
+        if self.read_only and index.keyword.committed_seq != info.seq:
+            raise StorageError(f"the keyword index of {info.uri} is behind its records: open it for writing first")
         total = self.store.count(info.id)
         kw_seq = index.keyword.committed_seq
         if kw_seq > info.seq:
@@ -180,6 +189,8 @@ class Spaces:
         self, uri: str, puts: Sequence[StoredDocument], deletes: Sequence[str] = ()
     ) -> WriteResult:
         """Store documents durably, then apply them to the space's index if it is loaded."""
+        if self.read_only:
+            raise StorageError("this data directory is open read-only")
         info = self.store.space(uri)
         with self._space_lock(uri):
             result = self.store.write(info.id, puts, deletes)
@@ -191,6 +202,8 @@ class Spaces:
 
     def commit(self) -> None:
         """Make every pending keyword write durable and searchable now."""
+        if self.read_only:
+            return
         for index in list(self._indexes.values()):
             if index.keyword.pending or index.keyword.committed_seq != index.seq:
                 index.commit()
@@ -250,6 +263,8 @@ class Spaces:
 
     def maintain(self, quiet_s: float = 0.0) -> list[str]:
         """Compact the keyword index of every space with many segments and no recent writes."""
+        if self.read_only:
+            return []
         now = time.monotonic()
         due = [
             uri
@@ -286,10 +301,17 @@ class Spaces:
         found = self.store.document_by_id(self.store.space(uri).id, doc_id)
         return found[1] if found else None
 
+    def catch_up(self) -> None:
+        """Load every space (replaying what its keyword index missed) and compact where due."""
+        for uri in self.store.spaces():
+            self.index(uri)
+        self.maintain()
+
     def close(self) -> None:
         """Stop the committer, commit everything and close the store."""
         self._stop.set()
-        self._committer.join()
+        if self._committer.is_alive():
+            self._committer.join()
         if self._maintainer is not None:
             self._maintainer.join()
         for index in self._indexes.values():

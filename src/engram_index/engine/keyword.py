@@ -24,6 +24,7 @@ import numpy as np
 import tantivy
 
 from .analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
+from ..errors import StorageError
 from .types import Document, Filters
 
 SCHEMA_VERSION = 1
@@ -105,15 +106,30 @@ class KeywordIndex:
     """One space's BM25 index on disk (or in memory), with its durable sequence marker."""
 
     def __init__(
-        self, path: Path | None, weights: TermWeights | None = None, heap_bytes: int = _WRITER_HEAP
+        self,
+        path: Path | None,
+        weights: TermWeights | None = None,
+        heap_bytes: int = _WRITER_HEAP,
+        read_only: bool = False,
     ) -> None:
-        """Open the index at `path` (None: in memory); an index of another version starts empty."""
+        """Open the index at `path` (None: in memory); an index of another version starts empty.
+
+        A read-only index has no writer (tantivy allows one per index), so several processes can
+        search it while none writes; it refuses writes and never changes its files.
+        """
+        self.read_only = read_only
         self.path = path
         self.weights = weights or TermWeights()
         self.schema = _build_schema()
         self._lock = threading.Lock()
         self.committed_seq = 0
-        if path is not None:
+        if path is not None and read_only:
+            meta = self._read_meta()
+            if meta is None or meta.get("version") != [SCHEMA_VERSION, ANALYZER_VERSION]:
+                raise StorageError(f"no current keyword index at {path}: open it for writing first")
+            self.committed_seq = meta["seq"]
+            self.index = tantivy.Index(self.schema, path=str(path), reuse=True)
+        elif path is not None:
             finish_swap(path)
             meta = self._read_meta()
             if meta is None or meta.get("version") != [SCHEMA_VERSION, ANALYZER_VERSION]:
@@ -128,7 +144,7 @@ class KeywordIndex:
         self.index.register_tokenizer(
             "ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
         )
-        self._writer = self.index.writer(heap_size=heap_bytes, num_threads=1)
+        self._writer = None if read_only else self.index.writer(heap_size=heap_bytes, num_threads=1)
         self._pending = False
 
     # -- writes -----------------------------------------------------------------------------
@@ -144,15 +160,16 @@ class KeywordIndex:
             tdoc.add_text("tags", tag)
         tdoc.add_integer("created", doc.created_ms)
         with self._lock:
+            writer = self._writable()
             if replace:
-                self._writer.delete_documents_by_term("key", str(ord_))
-            self._writer.add_document(tdoc)
+                writer.delete_documents_by_term("key", str(ord_))
+            writer.add_document(tdoc)
             self._pending = True
 
     def delete(self, ord_: int) -> None:
         """Remove the document at this ordinal."""
         with self._lock:
-            self._writer.delete_documents_by_term("key", str(ord_))
+            self._writable().delete_documents_by_term("key", str(ord_))
             self._pending = True
 
     @property
@@ -162,8 +179,10 @@ class KeywordIndex:
 
     def commit(self, seq: int) -> None:
         """Make every write so far durable and searchable, and record `seq` as applied."""
+        if self.read_only:
+            return
         with self._lock:
-            self._writer.commit()
+            self._writable().commit()
             self._pending = False
             if self.path is not None:
                 self._write_meta(seq)
@@ -173,14 +192,21 @@ class KeywordIndex:
     def reset(self) -> None:
         """Drop every document (durably), as before a full rebuild."""
         with self._lock:
-            self._writer.delete_all_documents()
+            self._writable().delete_all_documents()
             self._pending = True
         self.commit(0)
 
     def close(self) -> None:
         """Let background merges finish and release the writer."""
         with self._lock:
-            self._writer.wait_merging_threads()
+            if self._writer is not None:
+                self._writer.wait_merging_threads()
+
+    def _writable(self) -> Any:
+        """The writer, or StorageError for a read-only index."""
+        if self._writer is None:
+            raise StorageError("this keyword index is open read-only")
+        return self._writer
 
     def segments(self) -> int:
         """How many segments a search visits (each adds a fixed cost per query term)."""

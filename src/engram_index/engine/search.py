@@ -76,13 +76,15 @@ def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
 class SpaceIndex:
     """The searchable state of one space, rebuilt from (and kept in step with) its records."""
 
-    def __init__(self, path: Path | None, dims: int | None, fetch: Fetch) -> None:
+    def __init__(
+        self, path: Path | None, dims: int | None, fetch: Fetch, read_only: bool = False
+    ) -> None:
         """Open the index files under `path` (None: in memory) for vectors of `dims` dimensions."""
         self.dims = dims
         self.fetch = fetch
         self.columns = Columns()
         self.vectors = VectorIndex(dims) if dims else None
-        self.keyword = KeywordIndex(path / "keyword" if path is not None else None)
+        self.keyword = KeywordIndex(path / "keyword" if path is not None else None, read_only=read_only)
         self.seq = 0
         self._lock = RWLock()
 

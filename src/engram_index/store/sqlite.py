@@ -125,15 +125,16 @@ def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:
 class Store:
     """The SQLite record store: one writer (serialised by a lock), readers per thread."""
 
-    def __init__(self, path: Path) -> None:
-        """Open (creating and migrating when needed) the database at `path`."""
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        """Open (creating and migrating when needed, unless read-only) the database at `path`."""
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._write_lock = threading.Lock()
         self._local = threading.local()
         try:
             self._writer = self._connect()
-            self._migrate()
+            if not read_only:
+                self._migrate()
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open the database at {path}: {exc}") from exc
 

@@ -1,0 +1,79 @@
+"""serve --workers: indexes caught up by the parent, then served read-only by several processes."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engram_index.engine.types import Document, ModelIdentity
+from engram_index.errors import StorageError
+from engram_index.spaces import Spaces
+from engram_index.store.sqlite import StoredDocument
+
+from .server import free_port
+
+SPACE = "at://did:plc:work234work234work234work2/space/garden.engram.space/s"
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def seed(data: Path) -> None:
+    spaces = Spaces(data)
+    spaces.ensure_space(SPACE, ModelIdentity("m", "d", 4))
+    spaces.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a",
+                                                  text=f"worker note {i}", created_ms=i)) for i in range(20)])
+    spaces.close()  # the keyword index is left behind the records: the parent must catch up
+
+
+def test_two_worker_processes_serve_searches_after_the_parent_catches_up(tmp_path: Path) -> None:
+    seed(tmp_path)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(tmp_path), "--port", str(port),
+         "--insecure-open", "--workers", "2", "--embedder", "none"],
+        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/xrpc/garden.engram.searchMemories"
+        deadline, answers = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(answers) < 20:
+            try:
+                r = httpx.get(url, params={"space": SPACE, "q": "worker note"})
+                if r.status_code == 200:
+                    answers.append(r.json())
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        assert len(answers) == 20, proc.stderr.read(4000) if proc.poll() is not None else "no answers"
+        assert all(a["mode"] == "keyword" and len(a["memories"]) == 10 for a in answers)
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) >= 2
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_a_read_only_data_directory_refuses_writes_and_an_index_behind_its_records(tmp_path: Path) -> None:
+    seed(tmp_path)
+    reader = Spaces(tmp_path, read_only=True)
+    try:
+        with pytest.raises(StorageError, match="open it for writing first"):
+            reader.index(SPACE)
+        with pytest.raises(StorageError, match="read-only"):
+            reader.write(SPACE, [])
+    finally:
+        reader.close()
+    writer = Spaces(tmp_path)
+    writer.catch_up()
+    writer.close()
+    first, second = Spaces(tmp_path, read_only=True), Spaces(tmp_path, read_only=True)  # readers share
+    try:
+        assert len(first.index(SPACE)) == 20 and len(second.index(SPACE)) == 20
+        with pytest.raises(StorageError, match="in use"):
+            Spaces(tmp_path)  # but a writer must wait for them
+    finally:
+        first.close()
+        second.close()
