@@ -19,9 +19,9 @@ from pathlib import Path
 
 from .engine.keyword import KeywordIndex, staging_path, swap_in
 from .engine.search import SpaceIndex
-from .engine.types import Document, ModelIdentity, SearchRequest, SearchResult
+from .engine.types import ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading, StorageError
-from .store.sqlite import SpaceInfo, StoredDocument, Store, WriteResult
+from .store.sqlite import Change, SpaceInfo, StoredDocument, Store, WriteResult
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
@@ -166,15 +166,11 @@ class Spaces:
         replayed = False
         for batch in self.store.changes_since(info.id, 0):
             live = [(c.ord, c.document) for c in batch if c.document is not None]
-            index.load_bulk(live)
-            for change in batch:
-                if change.seq <= kw_seq:
-                    continue
-                replayed = True
-                if change.document is None:
-                    index.keyword.delete(change.ord)
-                else:
-                    index.keyword.upsert(change.ord, change.document)
+            # Columns and vectors are rebuilt from every record; the keyword index keeps its own.
+            index.apply(live, index.seq, keyword=False)
+            missed = [c for c in batch if c.seq > kw_seq]
+            replayed = replayed or bool(missed)
+            _replay(index.keyword, missed)
             done += len(live)
             if progress is not None:
                 progress(info.uri, done, total)
@@ -248,11 +244,7 @@ class Spaces:
         fresh.commit(snapshot)
         with self._space_lock(uri), index.exclusive():
             for batch in self.store.changes_since(info.id, snapshot):
-                for change in batch:
-                    if change.document is None:
-                        fresh.delete(change.ord)
-                    else:
-                        fresh.upsert(change.ord, change.document)
+                _replay(fresh, batch)
             fresh.commit(index.seq)
             fresh.close()
             index.keyword.commit(index.seq)
@@ -261,25 +253,31 @@ class Spaces:
             index.keyword = KeywordIndex(path, fresh.weights)
         log.info("compacted the keyword index of %s", uri)
 
-    def maintain(self, quiet_s: float = 0.0) -> list[str]:
-        """Compact the keyword index of every space with many segments and no recent writes."""
+    def _due(self, quiet_s: float) -> list[str]:
+        """The spaces whose keyword index has many segments and no write for `quiet_s` seconds."""
         if self.read_only:
             return []
         now = time.monotonic()
-        due = [
+        return [
             uri
             for uri, index in list(self._indexes.items())
             if now - self._last_write.get(uri, 0.0) >= quiet_s
             and index.keyword.segments() > COMPACT_SEGMENTS
         ]
+
+    def maintain(self, quiet_s: float = 0.0) -> list[str]:
+        """Compact the keyword index of every space with many segments and no recent writes."""
+        due = self._due(quiet_s)
         for uri in due:
             self.compact(uri)
         return due
 
     def _maintain_in_background(self) -> None:
-        """Start a compaction pass unless one is running (it must not hold up commits)."""
+        """Start a compaction pass when one is due and none runs (it must not hold up commits)."""
         if self._maintainer is not None and self._maintainer.is_alive():
             return
+        if not self._due(QUIET_S):
+            return  # the common case at every tick: no thread to start
 
         def run() -> None:
             try:
@@ -295,11 +293,6 @@ class Spaces:
     def search(self, uri: str, req: SearchRequest) -> SearchResult:
         """Search a space (loading its index first when needed)."""
         return self.index(uri).search(req)
-
-    def document(self, uri: str, doc_id: str) -> Document | None:
-        """One live document by id."""
-        found = self.store.document_by_id(self.store.space(uri).id, doc_id)
-        return found[1] if found else None
 
     def catch_up(self) -> None:
         """Load every space (replaying what its keyword index missed) and compact where due."""
@@ -319,3 +312,12 @@ class Spaces:
         self._indexes.clear()
         self.store.close()
         self._dir_lock.close()  # releases the lock
+
+
+def _replay(keyword: KeywordIndex, changes: Sequence[Change]) -> None:
+    """Apply changes from the log to a keyword index: deletes and (re)writes."""
+    for change in changes:
+        if change.document is None:
+            keyword.delete(change.ord)
+        else:
+            keyword.upsert(change.ord, change.document)

@@ -46,9 +46,9 @@ async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: Quer
     mode: Mode | None = params.get("mode")
     vector = _query_vector(params, info)
     if vector is None and q is not None and mode != "keyword":
-        refusal = embedding.refusal(info.model, parse_space_uri(info.uri).authority, q)
+        authority = parse_space_uri(info.uri).authority
+        refusal = embedding.refusal(info.model, authority, q)
         if refusal is None:
-            authority = parse_space_uri(info.uri).authority
             vector = await embedding.embed(authority, info.query_prefix, q)
         elif mode is not None:
             raise refusal  # hybrid or vector asked for explicitly: no keyword fallback

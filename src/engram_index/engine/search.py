@@ -120,21 +120,6 @@ class SpaceIndex:
                 self.vectors.put_many(np.fromiter(pending, np.int64), np.stack(list(pending.values())))
             self.seq = max(self.seq, seq)
 
-    def load_bulk(self, docs: Sequence[tuple[int, Document]]) -> None:
-        """Fill columns and vectors in bulk at load time (keyword state is replayed separately)."""
-        with self._lock.write():
-            vec_ords: list[int] = []
-            vecs: list[np.ndarray] = []
-            for ord_, doc in docs:
-                self.columns.put(ord_, doc)
-                if self.vectors is not None:
-                    vec = decode_vector(doc.vector, self.vectors.dims)
-                    if vec is not None:
-                        vec_ords.append(ord_)
-                        vecs.append(vec)
-            if self.vectors is not None and vecs:
-                self.vectors.put_many(np.asarray(vec_ords, np.int64), np.stack(vecs))
-
     def commit(self) -> None:
         """Make keyword writes durable and searchable (vectors are searchable at once)."""
         with self._lock.read():  # not while the keyword index is being swapped
