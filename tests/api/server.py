@@ -46,3 +46,13 @@ def serving(app: Starlette) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def wait_until_loaded(url: str, *spaces: str, timeout: float = 20) -> None:
+    """Wait until each space's index, loaded in the background at start, answers searches."""
+    for space in spaces:
+        deadline = time.monotonic() + timeout
+        while httpx.get(f"{url}/xrpc/garden.engram.searchMemories",
+                        params={"space": space, "q": "x", "mode": "keyword"}).status_code == 503:
+            assert time.monotonic() < deadline, f"{space} did not load"
+            time.sleep(0.05)

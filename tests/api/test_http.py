@@ -1,6 +1,5 @@
 """searchMemories over real HTTP: a uvicorn server on a loopback port, called with httpx."""
 
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -16,7 +15,7 @@ from engram_index.records import encode_query_vector
 from engram_index.spaces import Spaces
 from engram_index.store.sqlite import StoredDocument
 
-from .server import serving
+from .server import serving, wait_until_loaded
 
 SPACE = "at://did:plc:http234http234http234http2/space/garden.engram.space/s"
 BARE = "at://did:plc:http234http234http234http2/space/garden.engram.space/nomodel"
@@ -42,12 +41,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # Generous admission: these tests fire requests faster than the default per-space rate.
     limits = SpaceLimits(rate=1e6, burst=1e6)
     with serving(create_app(data, DID, authenticator=InsecureOpen(), limits=limits)) as url:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # the index loads in the background at start
-            r = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "x"})
-            if r.status_code != 503:
-                break
-            time.sleep(0.05)
+        wait_until_loaded(url, SPACE)
         yield url
 
 

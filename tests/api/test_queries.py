@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ from engram_index.engine.types import Document, ModelIdentity
 from engram_index.spaces import Spaces
 from engram_index.store.sqlite import StoredDocument
 
-from .server import serving
+from .server import serving, wait_until_loaded
 
 AUTHORITY = "did:plc:query234query234query234qu"
 SPACE = f"at://{AUTHORITY}/space/garden.engram.space/s"
@@ -77,11 +76,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                                                 created_ms=1))])
     spaces.close()
     with serving(create_app(data, "did:web:index.example", authenticator=InsecureOpen())) as base:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # the index loads in the background at start
-            if httpx.get(f"{base}/xrpc/garden.engram.getMemoryGraph", params={"space": SPACE}).status_code != 503:
-                break
-            time.sleep(0.05)
+        wait_until_loaded(base, SPACE)
         yield base
 
 

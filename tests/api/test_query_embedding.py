@@ -18,7 +18,7 @@ from engram_index.engine.types import Document, ModelIdentity
 from engram_index.spaces import Spaces
 from engram_index.store.sqlite import StoredDocument
 
-from .server import serving
+from .server import serving, wait_until_loaded
 
 AUTHORITY = "did:plc:embed234embed234embed234e"
 SPACE = f"at://{AUTHORITY}/space/garden.engram.space/s"
@@ -65,12 +65,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(data: Path, embedding: QueryEmbedding) -> Iterator[str]:
     with serving(create_app(data, "did:web:x", authenticator=InsecureOpen(), embedding=embedding,
                            limits=SpaceLimits(rate=1e6, burst=1e6))) as url:
-        for uri in (SPACE, FOREIGN, ALIEN_MODEL):  # wait for the background loads
-            deadline = time.monotonic() + 20
-            while httpx.get(f"{url}/xrpc/garden.engram.searchMemories",
-                            params={"space": uri, "q": "x", "mode": "keyword"}).status_code == 503:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+        wait_until_loaded(url, SPACE, FOREIGN, ALIEN_MODEL)
         yield url
 
 
