@@ -20,7 +20,11 @@ from .api.status import get_space_status
 from .api.embedding import QueryEmbedding
 from .api.limits import SpaceLimits
 from .api.xrpc import error_response, xrpc
+from .api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
 from .auth import Authenticator, InsecureOpen
+from .auth.credentials import SpaceCredentials
+from .auth.state import AuthState
+from .identity.did import PLC_DEFAULT, DidResolver
 from .spaces import Spaces
 
 log = logging.getLogger("engram_index")
@@ -86,10 +90,23 @@ def create_app(
         Route("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
         Route("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
         Route("/xrpc/garden.engram.describeService", xrpc(describe, authenticated=False)),
+        Route(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
+
+
+AUTH_STATE_FILE = "auth.sqlite"
+
+
+def space_credentials(
+    data_dir: Path, service_did: str, *, plc_url: str = PLC_DEFAULT, allow_http_localhost: bool = False
+) -> SpaceCredentials:
+    """The real credential check, remembering revocations and nonces in the data directory."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    resolver = DidResolver(plc_url, allow_http_localhost=allow_http_localhost)
+    return SpaceCredentials(service_did, resolver, AuthState(data_dir / AUTH_STATE_FILE))
 
 
 WORKER_CONFIG_ENV = "ENGRAM_SERVE_CONFIG"
@@ -103,15 +120,17 @@ def worker_app() -> Starlette:
     from .embed.factory import embedder_from_spec
 
     config = json.loads(os.environ[WORKER_CONFIG_ENV])
-    if not config["insecure_open"]:
-        raise SystemExit("credential checks are not built yet: serve only with --insecure-open")
+    authenticator: Authenticator = InsecureOpen() if config["insecure_open"] else space_credentials(
+        Path(config["data"]), config["service_did"], plc_url=config["plc_url"],
+        allow_http_localhost=config["did_web_http_localhost"],
+    )
     embedding = QueryEmbedding(
         embedder_from_spec(config["embedder"]), frozenset(config["embed_authorities"]) or None
     )
     return create_app(
         Path(config["data"]),
         config["service_did"],
-        authenticator=InsecureOpen(),
+        authenticator=authenticator,
         limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
         embedding=embedding,
         read_only=True,

@@ -22,7 +22,7 @@ from rich.progress import (
 
 from .embed.base import Embedder
 from .engine.types import Filters, ModelIdentity, SearchRequest
-from .errors import EngramError
+from .errors import BadRecord, EngramError
 from .records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from .spaces import Spaces
 
@@ -254,6 +254,10 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
 @click.option("--port", type=int, default=8080, show_default=True)
 @click.option("--service-did", default=None, help="This service's DID (default: did:web:<host>%3A<port>).")
 @click.option("--insecure-open", is_flag=True, help="Serve without checking space credentials (trusted networks only).")
+@click.option("--plc-url", envvar="ENGRAM_PLC_URL", default="https://plc.directory", show_default=True,
+              help="PLC directory that resolves did:plc authorities ($ENGRAM_PLC_URL).")
+@click.option("--did-web-http-localhost", is_flag=True,
+              help="Resolve did:web:localhost authorities over plain http (development only).")
 @click.option("--rate", type=click.FloatRange(min=0.1), default=50.0, show_default=True, help="Searches a second per space.")
 @click.option("--burst", type=click.FloatRange(min=1), default=100.0, show_default=True, help="Search burst per space.")
 @click.option("--concurrent", type=click.IntRange(1, 256), default=8, show_default=True, help="Concurrent searches per space.")
@@ -265,13 +269,13 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Processes serving requests. Above 1, indexes are caught up first, then served read-only.")
 def serve(
-    data: Path, host: str, port: int, service_did: str | None, insecure_open: bool,
-    rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
+    data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
+    did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
     workers: int,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
-    Example: engram-index serve --data ./data --port 8080 --insecure-open
+    Example: engram-index serve --data ./data --port 8080 --service-did did:web:index.example.com
     """
     import logging
 
@@ -280,12 +284,10 @@ def serve(
     from .api.embedding import QueryEmbedding
     from .api.limits import SpaceLimits
     from .api.xrpc import MAX_REQUEST_HEAD_BYTES
-    from .app import create_app
-    from .auth import InsecureOpen
+    from .app import create_app, space_credentials
+    from .auth import Authenticator, InsecureOpen
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not insecure_open:
-        raise click.UsageError("credential checks are not built yet: pass --insecure-open to serve anyway")
     did = service_did or f"did:web:{host}%3A{port}"
     if workers > 1:
         import json
@@ -299,7 +301,8 @@ def serve(
         os.environ[WORKER_CONFIG_ENV] = json.dumps({
             "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
             "burst": burst, "concurrent": concurrent, "embedder": embedder_spec,
-            "embed_authorities": list(embed_authorities),
+            "embed_authorities": list(embed_authorities), "plc_url": plc_url,
+            "did_web_http_localhost": did_web_http_localhost,
         })
         uvicorn.run(
             "engram_index.app:worker_app", factory=True, workers=workers, host=host, port=port,
@@ -307,10 +310,59 @@ def serve(
         )
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
+    authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
+        data, did, plc_url=plc_url, allow_http_localhost=did_web_http_localhost)
     app = create_app(
-        data, did, authenticator=InsecureOpen(), limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
+        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
     )
     uvicorn.run(app, host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
+
+
+@main.command("dev-credential")
+@click.argument("space")
+@click.option("--authority-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="The authority's credential-signing key: a PEM file, or a file holding 64 hex digits.")
+@click.option("--alg", type=click.Choice(["ES256", "ES256K"]), default="ES256", show_default=True,
+              help="The curve of a hex key (PEM keys name their own).")
+@click.option("--audience", required=True, help="The DID of the index service the requests are for.")
+@click.option("--kid", default="#atproto_space", show_default=True,
+              help="The authority's verification method (#atproto when its DID document has no #atproto_space).")
+@click.option("--lifetime", type=click.IntRange(1, 3600), default=600, show_default=True, help="Seconds.")
+@click.option("--style", type=click.Choice(["bare", "keyed"]), default="bare", show_default=True,
+              help="Signature parameters: none, or keyid and alg.")
+@click.option("--url", default=None, help="Print a curl line for searchMemories at this service URL.")
+@click.option("--q", "query", default="hello", show_default=True, help="The search text of the curl line.")
+@click.option("--json", "as_json", is_flag=True, help="Print the headers as one JSON object.")
+def dev_credential(
+    space: str, authority_key: Path, alg: str, audience: str, kid: str, lifetime: int, style: str,
+    url: str | None, query: str, as_json: bool,
+) -> None:
+    """Mint a space credential with an authority key you hold and print ready-to-use request headers.
+
+    The holder key is a fresh P-256 key; the headers stay valid for the credential's lifetime.
+    Example: engram-index dev-credential at://did:plc:…/space/garden.engram.space/main
+    --authority-key authority.pem --audience did:web:index.example.com --url https://index.example.com
+    """
+    from .auth.mint import SpaceClient, curl_line, load_private_key, mint_credential
+    from .identity.keys import P256, PrivateKey
+
+    try:
+        authority = parse_space_uri(space).authority
+        key = load_private_key(authority_key.read_text(), alg)
+    except (BadRecord, ValueError) as exc:
+        raise click.ClickException(str(getattr(exc, "message", exc))) from exc
+    holder = PrivateKey.generate(P256)
+    token = mint_credential(key, authority, space, holder.did_key, lifetime=lifetime, kid=kid or None)
+    headers = SpaceClient(token, holder, audience, style=style).headers()
+    if as_json:
+        click.echo(json.dumps(headers))
+    elif url:
+        click.echo(curl_line(f"{url.rstrip('/')}/xrpc/garden.engram.searchMemories", headers,
+                             {"space": space, "q": query}))
+    else:
+        for name, value in headers.items():
+            click.echo(f"{name}: {value}")
+    click.echo(f"# authority key {key.did_key} ({key.alg}); valid {lifetime} s", err=True)
 
 
 @main.command()

@@ -9,11 +9,17 @@
     │   ├── NoModel                 the space has no declared embedding model
     │   ├── ModelMismatch           the query's model is not the space's model
     │   └── ModelNotHosted          q alone, and this service cannot embed it for the space
-    ├── AuthError                   the caller may not query the space (XRPC 401)
+    ├── AuthError                   the caller may not query the space (XRPC 401 AuthRequired)
+    │   ├── InvalidToken            the space credential is malformed, forged or not for this space
+    │   ├── ExpiredToken            the space credential has expired
+    │   ├── RevokedToken            the space's authority revoked the credential
+    │   ├── BadSpaceAudience        Atproto-Space-Audience is missing or is not this service's DID
+    │   └── BadSpaceSignature       the RFC 9421 request signature is missing, wrong or replayed
     ├── RateLimited                 too many requests (XRPC 429 RateLimitExceeded)
     ├── NotFound                    a document that does not exist
     ├── Unavailable                 temporary: retry shortly (XRPC 503)
-    │   └── IndexLoading            the space's index is loading
+    │   ├── IndexLoading            the space's index is loading
+    │   └── AuthorityUnreachable    the DID document needed to check a credential could not be fetched
     ├── TooLarge                    the request is larger than any valid one (XRPC 413)
     └── StorageError                the data directory is unusable
 
@@ -89,6 +95,36 @@ class AuthError(EngramError):
     status = 401
 
 
+class InvalidToken(AuthError):
+    """The space credential is malformed, forged, or not for this space."""
+
+    xrpc_name = "InvalidToken"
+
+
+class ExpiredToken(AuthError):
+    """The space credential has expired (or is not valid yet)."""
+
+    xrpc_name = "ExpiredToken"
+
+
+class RevokedToken(AuthError):
+    """The space's authority revoked this credential."""
+
+    xrpc_name = "RevokedToken"
+
+
+class BadSpaceAudience(AuthError):
+    """Atproto-Space-Audience is missing, doubled, or not this service's DID."""
+
+    xrpc_name = "BadSpaceAudience"
+
+
+class BadSpaceSignature(AuthError):
+    """The RFC 9421 request signature is missing, malformed, wrong, stale or replayed."""
+
+    xrpc_name = "BadSpaceSignature"
+
+
 class RateLimited(EngramError):
     """Too many searches for this space right now."""
 
@@ -121,6 +157,12 @@ class IndexLoading(Unavailable):
     """The space's index is loading."""
 
     xrpc_name = "IndexLoading"
+
+
+class AuthorityUnreachable(Unavailable):
+    """A DID document needed to check a credential could not be fetched right now."""
+
+    xrpc_name = "AuthorityUnreachable"
 
 
 class StorageError(EngramError):

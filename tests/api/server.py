@@ -2,57 +2,26 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import httpx
-import uvicorn
-from starlette.applications import Starlette
 
-from engram_index.api.xrpc import MAX_REQUEST_HEAD_BYTES
+from engram_index.testkit.serve import free_port, serving
 
-
-def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["free_port", "serving", "wait_until_loaded"]
 
 
-@contextmanager
-def serving(app: Starlette) -> Iterator[str]:
-    """Serve the app until the block ends; yields its base URL once it answers."""
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning",
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # as `engram-index serve` runs it
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/xrpc/_health").status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.05)
-    try:
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(10)
+def wait_until_loaded(url: str, *spaces: str, timeout: float = 20,
+                      headers: Callable[[str], dict[str, str]] | None = None) -> None:
+    """Wait until each space's index, loaded in the background at start, answers searches.
 
-
-def wait_until_loaded(url: str, *spaces: str, timeout: float = 20) -> None:
-    """Wait until each space's index, loaded in the background at start, answers searches."""
+    `headers(space)`, when given, makes the credential headers of each probe.
+    """
     for space in spaces:
         deadline = time.monotonic() + timeout
         while httpx.get(f"{url}/xrpc/garden.engram.searchMemories",
-                        params={"space": space, "q": "x", "mode": "keyword"}).status_code == 503:
+                        params={"space": space, "q": "x", "mode": "keyword"},
+                        headers=headers(space) if headers else None).status_code == 503:
             assert time.monotonic() < deadline, f"{space} did not load"
             time.sleep(0.05)

@@ -1,8 +1,8 @@
 """Who may query a space: one `authenticate(request, space)` interface for every query.
 
-The space-credential check (JWT from the space's authority + an RFC 9421 signature addressed to
-this service's DID) is its own module; until it lands the only authenticator is `InsecureOpen`,
-which the operator must choose explicitly (`--insecure-open`) and which logs a warning.
+The real check is `credentials.SpaceCredentials` (a JWT from the space's authority + an RFC 9421
+signature addressed to this service's DID). `InsecureOpen` skips it; the operator must choose it
+explicitly (`--insecure-open`) and it logs a warning at every start.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from starlette.requests import Request
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated caller: who they are (a DID) and which space they proved membership of."""
+    """An authenticated caller: who they are (a DID, when known), the space they proved membership of,
+    and the did:key their request was signed with (when they signed one)."""
 
     did: str | None
     space: str
+    key: str | None = None
 
 
 class Authenticator(Protocol):

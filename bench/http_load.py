@@ -4,7 +4,7 @@ Builds a synthetic space (default 100k memories) in a temporary data directory, 
 `engram-index serve` on a loopback port, then runs closed-loop clients (1, 8, 32 at once) that
 each send hybrid searches (vector + q) for a fixed time; prints requests/s and p50/p99.
 
-    python bench/http.py --n 100000 --seconds 10 [--workers 2]
+    python bench/http_load.py --n 100000 --seconds 10 [--workers 2]
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-# This file is named like the standard library's http package, and Python puts the script's
-# folder first on the path: take it off before anything imports http.client.
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402

@@ -1,0 +1,79 @@
+"""What credential checks must remember: revoked credentials and the nonces already used.
+
+Kept in a small SQLite file of its own in the data directory, so that it survives restarts
+and is shared by every `serve --workers` process (each may write; SQLite serialises them), and
+so that a replayed nonce is caught whichever process the replay reaches. Rows expire with the
+credential they belong to.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS revoked (issuer TEXT NOT NULL, jti TEXT NOT NULL, until REAL NOT NULL,
+                                    PRIMARY KEY (issuer, jti)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS nonces (owner TEXT NOT NULL, nonce TEXT NOT NULL, until REAL NOT NULL,
+                                   PRIMARY KEY (owner, nonce)) WITHOUT ROWID;
+"""
+_PRUNE_EVERY = 1000
+
+
+class AuthState:
+    """Revoked credential ids and used nonces, each kept until the credential would have expired."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False,
+                                   isolation_level=None, timeout=10)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # A process crash loses nothing (WAL); only a power loss could forget a nonce, and a
+            # nonce is an extra guard on top of a short-lived credential.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        self._writes = 0
+
+    def revoke(self, issuer: str, jti: str, until: float) -> None:
+        """Refuse credential `jti` of `issuer` until `until` (unix seconds)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO revoked VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)",
+                (issuer, jti, until),
+            )
+            self._maybe_prune()
+
+    def is_revoked(self, issuer: str, jti: str) -> bool:
+        """Whether the authority revoked this credential."""
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM revoked WHERE issuer = ? AND jti = ?", (issuer, jti)).fetchone()
+        return row is not None
+
+    def use_nonce(self, owner: str, nonce: str, until: float) -> bool:
+        """Record a nonce for `owner`; False when it was already used (a replay)."""
+        with self._lock:
+            try:
+                self._db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (owner, nonce, until))
+            except sqlite3.IntegrityError:
+                expired = self._db.execute(
+                    "UPDATE nonces SET until = ? WHERE owner = ? AND nonce = ? AND until < ?",
+                    (until, owner, nonce, time.time()),
+                ).rowcount
+                return expired == 1  # an expired row may be reused; a live one is a replay
+            self._maybe_prune()
+        return True
+
+    def _maybe_prune(self) -> None:
+        self._writes += 1
+        if self._writes % _PRUNE_EVERY == 0:
+            now = time.time()
+            self._db.execute("DELETE FROM revoked WHERE until < ?", (now,))
+            self._db.execute("DELETE FROM nonces WHERE until < ?", (now,))
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,2 @@
+"""A test kit of real AT Protocol parts for the suite and for operators: a PLC directory, space
+authorities that mint real credentials (ES256 and ES256K), and members that sign requests."""

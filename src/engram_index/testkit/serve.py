@@ -1,0 +1,48 @@
+"""Run an ASGI app on a real uvicorn server on a free loopback port, in a background thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+from starlette.types import ASGIApp
+
+from ..api.xrpc import MAX_REQUEST_HEAD_BYTES
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(app: ASGIApp, *, port: int | None = None, probe: str = "/xrpc/_health") -> Iterator[str]:
+    """Serve the app until the block ends; yields its base URL once `probe` answers."""
+    port = port or free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning",
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # as `engram-index serve` runs it
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}{probe}")
+            break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(10)
