@@ -14,9 +14,14 @@ from engram_index.errors import StorageError
 from engram_index.spaces import Spaces
 from engram_index.store.sqlite import StoredDocument
 
-from .server import free_port
+from engram_index.testkit.authority import SpaceAuthority
+from engram_index.testkit.plc import FakePlc
 
-SPACE = "at://did:plc:work234work234work234work2/space/garden.engram.space/s"
+from .server import free_port, serving
+
+SERVICE_DID = "did:web:index.example"
+
+SPACE = "at://did:plc:work234work234work234wor/space/garden.engram.space/s"
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
@@ -28,32 +33,45 @@ def seed(data: Path) -> None:
     spaces.close()  # the keyword index is left behind the records: the parent must catch up
 
 
-def test_two_worker_processes_serve_searches_after_the_parent_catches_up(tmp_path: Path) -> None:
+def test_two_worker_processes_check_credentials_and_serve_searches_after_the_parent_catches_up(
+    tmp_path: Path,
+) -> None:
     seed(tmp_path)
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(tmp_path), "--port", str(port),
-         "--insecure-open", "--workers", "2", "--embedder", "none"],
-        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/xrpc/garden.engram.searchMemories"
-        deadline, answers = time.monotonic() + 60, []
-        while time.monotonic() < deadline and len(answers) < 20:
-            try:
-                r = httpx.get(url, params={"space": SPACE, "q": "worker note"})
-                if r.status_code == 200:
-                    answers.append(r.json())
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        assert len(answers) == 20, proc.stderr.read(4000) if proc.poll() is not None else "no answers"
-        assert all(a["mode"] == "keyword" and len(a["memories"]) == 10 for a in answers)
-        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
-        assert len(children) >= 2
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    plc = FakePlc()
+    authority = SpaceAuthority(plc, did=SPACE.split("/")[2])
+    with serving(plc.app(), probe="/_health") as plc_url:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(tmp_path), "--port", str(port),
+             "--service-did", SERVICE_DID, "--plc-url", plc_url, "--workers", "2", "--embedder", "none"],
+            env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}/xrpc/garden.engram.searchMemories"
+            params = {"space": SPACE, "q": "worker note"}
+            member = authority.member(SPACE, SERVICE_DID)
+            deadline, answers = time.monotonic() + 60, []
+            while time.monotonic() < deadline and len(answers) < 20:
+                try:
+                    r = httpx.get(url, params=params, headers=member.headers())
+                    if r.status_code == 200:
+                        answers.append(r.json())
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+            assert len(answers) == 20, proc.stderr.read(4000) if proc.poll() is not None else "no answers"
+            assert all(a["mode"] == "keyword" and len(a["memories"]) == 10 for a in answers)
+            assert httpx.get(url, params=params).status_code == 401
+            member.nonce = True
+            once = member.headers()
+            # Whichever worker a replay reaches, the nonce store they share refuses it.
+            statuses = [httpx.get(url, params=params, headers=once).status_code for _ in range(4)]
+            assert statuses == [200, 401, 401, 401]
+            children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+            assert len(children) >= 2
+        finally:
+            proc.terminate()
+            proc.wait(20)
 
 
 def test_a_read_only_data_directory_refuses_writes_and_an_index_behind_its_records(tmp_path: Path) -> None:
