@@ -351,3 +351,18 @@ def test_a_rotated_authority_key_is_picked_up_and_the_old_key_refused(tmp_path: 
         assert search(n, fresh.headers()).status_code == 200  # resolved once more, uncached
         stale = search(n, old.headers())
         assert (stale.status_code, stale.json()["error"]) == (401, "InvalidToken")
+
+
+def test_a_slow_authority_document_is_503_and_a_malformed_one_401(tmp_path: Path) -> None:
+    with network(tmp_path, resolver_timeout=0.3) as n:
+        slow = n.k256.member(n.k256.space(), SERVICE_DID)
+        n.plc.delay = 1.0
+        n.credentials.resolver.forget(n.k256.did)
+        r = search(n, slow.headers(), space=n.k256.space())
+        assert (r.status_code, r.json()["error"]) == (503, "AuthorityUnreachable")
+        n.plc.delay = 0.0
+        n.plc.malformed.add(n.fallback.did)
+        member = n.fallback.member(n.fallback.space(), SERVICE_DID)
+        n.credentials.resolver.forget(n.fallback.did)
+        r = search(n, member.headers(), space=n.fallback.space())
+        assert (r.status_code, r.json()["error"]) == (401, "InvalidToken")
