@@ -279,13 +279,11 @@ def serve(
     """
     import logging
 
-    import uvicorn
-
     from .api.embedding import QueryEmbedding
     from .api.limits import SpaceLimits
-    from .api.xrpc import MAX_REQUEST_HEAD_BYTES
     from .app import create_app, space_credentials
     from .auth import Authenticator, InsecureOpen
+    from .server import run, run_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     did = service_did or f"did:web:{host}%3A{port}"
@@ -304,10 +302,7 @@ def serve(
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
             "did_web_http_localhost": did_web_http_localhost,
         })
-        uvicorn.run(
-            "engram_index.app:worker_app", factory=True, workers=workers, host=host, port=port,
-            log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
-        )
+        run_workers("engram_index.app:worker_app", workers, host, port)
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
@@ -315,7 +310,7 @@ def serve(
     app = create_app(
         data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
     )
-    uvicorn.run(app, host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
+    run(app, host, port)
 
 
 @main.command("dev-credential")
