@@ -14,7 +14,7 @@ import numpy as np
 from . import fusion
 from .analyzer import QueryWord, query_words
 from .columns import Columns
-from .explain import explain
+from .explain import Explainer
 from .keyword import KeywordIndex, searchable_words
 from .types import Document, Hit, SearchRequest, SearchResult
 from .vector import VectorIndex
@@ -297,10 +297,10 @@ class SpaceIndex:
 
     def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
         """Fill in the matched terms and the snippet of each hit."""
-        words = searchable_words(words)
+        explainer = Explainer(searchable_words(words))
         for hit in hits:
             doc = hit.document
-            hit.terms, hit.snippet = explain(words, doc.text, doc.tags, doc.source)
+            hit.terms, hit.snippet = explainer.explain(doc.text, doc.tags, doc.source)
 
 
 def _rank_among(hits: list[Hit]) -> None:
