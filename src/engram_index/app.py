@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -28,6 +29,9 @@ from .identity.did import PLC_DEFAULT, DidResolver
 from .spaces import Spaces
 
 log = logging.getLogger("engram_index")
+# Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
+# shared 40-thread pool, which spent more CPU per search contending for the GIL.
+SEARCH_THREADS = 2
 
 
 def did_document(service_did: str) -> dict[str, Any]:
@@ -50,8 +54,13 @@ def create_app(
     limits: SpaceLimits | None = None,
     embedding: QueryEmbedding | None = None,
     read_only: bool = False,
+    search_threads: int = SEARCH_THREADS,
 ) -> Starlette:
-    """Build the service for a data directory, checking callers with `authenticator`."""
+    """Build the service for a data directory, checking callers with `authenticator`.
+
+    Searches run on `search_threads` threads of their own: one computes while another waits
+    in tantivy or a vector scan (both release the GIL); more threads only contend for the GIL.
+    """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -61,12 +70,14 @@ def create_app(
         app.state.limits = limits or SpaceLimits()
         app.state.embedding = embedding or QueryEmbedding()
         app.state.spaces = Spaces(data_dir, read_only=read_only)
+        app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
         for uri in app.state.spaces.store.spaces():
             try:
                 app.state.spaces.index_if_loaded(uri)
             except Exception:
                 pass  # loading started in the background
         yield
+        app.state.search_executor.shutdown(wait=True)
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
             app.state.embedding.embedder.close()
@@ -134,4 +145,5 @@ def worker_app() -> Starlette:
         limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
         embedding=embedding,
         read_only=True,
+        search_threads=config["search_threads"],
     )

@@ -268,10 +268,12 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
               help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Processes serving requests. Above 1, indexes are caught up first, then served read-only.")
+@click.option("--search-threads", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Threads running searches in each process (more contend for the GIL).")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
-    workers: int,
+    workers: int, search_threads: int,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
@@ -300,7 +302,7 @@ def serve(
             "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
             "burst": burst, "concurrent": concurrent, "embedder": embedder_spec,
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
-            "did_web_http_localhost": did_web_http_localhost,
+            "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
         })
         run_workers("engram_index.app:worker_app", workers, host, port)
         return
@@ -308,7 +310,8 @@ def serve(
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
         data, did, plc_url=plc_url, allow_http_localhost=did_web_http_localhost)
     app = create_app(
-        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
+        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding,
+        search_threads=search_threads,
     )
     run(app, host, port)
 
