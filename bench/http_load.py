@@ -179,7 +179,8 @@ def drive(port: int, requests: list[list[bytes]], clients: int, seconds: float) 
         t.join()
     elapsed = time.monotonic() - began
     arr = np.concatenate([np.asarray(x) for x in latencies]) * 1000
-    return len(arr) / elapsed, float(np.percentile(arr, 50)), float(np.percentile(arr, 99)), sum(errors), len(arr)
+    p50, p99 = (float(np.percentile(arr, 50)), float(np.percentile(arr, 99))) if arr.size else (float("nan"),) * 2
+    return len(arr) / elapsed, p50, p99, sum(errors), len(arr)
 
 
 @contextlib.contextmanager
