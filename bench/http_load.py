@@ -4,7 +4,8 @@ Builds a synthetic space (default 100k memories) in a data directory (a temporar
 --data to build once and reuse), starts `engram-index serve` on a loopback port, then runs
 closed-loop clients (1, 8, 32 at once) that each send hybrid searches (vector + q, with
 explanations) for a fixed time; prints requests/s, p50/p99, and the CPU time per request of the
-server's processes and of the clients (on a shared machine, CPU per request is the steadier figure).
+server's processes and of the clients (on a shared machine, CPU per request is the steadier figure),
+and at the end the resident and private memory of each server process.
 
 Requests carry real space credentials: a PLC directory (the test kit's, in this process) publishes
 the space authority's DID document, the authority mints a credential per client, and the server
@@ -148,6 +149,37 @@ def tree_cpu_seconds(pid: int) -> float:
     return sum(times.get(p, 0.0) for p in tree)
 
 
+def tree_memory_mb(pid: int) -> list[tuple[int, float, float]]:
+    """(pid, resident MB, private MB) of a process and each of its live children (Linux smaps_rollup)."""
+    out = []
+    for candidate in [pid, *_children(pid)]:
+        fields: dict[str, float] = {}
+        try:
+            with open(f"/proc/{candidate}/smaps_rollup") as fh:
+                for line in fh:
+                    name, _, rest = line.partition(":")
+                    if rest.strip().endswith("kB"):
+                        fields[name] = int(rest.split()[0]) / 1024
+        except OSError:
+            continue
+        out.append((candidate, fields.get("Rss", 0.0), fields.get("Private_Clean", 0.0) + fields.get("Private_Dirty", 0.0)))
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    """The live child processes of a process."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except OSError:
+                continue
+    return out
+
+
 def drive(port: int, requests: list[list[bytes]], clients: int, seconds: float) -> tuple[float, float, float, int, int]:
     """Closed-loop clients for `seconds` (client k sends requests[k]): requests/s, p50 ms, p99 ms, errors, requests."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
@@ -254,6 +286,8 @@ def main() -> None:
                 server_cpu = (tree_cpu_seconds(server.pid) - server_cpu) / max(done, 1) * 1000
                 client_cpu = (time.process_time() - client_cpu) / max(done, 1) * 1000
                 print(f"{clients:>8}{rps:>10.0f}{p50:>10.2f}{p99:>10.2f}{errs:>8}{server_cpu:>15.2f}{client_cpu:>15.2f}", flush=True)
+            memory = tree_memory_mb(server.pid)
+            print("server memory, MB resident / private:", ", ".join(f"{rss:.0f} / {own:.0f}" for _, rss, own in memory))
         finally:
             server.terminate()
             server.wait(10)
