@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -268,10 +270,19 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
               help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Processes serving requests. Above 1, indexes are caught up first, then served read-only.")
+@click.option("--sync-account", envvar="ENGRAM_SYNC_ACCOUNT", default=None,
+              help="DID of the account this indexer signs in as to read spaces ($ENGRAM_SYNC_ACCOUNT).")
+@click.option("--sync-password", envvar="ENGRAM_SYNC_PASSWORD", default=None,
+              help="Its (app) password; prefer $ENGRAM_SYNC_PASSWORD.")
+@click.option("--public-url", envvar="ENGRAM_PUBLIC_URL", default=None,
+              help="This service's public https URL: space hosts send write notifications there.")
+@click.option("--poll-interval", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds between polls of every synced space (the backstop for lost notifications).")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
-    did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
-    workers: int,
+    did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str,
+    embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
+    public_url: str | None, poll_interval: float,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
@@ -289,6 +300,21 @@ def serve(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     did = service_did or f"did:web:{host}%3A{port}"
+    from .sync.client import Account
+    from .sync.runner import SyncConfig
+
+    if bool(sync_account) != bool(sync_password):
+        raise click.UsageError("--sync-account and --sync-password go together")
+    with _spaces(data) as opened:
+        from .store.syncstate import SyncState
+
+        for space in _env_spaces():
+            SyncState(opened.store).add_space(space, int(time.time() * 1000))
+        syncing = bool(SyncState(opened.store).spaces())
+    if workers > 1 and syncing:
+        raise click.UsageError("spaces synced from the network are served by one process: drop --workers")
+    sync = SyncConfig(Account(sync_account, sync_password) if sync_account and sync_password else None,
+                      plc_url, public_url, poll_interval, did_web_http_localhost)
     if workers > 1:
         import json
         import os
@@ -313,9 +339,96 @@ def serve(
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
         data, did, plc_url=plc_url, allow_http_localhost=did_web_http_localhost)
     app = create_app(
-        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding
+        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding,
+        sync=sync,
     )
     uvicorn.run(app, host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
+
+
+def _env_spaces() -> list[str]:
+    """The space URIs of $ENGRAM_SPACES (separated by commas or whitespace), checked."""
+    import os
+    import re
+
+    out = []
+    for text in re.split(r"[\s,]+", os.environ.get("ENGRAM_SPACES", "").strip()):
+        if text:
+            try:
+                out.append(str(parse_space_uri(text)))
+            except BadRecord as exc:
+                raise click.UsageError(f"ENGRAM_SPACES: {exc.message}") from exc
+    return out
+
+
+@main.group()
+def spaces() -> None:
+    """Which spaces this service keeps current from the network (add, list, remove)."""
+
+
+@spaces.command("add")
+@click.argument("space")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
+def spaces_add(space: str, data: Path) -> None:
+    """Sync SPACE from its members' repo hosts (the running service picks it up at its next poll).
+
+    Example: engram-index spaces add at://did:plc:…/space/garden.engram.space/main --data ./data
+    """
+    from .store.syncstate import SyncState
+
+    try:
+        uri = str(parse_space_uri(space))
+    except BadRecord as exc:
+        raise click.ClickException(exc.message) from exc
+    with _spaces(data) as opened:
+        opened.ensure_space(uri)
+        SyncState(opened.store).add_space(uri, int(time.time() * 1000))
+    click.echo(f"syncing {uri}")
+
+
+@spaces.command("list")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
+@click.option("--json", "as_json", is_flag=True)
+def spaces_list(data: Path, as_json: bool) -> None:
+    """The synced spaces, when each last synced, and what failed.
+
+    Example: engram-index spaces list --data ./data --json
+    """
+    from .store.syncstate import SyncState
+
+    with _spaces(data) as opened:
+        state = SyncState(opened.store)
+        rows: list[dict[str, Any]] = []
+        for space, problem, synced_ms in state.spaces():
+            repos, records = state.problems(space)
+            rows.append({"space": space, "syncedMs": synced_ms, "problem": problem,
+                         "failedRepos": [{"repo": r, "problem": p} for r, p in repos],
+                         "invalidRecords": [{"repo": r, "reason": p, "count": n} for r, p, n in records]})
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    for row in rows:
+        click.echo(f"{row['space']}  last synced {row['syncedMs'] or 'never'}  {row['problem'] or 'ok'}")
+        for failed in row["failedRepos"]:
+            click.echo(f"  not indexed: {failed['repo']}: {failed['problem']}")
+
+
+@spaces.command("remove")
+@click.argument("space")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
+@click.option("--drop", is_flag=True, help="Also delete the space's records and index.")
+def spaces_remove(space: str, data: Path, drop: bool) -> None:
+    """Stop syncing SPACE (and with --drop, forget its data).
+
+    Example: engram-index spaces remove at://did:plc:…/space/garden.engram.space/main --data ./data --drop
+    """
+    from .store.syncstate import SyncState
+
+    with _spaces(data) as opened:
+        if not SyncState(opened.store).remove_space(space):
+            raise click.ClickException(f"{space} is not synced here")
+        if drop:
+            opened.drop(space)
+    click.echo(f"stopped syncing {space}" + (" and dropped its data" if drop else ""))
 
 
 @main.command("dev-credential")

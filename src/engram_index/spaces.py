@@ -21,7 +21,7 @@ from .engine.keyword import KeywordIndex, staging_path, swap_in
 from .engine.search import SpaceIndex
 from .engine.types import ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading, StorageError
-from .store.sqlite import Change, SpaceInfo, StoredDocument, Store, WriteResult
+from .store.sqlite import Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
@@ -85,6 +85,19 @@ class Spaces:
                 self._indexes.pop(uri, None)
                 loaded.close()
         return info
+
+    def drop(self, uri: str) -> None:
+        """Forget a space: its records, its sync positions and its index files."""
+        if self.read_only:
+            raise StorageError("this data directory is open read-only")
+        with self._space_lock(uri):
+            index = self._indexes.pop(uri, None)
+            if index is not None:
+                index.close()
+            space_id = self.store.drop_space(uri)
+            self._last_write.pop(uri, None)
+            if space_id is not None:
+                shutil.rmtree(self.data_dir / "spaces" / str(space_id), ignore_errors=True)
 
     def info(self, uri: str) -> SpaceInfo:
         """The store's view of a space (UnknownSpace when absent)."""
@@ -182,14 +195,14 @@ class Spaces:
     # -- writes -----------------------------------------------------------------------------
 
     def write(
-        self, uri: str, puts: Sequence[StoredDocument], deletes: Sequence[str] = ()
+        self, uri: str, puts: Sequence[StoredDocument], deletes: Sequence[str] = (), also: Sequence[Statement] = ()
     ) -> WriteResult:
-        """Store documents durably, then apply them to the space's index if it is loaded."""
+        """Store documents durably (with `also` in the same transaction), then apply them to the index if loaded."""
         if self.read_only:
             raise StorageError("this data directory is open read-only")
         info = self.store.space(uri)
         with self._space_lock(uri):
-            result = self.store.write(info.id, puts, deletes)
+            result = self.store.write(info.id, puts, deletes, also)
             self._last_write[uri] = time.monotonic()
             index = self._indexes.get(uri)
             if index is not None and result.changes:

@@ -52,7 +52,40 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX documents_by_seq ON documents(space_id, seq);
     CREATE INDEX documents_by_created ON documents(space_id, deleted, created_ms);
     """,
+    # Sync (store/syncstate.py): the spaces to keep current, each member repo's verified position
+    # (revision and set-hash state) and every path of the repo with its CID (the set hash covers
+    # all records, memories or not), with why a record is not indexed, if so.
+    """
+    CREATE TABLE sync_spaces (
+        space TEXT PRIMARY KEY,
+        added_ms INTEGER NOT NULL DEFAULT 0,
+        space_rev TEXT,
+        notify_until_ms INTEGER NOT NULL DEFAULT 0,
+        synced_ms INTEGER NOT NULL DEFAULT 0,
+        problem TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE sync_repos (
+        space TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        rev TEXT,
+        state BLOB,
+        problem TEXT,
+        checked_ms INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (space, repo)
+    ) WITHOUT ROWID;
+    CREATE TABLE sync_paths (
+        space TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        path TEXT NOT NULL,
+        cid TEXT NOT NULL,
+        problem TEXT,
+        PRIMARY KEY (space, repo, path)
+    ) WITHOUT ROWID;
+    """,
 )
+
+# Statements run inside a write's transaction, after its documents (see Store.write).
+Statement = tuple[str, tuple[Any, ...]]
 
 _DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector"
 
@@ -208,6 +241,24 @@ class Store:
                 raise
         return self.space(uri)
 
+    def drop_space(self, uri: str) -> int | None:
+        """Delete a space with every record and sync position it has; returns its id (None when absent)."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT id FROM spaces WHERE uri=?", (uri,)).fetchone()
+                if row is not None:
+                    conn.execute("DELETE FROM documents WHERE space_id=?", (row[0],))
+                    conn.execute("DELETE FROM spaces WHERE id=?", (row[0],))
+                for table in ("sync_repos", "sync_paths"):
+                    conn.execute(f"DELETE FROM {table} WHERE space=?", (uri,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return None if row is None else int(row[0])
+
     def space(self, uri: str) -> SpaceInfo:
         """The space with this URI, or UnknownSpace."""
         row = self._reader().execute(
@@ -227,18 +278,25 @@ class Store:
     # -- writes -----------------------------------------------------------------------------
 
     def write(
-        self, space_id: int, puts: Sequence[StoredDocument], deletes: Sequence[str] = ()
+        self,
+        space_id: int,
+        puts: Sequence[StoredDocument],
+        deletes: Sequence[str] = (),
+        also: Sequence[Statement] = (),
     ) -> WriteResult:
         """Upsert and delete documents in one transaction; the result lists what changed.
 
         A put whose content equals the stored document changes nothing (no new sequence number),
-        so re-importing the same records is a no-op.
+        so re-importing the same records is a no-op. `also` runs in the same transaction: sync
+        advances a repo's position only together with the records it verified.
         """
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = self._write_locked(conn, space_id, puts, deletes)
+                for sql, params in also:
+                    conn.execute(sql, params)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -411,6 +469,23 @@ class Store:
             (*args, limit),
         ).fetchall()
         return [_row_to_document(row) for row in rows]
+
+    def execute(self, statements: Sequence[Statement]) -> None:
+        """Run statements in one write transaction (for state that is not documents)."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    conn.execute(sql, params)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read query, on this thread's read connection."""
+        return self._reader().execute(sql, params).fetchall()
 
     def skipped(self, space_id: int) -> list[tuple[str, str, int]]:
         """(author, reason, count) of the live documents whose vector is not indexed, by author and reason."""
