@@ -212,14 +212,11 @@ class SyncClient:
         """Every op after `since`, and the commit the last page carries."""
         host = await self.repo_host(repo)
         ops: list[Op] = []
-        cursor: str | None = None
         after = since
         while True:
             params: dict[str, Any] = {"space": space, "repo": repo, "limit": self.page}
             if after:
                 params["since"] = after
-            if cursor:
-                params["cursor"] = cursor
             body = await self._signed("GET", space, host, "com.atproto.space.listRepoOps", params=params)
             try:
                 page = [Op.from_json(op) for op in body.get("ops", [])]
@@ -229,10 +226,9 @@ class SyncClient:
             ops.extend(page)
             if commit is not None or not page:
                 return ops, commit
-            # A host's cursor wins; without one, the next page starts after the last op's revision.
-            cursor = body.get("cursor") if isinstance(body.get("cursor"), str) else None
-            if cursor is None:
-                after = page[-1].rev
+            # The cursor is the page's last rev, passed back as `since`.
+            cursor = body.get("cursor")
+            after = cursor if isinstance(cursor, str) and cursor else page[-1].rev
 
     async def get_repo(self, space: str, repo: str) -> bytes:
         """The member's whole repo as a CAR."""
