@@ -30,6 +30,8 @@ class SyncConfig:
     poll_s: float = 300.0
     did_web_http_localhost: bool = False
     concurrent_spaces: int = 2
+    retry_s: float = 30.0  # a repo that failed verification is tried again after this long
+    did_min_refresh: float = 5.0  # how often a DID may be re-resolved uncached (a rotated key)
 
 
 class SyncRunner:
@@ -39,7 +41,8 @@ class SyncRunner:
         self.spaces = spaces
         self.config = config
         self.service_did = service_did
-        self.resolver = DidResolver(config.plc_url, allow_http_localhost=config.did_web_http_localhost)
+        self.resolver = DidResolver(config.plc_url, allow_http_localhost=config.did_web_http_localhost,
+                                    min_refresh=config.did_min_refresh)
         self.client = SyncClient(self.resolver, config.account)
         self.syncer = Syncer(spaces, self.client)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -139,7 +142,10 @@ class SyncRunner:
     async def _sync(self, space: str, repos: set[str] | None) -> None:
         try:
             if self.syncer.state.is_configured(space):
-                await self.syncer.sync_space(space, sorted(repos) if repos is not None else None)
+                outcomes = await self.syncer.sync_space(space, sorted(repos) if repos is not None else None)
+                for failed in (o for o in outcomes if not o.ok):
+                    # A key may have rotated, a host may have hiccuped: try again later.
+                    asyncio.get_running_loop().call_later(self.config.retry_s, self._enqueue, space, failed.repo)
         except Exception:
             log.exception("sync of %s failed", space)
         finally:

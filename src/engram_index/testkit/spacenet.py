@@ -113,6 +113,19 @@ class SpaceNetwork:
         self._publish(account)
         return account
 
+    def authority_account(self, *, pds: int = 0) -> Account:
+        """Give the authority a repo (on repo host `pds`), so that it can write the space's config."""
+        with self.lock:
+            known = self.accounts.get(self.authority.did)
+            if known is not None:
+                return known
+            account = Account(self.authority.did, "authority.test", secrets.token_urlsafe(12),
+                              self.authority.repo_key, self.pdses[pds].url)
+            self.accounts[account.did] = account
+        self.authority.pds = account.pds
+        self.authority.publish()
+        return account
+
     def _publish(self, account: Account) -> None:
         self.plc.publish(account.did, did_document(
             account.did, {"#atproto": account.key},
