@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import libipld
+
 from ..engine.types import ModelIdentity
 from ..errors import BadRecord
 from ..identity.did import ResolveError
@@ -28,7 +30,7 @@ from .car import read_car
 from .client import SyncClient, SyncError
 from .commit import SignedCommit
 from .lthash import LtHash, element
-from .verify import Op, check_commit, export_state, record_json, value_matches
+from .verify import Op, check_commit, export_state, value_matches
 
 log = logging.getLogger("engram_index.sync")
 
@@ -152,7 +154,8 @@ class Syncer:
         changes: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
         for path, cid in export.index.items():
             if reparse or held.get(path) != cid:
-                value = record_json(export.records[path])
+                # The DAG-CBOR data model as is (bytes as bytes): the block was checked against its CID.
+                value = libipld.decode_dag_cbor(export.records[path])
                 changes[path] = (cid, value if isinstance(value, dict) else None)
         for path in held.keys() - export.index.keys():
             changes[path] = (None, None)
@@ -202,7 +205,7 @@ class Syncer:
                 paths[path] = PathChange(cid)
                 continue
             try:
-                parsed = parse_memory(value, space=uri, author=repo, rkey=rkey, model=model, now_ms=now)
+                parsed = parse_memory(value, space=uri, author=repo, rkey=rkey, model=model, now_ms=now, cid=cid)
             except BadRecord as exc:
                 deletes.append(doc_id)  # an earlier, valid version must not stay searchable
                 paths[path] = PathChange(cid, exc.message)
