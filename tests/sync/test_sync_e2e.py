@@ -126,6 +126,17 @@ def test_a_members_write_is_notified_synced_and_searchable_with_vectors(w: World
     assert hybrid["memories"][0]["text"] == "deploy the HTTPServer"
     status = w.status()
     assert status["config"] == MODEL and status["sync"]["failedRepos"] == []
+    assert w.did in w.net.registrations(w.space)  # we registered for notifications
+
+
+def test_a_gap_in_space_revisions_syncs_the_whole_space(w: World) -> None:
+    bob = w.net.account()
+    w.net.add_member(w.space, bob.did)
+    w.net.lose_notifications(1)
+    w.net.write(w.space, bob.did, "garden.engram.memory", "3kbobbbbbbb22", memory("bob was never announced"))
+    w.net.write(w.space, w.alice, "garden.engram.memory", "3kalice2222a2", memory("alice after the gap"))
+    # alice's notification names a prevSpaceRev we never saw: the whole space is synced, bob included.
+    eventually(lambda: {"bob was never announced", "alice after the gap"} <= w.texts(), "the gap healed")
 
 
 def test_updates_and_deletes_follow_the_member(w: World) -> None:

@@ -51,7 +51,9 @@ async def notify_write(request: Request) -> dict[str, Any]:
         raise InvalidInput("the body needs repo (a DID)")
     state = runner.syncer.state
     last = state.space_rev(space)
-    gap = isinstance(prev, str) and last is not None and prev != last
+    # Also when we saw none yet: what came before our registration (or restart) is unknown to us.
+    # A whole-space sync only pulls the repos whose revision moved, so this stays cheap.
+    gap = isinstance(prev, str) and prev != last
     if isinstance(space_rev, str) and (last is None or space_rev > last):
         state.set_space_rev(space, space_rev)
     runner.request(space, None if gap else repo)
