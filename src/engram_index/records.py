@@ -228,6 +228,7 @@ def parse_memory(
     model: ModelIdentity | None,
     now_ms: int,
     cid: str | None = None,
+    next_model: ModelIdentity | None = None,
 ) -> ParsedMemory:
     """Check a garden.engram.memory record against the lexicon and turn it into a document.
 
@@ -253,6 +254,10 @@ def parse_memory(
             raise BadRecord(f"tag longer than {MAX_TAG_BYTES} bytes / {MAX_TAG_GRAPHEMES} graphemes")
     created_ms = parse_datetime_ms(record.get("createdAt"))
     vector, skip = _check_embedding(record.get("embedding"), model)
+    next_vector = None
+    if record.get("nextEmbedding") is not None:
+        checked, _ = _check_embedding(record["nextEmbedding"], next_model)
+        next_vector = checked if next_model is not None else None
     if cid is None:
         cid = record_cid({"$type": MEMORY_COLLECTION, **{k: v for k, v in record.items() if k != "$type"}})
     doc = Document(
@@ -265,6 +270,7 @@ def parse_memory(
         indexed_ms=now_ms,
         metadata={"cid": cid},
         vector=vector,
+        next_vector=next_vector,
     )
     return ParsedMemory(doc, skip)
 

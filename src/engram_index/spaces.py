@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .engine.keyword import KeywordIndex, staging_path, swap_in
-from .engine.search import SpaceIndex
+from .engine.search import SpaceIndex, decode_vector
+from .engine.vector import VectorIndex
 from .engine.types import ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading, StorageError
 from .store.sqlite import Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
@@ -54,6 +55,8 @@ class Spaces:
             raise StorageError(f"the data directory {data_dir} is in use by another engram-index") from None
         self.store = Store(data_dir / "records.sqlite", read_only=read_only)
         self._indexes: dict[str, SpaceIndex] = {}
+        # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
+        self._next: dict[str, VectorIndex] = {}
         self._loading: set[str] = set()
         self._space_locks: dict[str, threading.RLock] = {}
         self._last_write: dict[str, float] = {}
@@ -92,6 +95,7 @@ class Spaces:
             raise StorageError("this data directory is open read-only")
         with self._space_lock(uri):
             index = self._indexes.pop(uri, None)
+            self._next.pop(uri, None)
             if index is not None:
                 index.close()
             space_id = self.store.drop_space(uri)
@@ -190,6 +194,8 @@ class Spaces:
         index.seq = info.seq
         if replayed or index.keyword.committed_seq != info.seq:
             index.commit()
+        if info.next_model is not None:
+            self._next[info.uri] = self._build_next(info)
         return index
 
     # -- writes -----------------------------------------------------------------------------
@@ -207,7 +213,49 @@ class Spaces:
             index = self._indexes.get(uri)
             if index is not None and result.changes:
                 index.apply(((c.ord, c.document) for c in result.changes), result.seq)
+                shadow = self._next.get(uri)
+                if shadow is not None:
+                    _apply_next(shadow, result.changes)
         return result
+
+    # -- moving to a new model ----------------------------------------------------------------
+
+    def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
+        """Declare (or clear) the model a space moves to; its vectors are kept ready beside the index."""
+        with self._space_lock(uri):
+            self.store.set_next_model(uri, model)
+            self._next.pop(uri, None)
+            if model is not None and uri in self._indexes:
+                self._next[uri] = self._build_next(self.store.space(uri))
+
+    def _build_next(self, info: SpaceInfo) -> VectorIndex:
+        """The next model's vectors of every live memory, from the store."""
+        assert info.next_model is not None
+        shadow = VectorIndex(info.next_model.dims)
+        for batch in self.store.changes_since(info.id, 0):
+            _apply_next(shadow, batch)
+        return shadow
+
+    def switch_model(self, uri: str) -> None:
+        """Make the model a space was moving to its model, swapping the vectors in without a reload.
+
+        The store's promotion and the swap happen while the index is held exclusively, so every
+        search runs on one model's vectors or the other's, never a mix, and none waits for a load.
+        """
+        with self._space_lock(uri):
+            info = self.store.space(uri)
+            if info.next_model is None:
+                raise StorageError(f"{uri} is not moving to another model")
+            index = self._indexes.get(uri)
+            if index is None:
+                self.store.promote_next(uri)
+                return
+            shadow = self._next.pop(uri, None) or self._build_next(info)
+            with index.exclusive():
+                self.store.promote_next(uri)
+                index.vectors = shadow
+                index.dims = info.next_model.dims
+            log.info("%s now searches with %s", uri, info.next_model.model)
 
     def commit(self) -> None:
         """Make every pending keyword write durable and searchable now."""
@@ -325,6 +373,16 @@ class Spaces:
         self._indexes.clear()
         self.store.close()
         self._dir_lock.close()  # releases the lock
+
+
+def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:
+    """Apply changes to the vectors of the model a space moves to."""
+    for change in changes:
+        vec = decode_vector(change.document.next_vector, shadow.dims) if change.document is not None else None
+        if vec is None:
+            shadow.remove(change.ord)
+        else:
+            shadow.put(change.ord, vec)
 
 
 def _replay(keyword: KeywordIndex, changes: Sequence[Change]) -> None:

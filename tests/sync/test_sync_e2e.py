@@ -236,3 +236,44 @@ def test_a_notification_not_from_the_authority_is_refused(w: World) -> None:
                    headers={"authorization": f"Bearer {token}"})
     assert r.status_code == 401
     assert "the first memory of alice" in w.texts()
+
+
+NEXT = {"model": "m2", "modelDigest": "sha256:02", "dims": 4}
+
+
+def next_embedding(axis: int) -> dict[str, Any]:
+    vector = np.zeros(4, dtype="<f2")
+    vector[axis] = 1
+    return {**NEXT, "encoding": "f16le", "vector": {"$bytes": base64.b64encode(vector.tobytes()).decode().rstrip("=")}}
+
+
+def vector_param(axis: int) -> str:
+    return base64.urlsafe_b64encode(np.eye(4, dtype="<f2")[axis].tobytes()).decode().rstrip("=")
+
+
+def test_a_move_to_the_next_model_switches_searches_over_without_a_window(w: World) -> None:
+    authority = w.net.authority.did
+    w.net.write(w.space, authority, "garden.engram.config", "self", config(next=NEXT))
+    w.net.write(w.space, w.alice, "garden.engram.memory", "3kaaaaaaaaa22",
+                memory("the first memory of alice", axis=0, nextEmbedding=next_embedding(2)))
+    eventually(lambda: w.status().get("config") == MODEL, "the config with next")
+
+    def vector_search(model: dict[str, Any], axis: int) -> httpx.Response:
+        return w.search("", mode="vector", vector=vector_param(axis), model=model["model"],
+                        modelDigest=model["modelDigest"])
+
+    eventually(lambda: vector_search(MODEL, 0).json()["memories"][0]["similarity"] == 1000, "old-model search")
+    # The switch: every search meanwhile answers (with one model or the other), none waits for a load.
+    w.net.write(w.space, authority, "garden.engram.config", "self", config(**NEXT))
+    deadline = time.monotonic() + 20
+    while True:
+        model = w.status()["config"]
+        response = vector_search(NEXT if model == NEXT else MODEL, 2 if model == NEXT else 0)
+        assert response.status_code in (200, 400), response.text  # 400: ModelMismatch in the very instant
+        if model == NEXT and response.status_code == 200:
+            break
+        assert time.monotonic() < deadline, "the switch never happened"
+    hits = response.json()["memories"]
+    assert hits[0]["text"] == "the first memory of alice" and hits[0]["similarity"] == 1000
+    old = vector_search(MODEL, 0)
+    assert (old.status_code, old.json()["error"]) == (400, "ModelMismatch")

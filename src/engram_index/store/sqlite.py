@@ -82,12 +82,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (space, repo, path)
     ) WITHOUT ROWID;
     """,
+    # A space moving to a new model: the model it moves to, and each memory's vector for it.
+    """
+    ALTER TABLE documents ADD COLUMN next_vector BLOB;
+    ALTER TABLE spaces ADD COLUMN next_model TEXT;
+    ALTER TABLE spaces ADD COLUMN next_digest TEXT;
+    ALTER TABLE spaces ADD COLUMN next_dims INTEGER;
+    """,
 )
 
 # Statements run inside a write's transaction, after its documents (see Store.write).
 Statement = tuple[str, tuple[Any, ...]]
 
-_DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector"
+_DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
+_DOC_COLUMNS_NO_VECTORS = _DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
 
 
 # One page of the change log. A row value, not an OR: SQLite then seeks the (space_id, seq)
@@ -110,6 +118,7 @@ class SpaceInfo:
     query_prefix: str
     seq: int
     next_ord: int
+    next_model: ModelIdentity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +149,7 @@ class StoredDocument:
 
 def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:
     """Turn a row of _DOC_COLUMNS into (ord, Document)."""
-    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector = row
+    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector, next_vector = row
     doc = Document(
         id=doc_id,
         author=author,
@@ -151,6 +160,7 @@ def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:
         indexed_ms=indexed,
         metadata=json.loads(metadata) if metadata else None,
         vector=vector,
+        next_vector=next_vector,
     )
     return ord_, doc
 
@@ -262,14 +272,32 @@ class Store:
     def space(self, uri: str) -> SpaceInfo:
         """The space with this URI, or UnknownSpace."""
         row = self._reader().execute(
-            "SELECT id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord"
-            " FROM spaces WHERE uri=?",
+            "SELECT id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord,"
+            " next_model, next_digest, next_dims FROM spaces WHERE uri=?",
             (uri,),
         ).fetchone()
         if row is None:
             raise UnknownSpace(f"space not indexed here: {uri}")
         model = ModelIdentity(row[2], row[3], row[4]) if row[2] is not None else None
-        return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8])
+        next_model = ModelIdentity(row[9], row[10], row[11]) if row[9] is not None else None
+        return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8], next_model)
+
+    def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
+        """Declare (or clear) the model a space is moving to."""
+        fields = (model.model, model.digest, model.dims) if model else (None, None, None)
+        self.execute([("UPDATE spaces SET next_model=?, next_digest=?, next_dims=? WHERE uri=?", (*fields, uri))])
+
+    def promote_next(self, uri: str) -> None:
+        """Switch a space to the model it was moving to: each memory's next vector becomes its vector."""
+        info = self.space(uri)
+        if info.next_model is None:
+            raise StorageError(f"{uri} is not moving to another model")
+        self.execute([
+            ("UPDATE documents SET vector=next_vector, next_vector=NULL, skip_reason=CASE WHEN next_vector IS NULL"
+             " THEN 'no vector for the new model' ELSE NULL END WHERE space_id=? AND deleted=0", (info.id,)),
+            ("UPDATE spaces SET model=next_model, model_digest=next_digest, dims=next_dims, next_model=NULL,"
+             " next_digest=NULL, next_dims=NULL WHERE id=?", (info.id,)),
+        ])
 
     def spaces(self) -> list[str]:
         """The URIs of every space in the store."""
@@ -328,10 +356,11 @@ class Store:
                 json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True) if doc.metadata else None,
                 doc.vector,
                 item.skip_reason,
+                doc.next_vector,
             )
             old = conn.execute(
                 "SELECT ord, deleted, author, text, tags, source, created_ms, metadata, vector,"
-                " skip_reason FROM documents WHERE space_id=? AND doc_id=?",
+                " skip_reason, next_vector FROM documents WHERE space_id=? AND doc_id=?",
                 (space_id, doc.id),
             ).fetchone()
             if old is not None and not old[1] and tuple(old[2:]) == row:
@@ -342,15 +371,15 @@ class Store:
                 next_ord += 1
                 conn.execute(
                     "INSERT INTO documents(space_id, ord, doc_id, seq, deleted, author, text, tags,"
-                    " source, created_ms, indexed_ms, metadata, vector, skip_reason)"
-                    " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " source, created_ms, indexed_ms, metadata, vector, skip_reason, next_vector)"
+                    " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (space_id, ord_, doc.id, seq, *row[:5], doc.indexed_ms, *row[5:]),
                 )
             else:
                 ord_ = old[0]
                 conn.execute(
                     "UPDATE documents SET seq=?, deleted=0, author=?, text=?, tags=?, source=?,"
-                    " created_ms=?, indexed_ms=?, metadata=?, vector=?, skip_reason=?"
+                    " created_ms=?, indexed_ms=?, metadata=?, vector=?, skip_reason=?, next_vector=?"
                     " WHERE space_id=? AND ord=?",
                     (seq, *row[:5], doc.indexed_ms, *row[5:], space_id, ord_),
                 )
@@ -365,7 +394,7 @@ class Store:
             # A tombstone keeps the ordinal and carries the sequence, so replay sees the delete.
             conn.execute(
                 "UPDATE documents SET seq=?, deleted=1, text='', tags='[]', source=NULL,"
-                " metadata=NULL, vector=NULL, skip_reason=NULL WHERE space_id=? AND ord=?",
+                " metadata=NULL, vector=NULL, skip_reason=NULL, next_vector=NULL WHERE space_id=? AND ord=?",
                 (seq, space_id, old[0]),
             )
             changes.append(Change(old[0], seq, None))
@@ -386,7 +415,7 @@ class Store:
         wanted = list(ords)
         out: dict[int, Document] = {}
         conn = self._reader()
-        columns = _DOC_COLUMNS if vectors else _DOC_COLUMNS.replace(", vector", ", NULL")
+        columns = _DOC_COLUMNS if vectors else _DOC_COLUMNS_NO_VECTORS
         # SQLite caps bound parameters; 500 at a time stays well under every build's limit.
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
@@ -462,7 +491,7 @@ class Store:
             args += [json.dumps(tag, ensure_ascii=False), tag]
         if with_vector:
             where.append("vector IS NOT NULL")
-        columns = _DOC_COLUMNS.replace(", vector", ", NULL")
+        columns = _DOC_COLUMNS_NO_VECTORS
         rows = self._reader().execute(
             f"SELECT {columns} FROM documents WHERE {' AND '.join(where)}"
             " ORDER BY created_ms DESC, doc_id DESC LIMIT ?",

@@ -189,7 +189,8 @@ class Syncer:
         config = changes.get(f"{CONFIG}/self")
         if repo == uri.authority and config is not None and config[1] is not None:
             self._apply_config(space, config[1])
-        model = self.spaces.info(space).model
+        info = self.spaces.info(space)
+        model, next_model = info.model, info.next_model
         now = self._now_ms()
         puts: list[StoredDocument] = []
         deletes: list[str] = []
@@ -205,7 +206,8 @@ class Syncer:
                 paths[path] = PathChange(cid)
                 continue
             try:
-                parsed = parse_memory(value, space=uri, author=repo, rkey=rkey, model=model, now_ms=now, cid=cid)
+                parsed = parse_memory(value, space=uri, author=repo, rkey=rkey, model=model, now_ms=now, cid=cid,
+                                      next_model=next_model)
             except BadRecord as exc:
                 deletes.append(doc_id)  # an earlier, valid version must not stay searchable
                 paths[path] = PathChange(cid, exc.message)
@@ -217,21 +219,34 @@ class Syncer:
         return len(result.changes)
 
     def _apply_config(self, space: str, value: dict[str, Any]) -> None:
-        """Take the authority's garden.engram.config: the model to index, and the prefixes."""
-        model, digest, dims = value.get("model"), value.get("modelDigest"), value.get("dims")
-        if not (isinstance(model, str) and isinstance(digest, str) and isinstance(dims, int)
-                and not isinstance(dims, bool) and 1 <= dims <= MAX_DIMS):
+        """Take the authority's garden.engram.config: the model to index, the one it moves to, the prefixes.
+
+        A switch to the declared `next` model swaps in the vectors already indexed for it (no window
+        without vector search); any other change of model reads every repo again whole.
+        """
+        identity = _model(value)
+        if identity is None:
             log.warning("the config of %s is not valid: keeping the model it had", space)
             return
+        upcoming = _model(value.get("next")) if isinstance(value.get("next"), dict) else None
+        info = self.spaces.info(space)
         doc_prefix, query_prefix = value.get("documentPrefix"), value.get("queryPrefix")
-        before = self.spaces.info(space).model
-        identity = ModelIdentity(model, digest, dims)
-        self.spaces.ensure_space(space, identity,
-                                 doc_prefix if isinstance(doc_prefix, str) else "",
-                                 query_prefix if isinstance(query_prefix, str) else "")
-        if before is not None and before != identity:
-            # Vectors were accepted or refused for the old model: every repo is read again whole.
-            log.info("the model of %s changed (%s → %s): re-reading every repo", space, before, identity)
+        prefixes = (doc_prefix if isinstance(doc_prefix, str) else "", query_prefix if isinstance(query_prefix, str) else "")
+        reread = False
+        if info.model is not None and identity != info.model:
+            if info.next_model == identity:
+                log.info("%s switches to its next model %s", space, identity.model)
+                self.spaces.switch_model(space)
+                info = self.spaces.info(space)
+            else:
+                log.info("the model of %s changed (%s → %s): re-reading every repo", space, info.model, identity)
+                reread = True
+        self.spaces.ensure_space(space, identity, *prefixes)
+        if upcoming != info.next_model:
+            self.spaces.set_next_model(space, upcoming)
+            # Memories already held were read without their nextEmbedding: read them again.
+            reread = reread or upcoming is not None
+        if reread:
             self.state.reset_space(space)
             self._model_changed.add(space)
 
@@ -247,6 +262,17 @@ class Syncer:
     def drop_space(self, space: str) -> None:
         """A deleted space: every copy of its data goes."""
         self.spaces.drop(space)
+
+
+def _model(value: Any) -> ModelIdentity | None:
+    """A `defs#model` ({model, modelDigest, dims}), or None when it is not one."""
+    if not isinstance(value, dict):
+        return None
+    model, digest, dims = value.get("model"), value.get("modelDigest"), value.get("dims")
+    if not (isinstance(model, str) and isinstance(digest, str) and isinstance(dims, int)
+            and not isinstance(dims, bool) and 1 <= dims <= MAX_DIMS):
+        return None
+    return ModelIdentity(model, digest, dims)
 
 
 def _op(path: str, cid: str, value: dict[str, Any]) -> Op:
