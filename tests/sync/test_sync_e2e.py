@@ -87,8 +87,8 @@ def eventually(check: Callable[[], bool], what: str, timeout: float = 20.0) -> N
 
 
 @contextmanager
-def world(tmp: Path, *, poll_s: float = 3600.0, notify: bool = True) -> Iterator[World]:
-    with SpaceNetwork() as net:
+def world(tmp: Path, *, poll_s: float = 3600.0, notify: bool = True, notify_lifetime: float = 3600.0) -> Iterator[World]:
+    with SpaceNetwork(notify_lifetime=notify_lifetime) as net:
         alice, indexer = net.account(), net.account()
         authority = net.authority_account()
         space = net.create_space(members=[alice.did, authority.did], readers=[indexer.did])
@@ -217,6 +217,18 @@ def test_a_missed_notification_is_healed_by_the_poll(tmp_path: Path) -> None:
         w.net.lose_notifications(1)
         w.net.write(w.space, w.alice, "garden.engram.memory", "3kmmmmmmmmm22", memory("never announced"))
         eventually(lambda: "never announced" in w.texts(), "the poll")
+
+
+def test_a_notification_registration_is_renewed_before_it_lapses(tmp_path: Path) -> None:
+    with world(tmp_path, poll_s=0.5, notify_lifetime=60.0) as w:
+        def expires() -> float:
+            with w.net.lock:
+                return w.net.spaces[w.space].registrations[w.did].expires
+
+        first = expires()
+        eventually(lambda: expires() > first, "a renewal")
+        w.net.write(w.space, w.alice, "garden.engram.memory", "3krenewed2222", memory("after the renewal"))
+        eventually(lambda: "after the renewal" in w.texts(), "a notified write")
 
 
 def test_without_notifications_the_poll_alone_keeps_the_space_current(tmp_path: Path) -> None:
