@@ -78,11 +78,10 @@ class MiniLMEmbedder(BatchedEmbedder):
         super().__init__(batch_size)
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
-        import onnxruntime as ort
         from safetensors.numpy import load as load_safetensors
         from tokenizers import Tokenizer
 
-        from .minilm_graph import WEIGHTS_NAME, build_minilm_graph
+        from .minilm_graph import build_minilm_graph, open_session
 
         folder = Path(model_dir) if model_dir is not None else packaged_model_dir()
         data = _read_verified(folder / WEIGHTS_FILE, MINILM_DIGEST)
@@ -97,17 +96,7 @@ class MiniLMEmbedder(BatchedEmbedder):
         self._tokenizer = tokenizer
         self.identity = MINILM_IDENTITY
         self.threads = threads
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Idle worker threads would spin on cores that other work needs.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3  # errors only: warnings would land in the service's log
-        graph = build_minilm_graph(weights)
-        del weights
-        options.add_external_initializers_from_files_in_memory([WEIGHTS_NAME], [graph.weights], [graph.weights.size])
-        self._session: Any = ort.InferenceSession(graph.model, options, providers=["CPUExecutionProvider"])
+        self._session: Any = open_session(build_minilm_graph(weights), threads)
 
     def close(self) -> None:
         """Drop the model."""

@@ -8,17 +8,20 @@ reads when the session is created. It uses the fused CPU operators of onnxruntim
     EmbedLayerNormalization   word + position (+ token type 0) embeddings, LayerNorm, and the
                               per-text token counts the attention uses as its mask
     Attention                 fused Q/K/V projection, 12-head softmax attention, padding masked
-    SkipLayerNormalization    output bias + residual + LayerNorm in one pass
     BiasGelu                  intermediate bias + exact (erf) GELU
 
-then mean pooling over the real tokens. Texts must be padded on the right (token counts are
-the mask). Inputs: `input_ids` and `attention_mask`, int32 (batch, length); output: `pooled`,
-float32 (batch, 384), not yet normalised.
+and the standard MatMul, Add and LayerNormalization, then mean pooling over the real tokens.
+`open_session` runs it without onnxruntime's SkipLayerNormFusion, which would fuse bias +
+residual + LayerNorm into SkipLayerNormalization: slower here (bench/embed_choices.py).
+
+Texts must be padded on the right (token counts are the mask). Inputs: `input_ids` and
+`attention_mask`, int32 (batch, length); output: `pooled`, float32 (batch, 384), not yet
+normalised.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -31,6 +34,7 @@ OPSET, MS_OPSET, IR_VERSION = 17, 1, 8
 WEIGHTS_NAME = "weights.bin"  # the in-memory file's name, as the model's tensors refer to it
 WEIGHTS_ALIGN = 64
 INLINE_BYTES = 128
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 
 
 class _Graph:
@@ -105,24 +109,24 @@ def build_minilm_graph(weights: Mapping[str, np.ndarray]) -> MiniLMGraph:
         def c(name: str, value: np.ndarray, p: str = p) -> str:
             return g.const(p + name, value)
 
+        def add_norm(y: str, bias: str, residual: str, norm: str, p: str = p) -> str:
+            """LayerNorm(y + bias + residual) with the named LayerNorm's weights."""
+            (t,) = g.op("Add", y, c(bias + ".b", w(p + bias + ".bias")))
+            (t,) = g.op("Add", t, residual)
+            (out,) = g.op("LayerNormalization", t, c(norm + ".w", w(p + norm + ".weight")),
+                          c(norm + ".b", w(p + norm + ".bias")), axis=-1, epsilon=LN_EPS)
+            return out
+
         qkv = ("query", "key", "value")
         qkv_w = np.concatenate([w(f"{p}attention.self.{m}.weight").T for m in qkv], axis=1)
         qkv_b = np.concatenate([w(f"{p}attention.self.{m}.bias") for m in qkv])
-        (ctx,) = g.op("Attention", x, c("qkv_w", qkv_w), c("qkv_b", qkv_b), token_counts, domain=MS, num_heads=HEADS)
-        (attn,) = g.op("MatMul", ctx, c("out_w", w(p + "attention.output.dense.weight").T))
-        (x,) = g.op(
-            "SkipLayerNormalization", attn, x, c("ln1_w", w(p + "attention.output.LayerNorm.weight")),
-            c("ln1_b", w(p + "attention.output.LayerNorm.bias")), c("out_b", w(p + "attention.output.dense.bias")),
-            domain=MS, epsilon=LN_EPS,
-        )
-        (up,) = g.op("MatMul", x, c("up_w", w(p + "intermediate.dense.weight").T))
-        (act,) = g.op("BiasGelu", up, c("up_b", w(p + "intermediate.dense.bias")), domain=MS)
-        (down,) = g.op("MatMul", act, c("down_w", w(p + "output.dense.weight").T))
-        (x,) = g.op(
-            "SkipLayerNormalization", down, x, c("ln2_w", w(p + "output.LayerNorm.weight")),
-            c("ln2_b", w(p + "output.LayerNorm.bias")), c("down_b", w(p + "output.dense.bias")),
-            domain=MS, epsilon=LN_EPS,
-        )
+        (ctx,) = g.op("Attention", x, c("qkv.w", qkv_w), c("qkv.b", qkv_b), token_counts, domain=MS, num_heads=HEADS)
+        (attn,) = g.op("MatMul", ctx, c("out.w", w(p + "attention.output.dense.weight").T))
+        x = add_norm(attn, "attention.output.dense", x, "attention.output.LayerNorm")
+        (up,) = g.op("MatMul", x, c("up.w", w(p + "intermediate.dense.weight").T))
+        (act,) = g.op("BiasGelu", up, c("up.b", w(p + "intermediate.dense.bias")), domain=MS)
+        (down,) = g.op("MatMul", act, c("down.w", w(p + "output.dense.weight").T))
+        x = add_norm(down, "output.dense", x, "output.LayerNorm")
     # Mean pooling over the real tokens: sum(x * mask) / sum(mask).
     (mask,) = g.op("Cast", "attention_mask", to=TensorProto.FLOAT)
     (mask3,) = g.op("Unsqueeze", mask, g.const("axis_2", np.array([2], np.int64)))
@@ -136,3 +140,19 @@ def build_minilm_graph(weights: Mapping[str, np.ndarray]) -> MiniLMGraph:
     )
     g.graph.output.append(helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", HIDDEN]))
     return MiniLMGraph(g.model.SerializeToString(), np.concatenate(g.chunks))
+
+
+def open_session(graph: MiniLMGraph, threads: int, disabled_optimizers: Sequence[str] = DISABLED_OPTIMIZERS) -> Any:
+    """An onnxruntime CPU session for the graph, `threads` threads per pass."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle worker threads would spin on cores that other work needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3  # errors only: warnings would land in the service's log
+    options.add_external_initializers_from_files_in_memory([WEIGHTS_NAME], [graph.weights], [graph.weights.size])
+    return ort.InferenceSession(
+        graph.model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled_optimizers)
+    )
