@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=64, help="256-token passages to embed")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per forward pass")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=120)
 
     sizes = footprint(NEEDS, NO_DEPS)
     table = Table(title="Installed footprint of the local embedder (site-packages)")

@@ -86,6 +86,28 @@ def test_a_text_embeds_the_same_alone_or_padded_in_a_batch(minilm: MiniLMEmbedde
     assert float(cosines(alone, batched[1:2])[0]) >= 0.99999
 
 
+def test_a_pass_holds_at_most_batch_size_texts_and_pass_tokens_padded_tokens() -> None:
+    emb = MiniLMEmbedder(batch_size=4, pass_tokens=64)
+    passes: list[list[list[int]]] = []
+    forward = emb.forward
+    emb.forward = lambda batch: (passes.append(batch), forward(batch))[1]  # type: ignore[method-assign]
+    texts = [" ".join(["word"] * n) for n in (1, 30, 2, 3, 70, 4, 5, 6, 7, 8, 9, 10, 40, 3, 1)]
+    got = emb.embed_documents(texts)
+    assert sorted(len(row) for batch in passes for row in batch) == sorted(len(emb._tokenizer.encode(t).ids) for t in texts)
+    for batch in passes:  # a text longer than pass_tokens goes alone
+        assert len(batch) <= 4
+        assert len(batch) == 1 or len(batch) * max(len(row) for row in batch) <= 64
+    assert any(len(batch) == 1 and len(batch[0]) > 64 for batch in passes)
+    alone = np.concatenate([emb.embed_documents([t]) for t in texts])
+    assert float(cosines(got, alone).min()) >= 0.99999
+    emb.close()
+
+
+def test_fewer_than_one_token_per_pass_is_refused() -> None:
+    with pytest.raises(ValueError, match="pass_tokens must be at least 1"):
+        MiniLMEmbedder(pass_tokens=0)
+
+
 def test_the_identity_is_all_minilm_l6_v2_by_its_weights_digest(minilm: MiniLMEmbedder) -> None:
     assert isinstance(minilm, Embedder)
     assert minilm.identity == MINILM_IDENTITY
