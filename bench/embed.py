@@ -26,6 +26,7 @@ import importlib.metadata as metadata
 import json
 import os
 import re
+import resource
 import statistics
 import sys
 import time
@@ -80,6 +81,17 @@ def footprint(needs: list[str], no_deps: list[str]) -> dict[str, int]:
     return sizes
 
 
+def resident_mb() -> str:
+    """This process's resident memory now and at its peak (Linux)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:
+        status = Path("/proc/self/status").read_text()
+        now = int(status.split("VmRSS:")[1].split()[0]) / 1024
+    except (OSError, IndexError, ValueError):
+        return f"peak resident memory {peak:.0f} MB"
+    return f"resident memory {now:.0f} MB (peak {peak:.0f} MB)"
+
+
 def timed_calls(calls: list[Callable[[], object]], repeat: int) -> tuple[float, float, list[float], list[float]]:
     """Median wall and CPU seconds of running all calls, and every call's wall and CPU seconds."""
     walls, cpus, each_wall, each_cpu = [], [], [], []
@@ -123,6 +135,7 @@ def main() -> None:
     start = time.perf_counter()
     emb = MiniLMEmbedder(threads=args.threads, pass_tokens=args.pass_tokens)
     load_s = time.perf_counter() - start
+    memory = resident_mb()
     documents, passages = [], []
     with open(args.scifact / "corpus.jsonl", encoding="utf-8") as fh:
         for line in fh:
@@ -138,8 +151,8 @@ def main() -> None:
     got = emb.embed_queries(queries).astype(np.float64)
     reference = np.load(args.scifact / "queries.minilm.f32.npy").astype(np.float64)
     cosines = (got * reference).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(reference, axis=1)
-    console.print(f"load {load_s:.2f} s; agreement with the reference vectors: minimum cosine "
-                  f"{cosines.min():.8f} over the {len(queries)} SciFact queries")
+    console.print(f"load {load_s:.2f} s, then {memory}; agreement with the reference vectors: minimum "
+                  f"cosine {cosines.min():.8f} over the {len(queries)} SciFact queries")
 
     def tokens(texts: list[str]) -> float:
         return statistics.mean(len(e.ids) for e in emb._tokenizer.encode_batch(texts))
