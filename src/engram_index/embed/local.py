@@ -43,7 +43,8 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 MAX_TOKENS = 256
 # Padded tokens per forward pass: passes this small keep their activations in the core's
-# cache, and ran 15-25 % faster than batches of 32 texts (bench/embed_choices.py).
+# cache, and gave 9-30 % more texts per CPU-second than batches of 32 texts
+# (bench/embed_choices.py).
 PASS_TOKENS = 256
 
 
