@@ -25,7 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Python puts this folder first on the path, where bench/http.py would shadow the standard
+# library's http package (which the peers' clients import): move it to the end instead.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != _HERE] + [_HERE]
 
 from peers_common import cpu_model, scifact_workload, synthetic_workload  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -74,6 +77,9 @@ def child(args: argparse.Namespace) -> None:
         work = scifact_workload(args.scifact, args.quick)
     else:
         work = synthetic_workload(int(args.dataset), args.queries, args.scifact)
+    work.budget_s = args.budget
+    if args.quick:
+        work.warmup = 3
     from peers_common import measure
 
     peer = getattr(importlib.import_module(module), cls)(Path(args.workdir))
@@ -88,7 +94,7 @@ def run_child(name: str, dataset: str, args: argparse.Namespace) -> dict[str, ob
         workdir = Path(tmp) / "data"
         workdir.mkdir()
         cmd = [sys.executable, __file__, "--child", name, "--dataset", dataset, "--queries", str(args.queries),
-               "--scifact", str(args.scifact), "--workdir", str(workdir), "--out", str(out)]
+               "--scifact", str(args.scifact), "--budget", str(args.budget), "--workdir", str(workdir), "--out", str(out)]
         if args.quick:
             cmd.append("--quick")
         began = time.perf_counter()
@@ -107,9 +113,10 @@ def run_child(name: str, dataset: str, args: argparse.Namespace) -> dict[str, ob
         return result
 
 
-def fmt_ms(row: dict[str, float], suffix: str = "") -> str:
-    """p50 / p99 in milliseconds."""
-    return f"{row['p50' + suffix]:.2f} / {row['p99' + suffix]:.2f}"
+def fmt_ms(row: dict[str, float], total: int, suffix: str = "") -> str:
+    """p50 / p99 in milliseconds, and how many queries when the time budget cut the pass short."""
+    n = int(row["n" + suffix])
+    return f"{row['p50' + suffix]:.2f} / {row['p99' + suffix]:.2f}" + (f" ({n} q)" if n < total else "")
 
 
 def build_rows(results: list[dict], sizes: list[str]) -> list[list[str]]:
@@ -132,7 +139,7 @@ def build_rows(results: list[dict], sizes: list[str]) -> list[list[str]]:
                 ratio = (f"{v['p50'] / ours['p50']:.2f} / {v['p50_tag'] / ours['p50_tag']:.2f}"
                          if ours else "n/a")
                 ndcg = scifact.get("variants", {}).get(label, {}).get("ndcg")
-                rows.append([f"{name} ({label})", size, f"{r['load_s']:.1f}", fmt_ms(v), fmt_ms(v, "_tag"), ratio,
+                rows.append([f"{name} ({label})", size, f"{r['load_s']:.1f}", fmt_ms(v, r["queries"]), fmt_ms(v, r["queries"], "_tag"), ratio,
                              f"{ndcg:.3f}" if ndcg is not None else scifact.get("error", "n/a")[:40],
                              f"{r['recall']:.3f}", rss, f"{r['disk_bytes'] / 1e6:.0f}"])
     return rows
@@ -183,7 +190,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="synthetic space sizes, comma-separated")
     parser.add_argument("--queries", type=int, default=300, help="queries per size")
     parser.add_argument("--only", default=",".join(PEERS), help="systems to run, comma-separated")
-    parser.add_argument("--quick", action="store_true", help="2,000 memories, 30 queries, SciFact subset")
+    parser.add_argument("--budget", type=float, default=120.0,
+                        help="seconds one timed pass may take before it stops (after at least 30 queries)")
+    parser.add_argument("--quick", action="store_true", help="1,000 memories, 30 queries, SciFact subset")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
     for hidden in ("--child", "--dataset", "--workdir", "--out"):
@@ -193,7 +202,7 @@ def main() -> None:
         child(args)
         return
     if args.quick:
-        args.sizes, args.queries = "2000", 30
+        args.sizes, args.queries, args.budget = "1000", 30, 2.0
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [w for w in wanted if w not in PEERS]

@@ -21,13 +21,18 @@ from pathlib import Path
 import numpy as np
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-sys.path.insert(0, str(BENCH.parent / "src"))
+# After the standard library and site-packages, never before (bench/http.py would shadow http).
+for _folder in (str(BENCH), str(BENCH.parent / "src")):
+    if _folder not in sys.path:
+        sys.path.append(_folder)
 
 from engine import _tag_counts, dir_bytes, percentiles  # noqa: E402
 from synth import YEAR_START_MS, _exact_top, make_queries, make_space  # noqa: E402
 
 from engram_index.evaluation import load_scifact, ndcg_at  # noqa: E402
+
+# bench/engine.py puts this folder first again on import: back to the end with it.
+sys.path[:] = [p for p in sys.path if p != str(BENCH)] + [str(BENCH)]
 
 K = 10
 # Candidates each peer's vector and keyword stages hand to fusion: the depth of the SciFact
@@ -35,6 +40,7 @@ K = 10
 PEER_CANDIDATES = 100
 RRF_K = 60
 WARMUP = 20
+MIN_TIMED = 30
 
 Search = Callable[[str, np.ndarray, "str | None"], list[int]]
 
@@ -65,6 +71,8 @@ class Workload:
     tag: str | None = None  # the filter's tag (synthetic spaces only)
     exact: np.ndarray | None = None  # (m, 10) exact cosine top-10 ordinals
     qrels: list[dict[int, int]] = field(default_factory=list)  # per query: ordinal -> gain
+    warmup: int = WARMUP  # queries run untimed before each timed pass
+    budget_s: float = 120.0  # a timed pass stops after this long (having run at least MIN_TIMED)
 
 
 def synthetic_workload(n: int, queries: int, scifact: Path) -> Workload:
@@ -177,21 +185,25 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def timed(search: Search, work: Workload, tag: str | None) -> tuple[list[float], list[list[int]]]:
-    """Run every query once after a warm-up pass over the first 20, timing each."""
-    for i in range(min(WARMUP, len(work.query_texts))):
+def timed(search: Search, work: Workload, tag: str | None, budget: bool = True) -> tuple[list[float], list[list[int]]]:
+    """Run each query once after a warm-up pass, timing each; with a budget, stop early when over it."""
+    for i in range(min(work.warmup, len(work.query_texts))):
         search(work.query_texts[i], work.query_vectors[i], tag)
-    samples, results = [], []
+    samples: list[float] = []
+    results = []
     for text, vector in zip(work.query_texts, work.query_vectors):
         began = time.perf_counter()
         results.append(search(text, vector, tag))
         samples.append(time.perf_counter() - began)
+        if budget and len(samples) >= MIN_TIMED and sum(samples) > work.budget_s:
+            break
     return samples, results
 
 
 def measure(peer: Peer, work: Workload, log: Callable[[str], None]) -> dict[str, object]:
     """Load the workload into the peer and measure everything the table reports."""
-    out: dict[str, object] = {"system": peer.name, "dataset": work.name, "memories": len(work.corpus)}
+    out: dict[str, object] = {"system": peer.name, "dataset": work.name, "memories": len(work.corpus),
+                              "queries": len(work.query_texts)}
     out["baseline_mb"] = peak_rss_mb()  # the workload itself, before the system holds anything
     log(f"{peer.name}: loading {len(work.corpus):,} memories ({work.name})")
     sampler = _ServerSampler(peer)
@@ -205,7 +217,7 @@ def measure(peer: Peer, work: Workload, log: Callable[[str], None]) -> dict[str,
         row: dict[str, float] = {}
         if work.qrels:
             log(f"{peer.name} {label}: nDCG@10 over {len(work.qrels)} claims")
-            _, results = timed(search, work, None)
+            _, results = timed(search, work, None, budget=False)
             row["ndcg"] = float(np.mean([
                 ndcg_at([str(o) for o in found], {str(o): g for o, g in rel.items()}, K)
                 for found, rel in zip(results, work.qrels)
@@ -215,6 +227,7 @@ def measure(peer: Peer, work: Workload, log: Callable[[str], None]) -> dict[str,
                 log(f"{peer.name} {label}: {len(work.query_texts)} queries" + (f", tag {tag!r}" if tag else ""))
                 samples, _ = timed(search, work, tag)
                 row["p50" + suffix], row["p99" + suffix] = percentiles(samples)
+                row["n" + suffix] = len(samples)
         server_peak = max(server_peak, peer.server_rss_mb())
         variants[label] = row
     out["variants"] = variants
