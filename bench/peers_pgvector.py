@@ -28,21 +28,37 @@ SERVER_SETTINGS = {
 }
 # plainto_tsquery ANDs every word, which a 12-word claim almost never matches: OR them instead.
 TSQUERY = "replace(plainto_tsquery('english', %(text)s)::text, '&', '|')::tsquery"
-HYBRID = f"""
+STAGES = f"""
 WITH q AS (SELECT {TSQUERY} AS ts),
 vec AS (
-  SELECT id, row_number() OVER (ORDER BY d) AS rank FROM (
+  SELECT id, 1 - d AS s, row_number() OVER (ORDER BY d) AS rank FROM (
     SELECT id, embedding <=> %(vec)s AS d FROM memories WHERE {{where}}
     ORDER BY embedding <=> %(vec)s LIMIT {PEER_CANDIDATES}) v
 ),
 kw AS (
-  SELECT id, row_number() OVER (ORDER BY r DESC, id) AS rank FROM (
-    SELECT id, ts_rank(tsv, q.ts, 1) AS r FROM memories, q WHERE tsv @@ q.ts AND {{where}}
-    ORDER BY r DESC LIMIT {PEER_CANDIDATES}) k
+  SELECT id, s, row_number() OVER (ORDER BY s DESC, id) AS rank FROM (
+    SELECT id, ts_rank(tsv, q.ts, 1) AS s FROM memories, q WHERE tsv @@ q.ts AND {{where}}
+    ORDER BY s DESC LIMIT {PEER_CANDIDATES}) k
 ),
+"""
+# Reciprocal rank fusion over the union of both stages' candidates.
+RRF = STAGES + f"""
 fused AS (
   SELECT id, sum(1.0 / ({RRF_K} + rank)) AS score FROM (SELECT * FROM vec UNION ALL SELECT * FROM kw) u
   GROUP BY id ORDER BY score DESC, id LIMIT {K}
+)
+SELECT m.id, m.text FROM fused JOIN memories m USING (id) ORDER BY fused.score DESC, m.id
+"""
+# Convex: each stage's scores min-max normalised over its own candidates, weighted 0.5 / 0.5; a
+# candidate that one stage did not return gets nothing from it (all-equal scores normalise to 1).
+CONVEX = STAGES + f"""
+norm AS (
+  SELECT id, (s - min(s) OVER ()) / nullif(max(s) OVER () - min(s) OVER (), 0) AS n FROM vec
+  UNION ALL
+  SELECT id, (s - min(s) OVER ()) / nullif(max(s) OVER () - min(s) OVER (), 0) AS n FROM kw
+),
+fused AS (
+  SELECT id, sum(0.5 * coalesce(n, 1)) AS score FROM norm GROUP BY id ORDER BY score DESC, id LIMIT {K}
 )
 SELECT m.id, m.text FROM fused JOIN memories m USING (id) ORDER BY fused.score DESC, m.id
 """
@@ -60,7 +76,8 @@ class Pgvector(Peer):
         return (f"HNSW (m={M}, ef_construction={EF_CONSTRUCTION}) on vector(384) cosine, hnsw.ef_search={EF_SEARCH}, "
                 f"hnsw.iterative_scan=strict_order (filtered queries still fill the top {PEER_CANDIDATES}); GIN on a stored "
                 f"tsvector ('english'), words ORed, ts_rank normalised by log length; GIN on tags (text[], @>); "
-                f"top {PEER_CANDIDATES} per stage fused by RRF (k={RRF_K}) in one statement; {server}; "
+                f"top {PEER_CANDIDATES} per stage fused in one statement by RRF (k={RRF_K}) or convex (min-max "
+                f"over each stage's candidates, 0.5 / 0.5, absent = 0); {server}; "
                 f"loaded by binary COPY, indexes built after; disk is the whole data directory "
                 f"(the database alone: {self.db_bytes / 1e6:.0f} MB)")
 
@@ -97,9 +114,9 @@ class Pgvector(Peer):
         row = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
         self.db_bytes = int(row[0]) if row else 0
 
-    def _search(self) -> Search:
-        """The one-statement hybrid search; a tag adds `tags @> ARRAY[tag]` to both stages."""
-        plain, tagged = HYBRID.format(where="true"), HYBRID.format(where="tags @> ARRAY[%(tag)s]")
+    def _search(self, sql: str) -> Search:
+        """A one-statement hybrid search; a tag adds `tags @> ARRAY[tag]` to both stages."""
+        plain, tagged = sql.format(where="true"), sql.format(where="tags @> ARRAY[%(tag)s]")
 
         def search(text: str, vector: np.ndarray, tag: str | None) -> list[int]:
             params = {"text": text, "vec": vector, "tag": tag}
@@ -108,8 +125,8 @@ class Pgvector(Peer):
         return search
 
     def variants(self) -> dict[str, Search]:
-        """RRF in SQL."""
-        return {"RRF in SQL": self._search()}
+        """RRF and convex fusion, each in SQL."""
+        return {"RRF in SQL": self._search(RRF), "convex in SQL": self._search(CONVEX)}
 
     def vector_top(self, vector: np.ndarray, k: int) -> list[int]:
         """The HNSW stage alone, at the ef_search hybrid queries use."""
