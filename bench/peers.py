@@ -146,7 +146,8 @@ def build_rows(results: list[dict], sizes: list[str]) -> list[list[str]]:
                 continue
             ours = by_key.get((OURS[0], size), {}).get("variants", {}).get(OURS[1])
             server = r.get("server_mb", 0.0)
-            rss = f"{r['peak_mb']:.0f}" + (f" + {server:.0f} server" if server else "")
+            rss = (f"{r['peak_mb']:.0f} (+{r['peak_mb'] - r['baseline_mb']:.0f})"
+                   + (f" + {server:.0f} server" if server else ""))
             for label, v in r["variants"].items():
                 ratio = (f"{v['p50'] / ours['p50']:.2f} / {v['p50_tag'] / ours['p50_tag']:.2f}"
                          if ours else "n/a")
@@ -157,8 +158,8 @@ def build_rows(results: list[dict], sizes: list[str]) -> list[list[str]]:
     return rows
 
 
-HEADER = ["system (fusion)", "memories", "load s", "hybrid p50 / p99 ms", "+ tag filter p50 / p99 ms",
-          "p50 ÷ ours (no filter / tag)", "SciFact nDCG@10", "vector recall@10", "peak RSS MB", "disk MB"]
+HEADER = ["system (fusion)", "memories", "load s", "hybrid p50 / p99 ms", "+ tag p50 / p99 ms", "p50 ÷ ours",
+          "SciFact nDCG@10", "vector recall@10", "peak RSS MB (+own)", "disk MB"]
 
 
 def machine() -> str:
@@ -176,10 +177,10 @@ def markdown(rows: list[list[str]], results: list[dict], command: str, skipped: 
     lines = [BEGIN, "", f"Command: `{command}`", "", f"Machine: {machine()}.", "",
              "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    lines += ["", "Baseline: each process holds the workload itself before any system loads it "
-              "(peak RSS before loading): " + ", ".join(
+    lines += ["", "Workload: each process holds the memories and queries before any system loads them "
+              "(its peak RSS before loading, subtracted in the `+` figure): " + ", ".join(
                   f"{r['dataset']} {r['baseline_mb']:.0f} MB" for r in results
-                  if r.get("system") == OURS[0] and "baseline_mb" in r) + ".", "", "Configurations:", ""]
+                  if r.get("system") == OURS[0] and "baseline_mb" in r) + ".", "", "Configurations (as printed by the largest size's run):", ""]
     settings = {r["system"]: r["settings"] for r in results if "settings" in r}
     for name, text in settings.items():
         lines.append(f"- **{name}** ({versions(name)}): {text}")
@@ -238,7 +239,7 @@ def main() -> None:
         table.add_column(column, justify="left" if column.startswith("system") else "right")
     for row in rows:
         table.add_row(*row)
-    Console(width=220).print(table)
+    Console(width=240).print(table)
     failed = [r for r in results if "error" in r]
     if not args.quick and not args.no_doc:
         command = "python bench/peers.py " + " ".join(sys.argv[1:])
