@@ -87,7 +87,7 @@ def child(args: argparse.Namespace) -> None:
             work = scifact_workload(args.scifact, args.quick)
         else:
             work = synthetic_workload(int(dataset), args.queries, args.scifact)
-        work.budget_s = args.budget
+        work.budget_s, work.profile = args.budget, args.profile
         if args.quick:
             work.warmup, work.min_timed = 2, 5
         workdir = Path(args.workdir) / dataset
@@ -106,8 +106,8 @@ def run_child(name: str, datasets: list[str], args: argparse.Namespace) -> list[
         cmd = [sys.executable, __file__, "--child", name, "--dataset", ",".join(datasets),
                "--queries", str(args.queries), "--scifact", str(args.scifact), "--budget", str(args.budget),
                "--workdir", str(workdir), "--out", str(out)]
-        if args.quick:
-            cmd.append("--quick")
+        cmd += ["--quick"] if args.quick else []
+        cmd += ["--profile"] if args.profile else []
         began = time.perf_counter()
         with open(log, "wb") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -207,6 +207,8 @@ def main() -> None:
                         help="seconds one timed pass may take before it stops (after at least 20 queries)")
     parser.add_argument("--quick", action="store_true", help="1,000 memories, 20 queries, SciFact subset")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the timed passes, profile one pass of each system's first variant and print it")
     parser.add_argument("--scifact", type=Path, default=ROOT.parent / "shared" / "data" / "scifact")
     for hidden in ("--child", "--dataset", "--workdir", "--out"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
@@ -240,6 +242,11 @@ def main() -> None:
     for row in rows:
         table.add_row(*row)
     Console(width=240).print(table)
+    for r in results:
+        if "profile" in r:
+            out = Console(width=240)
+            out.print(f"[bold]profile: {r['system']} on {r['dataset']}[/]")
+            out.print(r["profile"], markup=False, highlight=False)
     failed = [r for r in results if "error" in r]
     if not args.quick and not args.no_doc:
         command = "python bench/peers.py " + " ".join(sys.argv[1:])

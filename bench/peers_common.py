@@ -8,7 +8,10 @@ ordinals (corpus positions) of what it found, so every system is scored by the s
 
 from __future__ import annotations
 
+import cProfile
+import io
 import os
+import pstats
 import resource
 import sys
 import threading
@@ -76,6 +79,7 @@ class Workload:
     warmup: int = WARMUP  # queries run untimed before each timed pass
     budget_s: float = 60.0  # a timed pass stops after this long, having run at least min_timed
     min_timed: int = MIN_TIMED
+    profile: bool = False  # also profile a pass of the first variant (not timed)
 
 
 def synthetic_workload(n: int, queries: int, scifact: Path) -> Workload:
@@ -243,10 +247,27 @@ def measure(peer: Peer, work: Workload, log: Callable[[str], None]) -> dict[str,
     if work.exact is not None:
         found = [peer.vector_top(v, K) for v in work.query_vectors]
         out["recall"] = float(np.mean([len(set(f) & set(e.tolist())) / K for f, e in zip(found, work.exact)]))
+    if work.profile and work.exact is not None:
+        out["profile"] = profile(next(iter(peer.variants().values())), work)
     out["settings"] = peer.settings()
     out["server_mb"] = server_peak
     peer.close()
     return out
+
+
+def profile(search: Search, work: Workload, top: int = 25) -> str:
+    """Where one pass of unfiltered queries spends its time, by function (cumulative), after the timed passes."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for text, vector in zip(work.query_texts, work.query_vectors):
+        search(text, vector, None)
+    profiler.disable()
+    report = io.StringIO()
+    pstats.Stats(profiler, stream=report).sort_stats("cumulative").print_stats(top)
+    text = report.getvalue().split("\n\n", 1)[-1]
+    for prefix in (str(BENCH.parent), sys.prefix, sys.base_prefix):  # no machine paths in the output
+        text = text.replace(prefix + "/", "")
+    return f"{len(work.query_texts)} queries\n" + text
 
 
 def cpu_model() -> tuple[str, int]:

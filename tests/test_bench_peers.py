@@ -24,7 +24,7 @@ def _systems() -> dict[str, tuple[str, ...]]:
 def test_quick_mode_prints_a_row_for_engram_index_and_every_installed_peer(scifact_dir: Path) -> None:
     systems = _systems()
     installed = [name for name, mods in systems.items() if all(importlib.util.find_spec(m) for m in mods)]
-    env = {**os.environ, "COLUMNS": "250"}
+    env = {**os.environ, "COLUMNS": "250", "PYTHONIOENCODING": "utf-8"}  # the table's box characters
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--scifact", str(scifact_dir)],
         capture_output=True, text=True, timeout=300, env=env, cwd=REPO,
