@@ -129,9 +129,7 @@ def scifact_workload(scifact: Path, quick: bool) -> Workload:
 class Peer(ABC):
     """One system under test: loads a corpus into `workdir`, answers hybrid top-10 queries."""
 
-    name: str = ""
-    # Modules that must be importable for the system to run (checked without importing them).
-    modules: tuple[str, ...] = ()
+    name: str = ""  # the modules each system needs are listed once, in bench/peers.py's PEERS
 
     def __init__(self, workdir: Path) -> None:
         """Remember where the system may keep its files."""

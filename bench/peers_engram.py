@@ -20,7 +20,6 @@ class Engram(Peer):
     """engram-index: SQLite records plus the in-memory vector index and tantivy keyword index."""
 
     name = "engram-index"
-    modules = ("engram_index",)
 
     def settings(self) -> str:
         """The engine as shipped."""

@@ -16,7 +16,6 @@ class LanceDB(Peer):
     """One LanceDB table in a local directory, searched in this process."""
 
     name = "lancedb"
-    modules = ("lancedb",)
 
     def settings(self) -> str:
         """Index settings."""

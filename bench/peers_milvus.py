@@ -17,7 +17,6 @@ class MilvusLite(Peer):
     """Milvus Lite 3 (pure Python, FAISS indexes per segment) behind pymilvus's MilvusClient."""
 
     name = "milvus-lite"
-    modules = ("milvus_lite", "pymilvus")
 
     def settings(self) -> str:
         """Schema and index settings."""

@@ -68,7 +68,6 @@ class Pgvector(Peer):
     """PostgreSQL 18 + pgvector 0.8 in a server process of its own, over a Unix socket."""
 
     name = "pgvector"
-    modules = ("pgserver", "psycopg", "pgvector")
 
     def settings(self) -> str:
         """Index and server settings."""

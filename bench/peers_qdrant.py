@@ -35,7 +35,6 @@ class QdrantEdge(Peer):
     """One Edge Shard in this process: named dense and sparse vectors, the text and tags as payload."""
 
     name = "qdrant-edge"
-    modules = ("qdrant_edge",)
 
     def settings(self) -> str:
         """Index settings."""
