@@ -1,10 +1,18 @@
 """HTTP benchmark: searchMemories against a real server process, driven from a second process.
 
-Builds a synthetic space (default 100k memories) in a temporary data directory, starts
-`engram-index serve` on a loopback port, then runs closed-loop clients (1, 8, 32 at once) that
-each send hybrid searches (vector + q) for a fixed time; prints requests/s and p50/p99.
+Builds a synthetic space (default 100k memories) in a data directory (a temporary one, or
+--data to build once and reuse), starts `engram-index serve` on a loopback port, then runs
+closed-loop clients (1, 8, 32 at once) that each send hybrid searches (vector + q, with
+explanations) for a fixed time; prints requests/s, p50/p99, and the CPU time per request of the
+server's processes and of the clients (on a shared machine, CPU per request is the steadier figure).
 
-    python bench/http_load.py --n 100000 --seconds 10 [--workers 2]
+Requests carry real space credentials: a PLC directory (the test kit's, in this process) publishes
+the space authority's DID document, the authority mints a credential per client, and the server
+checks every request (`--service-did`, `--plc-url`). `--insecure-open` serves without the check,
+for comparison. The clients send pre-encoded requests over keep-alive sockets, so that the
+benchmark process spends little of the machine's CPU on building requests.
+
+    python bench/http_load.py --n 100000 --seconds 10 [--workers 2] [--insecure-open] [--data DIR]
 """
 
 from __future__ import annotations
@@ -15,15 +23,18 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import importlib.util  # noqa: E402
+import shlex  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
+from urllib.parse import urlencode  # noqa: E402
 
-import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -35,58 +46,130 @@ _spec.loader.exec_module(synth_module)
 make_queries, make_space = synth_module.make_queries, synth_module.make_space
 
 from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
+from engram_index.errors import UnknownSpace  # noqa: E402
 from engram_index.records import encode_query_vector  # noqa: E402
 from engram_index.spaces import Spaces  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
+from engram_index.testkit.authority import SpaceAuthority  # noqa: E402
+from engram_index.testkit.plc import FakePlc  # noqa: E402
+from engram_index.testkit.serve import free_port, serving  # noqa: E402
 
-SPACE = "at://did:plc:http234bench234http234benc/space/garden.engram.space/bench"
+AUTHORITY = "did:plc:http234bench234http234be"
+SPACE = f"at://{AUTHORITY}/space/garden.engram.space/bench"
+SERVICE_DID = "did:web:bench.invalid"
 MODEL = ModelIdentity("bench-model", "sha256:bench", 384)
+PATH = "/xrpc/garden.engram.searchMemories"
 
 
 def build(data: Path, n: int, scifact: Path) -> None:
-    """Write n synthetic memories into a data directory, then compact its keyword index."""
-    synth = make_space(n, scifact_dir=scifact, seed=1)
+    """Write n synthetic memories into a data directory (unless it holds them), then compact its keyword index."""
     spaces = Spaces(data)
-    spaces.ensure_space(SPACE, MODEL)
-    for start in range(0, n, 2000):
-        spaces.write(SPACE, [
-            StoredDocument(Document(id=f"{SPACE}/{synth.authors[i]}/garden.engram.memory/m{i:07d}",
-                                    author=synth.authors[i], text=synth.texts[i], tags=synth.tags[i],
-                                    created_ms=int(synth.created_ms[i]), vector=synth.vectors[i].tobytes()))
-            for i in range(start, min(n, start + 2000))
-        ])
-    spaces.index(SPACE)
-    spaces.maintain()
-    spaces.close()
+    try:
+        try:
+            if spaces.store.count(spaces.info(SPACE).id) == n:
+                return
+        except UnknownSpace:
+            pass
+        synth = make_space(n, scifact_dir=scifact, seed=1)
+        spaces.ensure_space(SPACE, MODEL)
+        for start in range(0, n, 2000):
+            spaces.write(SPACE, [
+                StoredDocument(Document(id=f"{SPACE}/{synth.authors[i]}/garden.engram.memory/m{i:07d}",
+                                        author=synth.authors[i], text=synth.texts[i], tags=synth.tags[i],
+                                        created_ms=int(synth.created_ms[i]), vector=synth.vectors[i].tobytes()))
+                for i in range(start, min(n, start + 2000))
+            ])
+        spaces.index(SPACE)
+        spaces.maintain()
+    finally:
+        spaces.close()
 
 
-def free_port() -> int:
-    """A free loopback port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Connection:
+    """One keep-alive HTTP/1.1 connection that sends prepared requests and reads whole responses."""
+
+    def __init__(self, port: int) -> None:
+        """Connect to the server on the loopback port."""
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buffer = b""
+
+    def get(self, request: bytes) -> int:
+        """Send one request and read its response; returns the status code."""
+        self.sock.sendall(request)
+        while b"\r\n\r\n" not in self.buffer:
+            self._read()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:"))
+        while len(self.buffer) < length:
+            self._read()
+        self.buffer = self.buffer[length:]
+        return int(lines[0].split(b" ", 2)[1])
+
+    def _read(self) -> None:
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self.buffer += chunk
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.sock.close()
 
 
-def drive(url: str, params: list[dict[str, str]], clients: int, seconds: float) -> tuple[float, float, float, int]:
-    """Closed-loop clients for `seconds`: requests/s, p50 ms, p99 ms, errors."""
-    latencies: list[float] = []
-    errors = [0]
+def prepare(query_strings: list[str], headers: dict[str, str]) -> list[bytes]:
+    """The raw bytes of each request: the query string and the client's credential headers."""
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    return [f"GET {PATH}?{qs} HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}\r\n".encode() for qs in query_strings]
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by a process and its live descendants (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent and p not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(p, 0.0) for p in tree)
+
+
+def drive(port: int, requests: list[list[bytes]], clients: int, seconds: float) -> tuple[float, float, float, int, int]:
+    """Closed-loop clients for `seconds` (client k sends requests[k]): requests/s, p50 ms, p99 ms, errors, requests."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
     stop = time.monotonic() + seconds
-    lock = threading.Lock()
 
     def client(k: int) -> None:
-        with httpx.Client(base_url=url, timeout=30) as http:
-            i = k
+        mine = requests[k % len(requests)]
+        conn = Connection(port)
+        i = k
+        try:
             while time.monotonic() < stop:
                 began = time.perf_counter()
-                r = http.get("/xrpc/garden.engram.searchMemories", params=params[i % len(params)])
+                status = conn.get(mine[i % len(mine)])
                 took = time.perf_counter() - began
-                with lock:
-                    if r.status_code == 200:
-                        latencies.append(took)
-                    else:
-                        errors[0] += 1
+                if status == 200:
+                    latencies[k].append(took)
+                else:
+                    errors[k] += 1
                 i += clients
+        finally:
+            conn.close()
 
     began = time.monotonic()
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
@@ -95,8 +178,19 @@ def drive(url: str, params: list[dict[str, str]], clients: int, seconds: float) 
     for t in threads:
         t.join()
     elapsed = time.monotonic() - began
-    arr = np.asarray(latencies) * 1000
-    return len(arr) / elapsed, float(np.percentile(arr, 50)), float(np.percentile(arr, 99)), errors[0]
+    arr = np.concatenate([np.asarray(x) for x in latencies]) * 1000
+    p50, p99 = (float(np.percentile(arr, 50)), float(np.percentile(arr, 99))) if arr.size else (float("nan"),) * 2
+    return len(arr) / elapsed, p50, p99, sum(errors), len(arr)
+
+
+@contextlib.contextmanager
+def data_dir(given: Path | None) -> Iterator[Path]:
+    """The given data directory, or a temporary one removed afterwards."""
+    if given is not None:
+        yield given
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        yield Path(tmp)
 
 
 def main() -> None:
@@ -106,39 +200,60 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--workers", type=int, default=1, help="serve --workers")
+    parser.add_argument("--insecure-open", action="store_true", help="serve without the credential check")
+    parser.add_argument("--data", type=Path, default=None, help="build the space here once and reuse it")
+    parser.add_argument("--serve-args", default="", help="more options for engram-index serve")
     parser.add_argument("--scifact", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp)
+    with data_dir(args.data) as data, contextlib.ExitStack() as stack:
         build(data, args.n, args.scifact)
-        synth_queries = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), 200, seed=2)
-        params = [{"space": SPACE, "q": q, "vector": encode_query_vector(v.astype(np.float32)),
-                   "model": MODEL.model, "modelDigest": MODEL.digest} for q, v in zip(*synth_queries)]
+        texts, vectors = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), 200, seed=2)
+        query_strings = [urlencode({"space": SPACE, "q": q, "vector": encode_query_vector(v.astype(np.float32)),
+                                    "model": MODEL.model, "modelDigest": MODEL.digest}) for q, v in zip(texts, vectors)]
         port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-             "--insecure-open", "--embedder", "none", "--rate", "100000", "--burst", "100000", "--concurrent", "64",
-             "--workers", str(args.workers)],
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
+        command = [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
+                   "--embedder", "none", "--rate", "100000", "--burst", "100000", "--concurrent", "64",
+                   "--workers", str(args.workers), *shlex.split(args.serve_args)]
+        max_clients = max(int(c) for c in args.clients.split(","))
+        if args.insecure_open:
+            command.append("--insecure-open")
+            requests = [prepare(query_strings, {})]
+        else:
+            plc = FakePlc()
+            plc_url = stack.enter_context(serving(plc.app(), probe="/_health"))
+            authority = SpaceAuthority(plc, did=AUTHORITY)
+            command += ["--service-did", SERVICE_DID, "--plc-url", plc_url]
+            # One member (its own key and credential) per client; each reuses its signed headers.
+            requests = [prepare(query_strings, authority.member(SPACE, SERVICE_DID, lifetime=3600).headers())
+                        for _ in range(max_clients)]
+        server = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")},
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
+            deadline = time.monotonic() + 300
+            while True:
                 try:
-                    if httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params=params[0]).status_code == 200:
+                    conn = Connection(port)
+                    status = conn.get(requests[0][0])
+                    conn.close()
+                    if status == 200:
                         break
-                except httpx.TransportError:
+                except OSError:
                     pass
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit("the server did not start")
                 time.sleep(0.2)
-            drive(url, params, 4, 2.0)  # warm-up
+            drive(port, requests, 4, 2.0)  # warm-up
             print(f"searchMemories (hybrid, explanations) over HTTP, {args.n:,} memories, {os.cpu_count()} cores,"
-                  f" {args.workers} worker process(es)")
-            print(f"{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
+                  f" {args.workers} worker process(es), {'no credential check' if args.insecure_open else 'credentials checked'}"
+                  + (f", serve {args.serve_args}" if args.serve_args else ""))
+            # CPU per request: the server's processes, and this (client) process, during each row.
+            print(f"{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}{'server cpu ms':>15}{'client cpu ms':>15}")
             for clients in [int(c) for c in args.clients.split(",")]:
-                rps, p50, p99, errs = drive(url, params, clients, args.seconds)
-                print(f"{clients:>8}{rps:>10.0f}{p50:>10.2f}{p99:>10.2f}{errs:>8}")
+                server_cpu, client_cpu = tree_cpu_seconds(server.pid), time.process_time()
+                rps, p50, p99, errs, done = drive(port, requests, clients, args.seconds)
+                server_cpu = (tree_cpu_seconds(server.pid) - server_cpu) / max(done, 1) * 1000
+                client_cpu = (time.process_time() - client_cpu) / max(done, 1) * 1000
+                print(f"{clients:>8}{rps:>10.0f}{p50:>10.2f}{p99:>10.2f}{errs:>8}{server_cpu:>15.2f}{client_cpu:>15.2f}", flush=True)
         finally:
             server.terminate()
             server.wait(10)

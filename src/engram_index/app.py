@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -31,6 +32,9 @@ from .spaces import Spaces
 from .sync.runner import SyncConfig, SyncRunner
 
 log = logging.getLogger("engram_index")
+# Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
+# shared 40-thread pool, which spent more CPU per search contending for the GIL.
+SEARCH_THREADS = 2
 
 
 def did_document(service_did: str) -> dict[str, Any]:
@@ -54,11 +58,14 @@ def create_app(
     embedding: QueryEmbedding | None = None,
     read_only: bool = False,
     sync: SyncConfig | None = None,
+    search_threads: int = SEARCH_THREADS,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
     With `sync`, the configured spaces are kept current from the network in the background and
-    the write notifications of space hosts are accepted.
+    the write notifications of space hosts are accepted. Searches run on `search_threads` threads
+    of their own: one computes while another waits in tantivy or a vector scan (both release the
+    GIL); more threads only contend for the GIL.
     """
 
     @asynccontextmanager
@@ -76,6 +83,7 @@ def create_app(
                 sync.plc_url, allow_http_localhost=sync.did_web_http_localhost))
             app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
             app.state.sync.start()
+        app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
         for uri in app.state.spaces.store.spaces():
             try:
                 app.state.spaces.index_if_loaded(uri)
@@ -84,6 +92,7 @@ def create_app(
         yield
         if app.state.sync is not None:
             app.state.sync.stop()
+        app.state.search_executor.shutdown(wait=True)
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
             app.state.embedding.embedder.close()
@@ -153,4 +162,5 @@ def worker_app() -> Starlette:
         limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
         embedding=embedding,
         read_only=True,
+        search_threads=config["search_threads"],
     )

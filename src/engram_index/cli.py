@@ -277,11 +277,13 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
               help="This service's public https URL: space hosts send write notifications there.")
 @click.option("--poll-interval", type=click.FloatRange(min=1), default=300.0, show_default=True,
               help="Seconds between polls of every synced space (the backstop for lost notifications).")
+@click.option("--search-threads", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Threads running searches in each process (more contend for the GIL).")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str,
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
-    public_url: str | None, poll_interval: float,
+    public_url: str | None, poll_interval: float, search_threads: int,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
@@ -289,13 +291,11 @@ def serve(
     """
     import logging
 
-    import uvicorn
-
     from .api.embedding import QueryEmbedding
     from .api.limits import SpaceLimits
-    from .api.xrpc import MAX_REQUEST_HEAD_BYTES
     from .app import create_app, space_credentials
     from .auth import Authenticator, InsecureOpen
+    from .server import run, run_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     did = service_did or f"did:web:{host}%3A{port}"
@@ -327,12 +327,9 @@ def serve(
             "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
             "burst": burst, "concurrent": concurrent, "embedder": embedder_spec,
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
-            "did_web_http_localhost": did_web_http_localhost,
+            "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
         })
-        uvicorn.run(
-            "engram_index.app:worker_app", factory=True, workers=workers, host=host, port=port,
-            log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
-        )
+        run_workers("engram_index.app:worker_app", workers, host, port)
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
@@ -340,8 +337,9 @@ def serve(
     app = create_app(
         data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding,
         sync=sync,
+        search_threads=search_threads,
     )
-    uvicorn.run(app, host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
+    run(app, host, port)
 
 
 def _env_spaces() -> list[str]:

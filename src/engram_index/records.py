@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -126,9 +127,12 @@ def encode_query_vector(values: np.ndarray) -> str:
     return base64.urlsafe_b64encode(f16le(values)).rstrip(b"=").decode()
 
 
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*").fullmatch
+
+
 def decode_query_vector(text: str) -> np.ndarray:
     """Decode a query-parameter vector (base64url f16le, unpadded) into float32."""
-    if not regex.fullmatch(r"[A-Za-z0-9_-]*", text):
+    if not _BASE64URL(text):
         raise BadVector("vector must be base64url without padding")
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -1,5 +1,6 @@
 """searchMemories over real HTTP: a uvicorn server on a loopback port, called with httpx."""
 
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -87,6 +88,13 @@ def test_snippet_highlights_are_utf8_byte_ranges(base_url: str) -> None:
     snip = top["match"]["snippet"]
     h = snip["highlights"][0]
     assert snip["text"].encode()[h["byteStart"]:h["byteEnd"]].decode() == "résumé"
+
+
+def test_responses_are_compact_utf8_json_with_text_as_is(base_url: str) -> None:
+    r = search(base_url, q="東京")
+    assert r.headers["content-type"] == "application/json"
+    assert r.content == json.dumps(r.json(), ensure_ascii=False, separators=(",", ":")).encode()
+    assert "東京".encode() in r.content
 
 
 def test_vector_alone_runs_a_vector_search_without_match(base_url: str) -> None:

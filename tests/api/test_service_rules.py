@@ -138,3 +138,33 @@ def test_a_token_bucket_refills_at_its_rate() -> None:
 
     time.sleep(0.01)
     assert bucket.take()
+
+
+def test_searches_run_on_at_most_the_given_number_of_search_threads(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engram_index.engine.search import SpaceIndex
+
+    seen: set[str] = set()
+    search = SpaceIndex.search
+
+    def recording(self: SpaceIndex, req: object) -> object:
+        seen.add(threading.current_thread().name)
+        time.sleep(0.02)  # long enough for the searches to overlap
+        return search(self, req)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SpaceIndex, "search", recording)
+    limits = SpaceLimits(rate=1e6, burst=1e6, concurrent=16)
+    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits, search_threads=2)) as url:
+        get = lambda _: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello"})
+        while get(0).status_code == 503:  # the index loads in the background
+            time.sleep(0.05)
+        seen.clear()
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda i: get(i).status_code, range(16)))
+    assert statuses == [200] * 16
+    assert 1 <= len(seen) <= 2 and all(name.startswith("search") for name in seen)

@@ -230,6 +230,18 @@ def test_similarities_are_exact_cosines_and_nan_where_there_is_no_vector() -> No
         assert sims[i] == pytest.approx(expected[0], abs=1e-6)
 
 
+def test_a_query_prepared_once_gives_the_same_hits_and_similarities_as_the_raw_query() -> None:
+    vectors = random_vectors(3000, 48, seed=30)
+    index = build(vectors)
+    query = random_vectors(1, 48, seed=31)[0].astype(np.float32) * 2.5
+    prepared = index.prepare(query)
+    assert index.prepare(prepared) is prepared
+    raw_hits, hits = index.search(query, 20), index.search(prepared, 20)
+    assert hits.ords.tolist() == raw_hits.ords.tolist() and hits.sims.tolist() == raw_hits.sims.tolist()
+    ords = np.arange(0, 3000, 7)
+    assert index.similarities(prepared, ords).tolist() == index.similarities(query, ords).tolist()
+
+
 def test_a_filtered_search_returns_allowed_vectors_far_from_the_query() -> None:
     vectors = random_vectors(20000, 64, seed=16)
     index = build(vectors)

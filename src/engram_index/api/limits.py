@@ -52,10 +52,13 @@ class SpaceLimits:
         if not bucket.take():
             raise RateLimited(f"more than {self.rate:g} searches a second for this space")
         slots = self._slots.setdefault(space, asyncio.Semaphore(self.concurrent))
-        try:
-            await asyncio.wait_for(slots.acquire(), self.queue_wait_s)
-        except TimeoutError:
-            raise RateLimited(f"more than {self.concurrent} searches at once for this space") from None
+        if slots.locked():  # only then is there a wait to bound (wait_for costs a task)
+            try:
+                await asyncio.wait_for(slots.acquire(), self.queue_wait_s)
+            except TimeoutError:
+                raise RateLimited(f"more than {self.concurrent} searches at once for this space") from None
+        else:
+            await slots.acquire()
         try:
             yield
         finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..engine.types import Filters, Mode, SearchRequest
@@ -87,7 +86,8 @@ async def search_memories(request: Request) -> dict[str, Any]:
     async with request.app.state.limits.admit(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
         try:
-            result = await asyncio.wait_for(run_in_threadpool(index.search, req), HARD_DEADLINE_S)
+            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, index.search, req)
+            result = await asyncio.wait_for(running, HARD_DEADLINE_S)
         except TimeoutError:
             raise Unavailable(f"the search did not finish within {HARD_DEADLINE_S:g} s") from None
     out: dict[str, Any] = {"memories": [hit_view(h, result.mode) for h in result.hits], "mode": result.mode}

@@ -8,7 +8,7 @@ they only analyze the parts of a long text that can hold a query term (see find_
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .analyzer import STOPWORDS, QueryWord, find_terms, index_terms, normalize, term_set
 from .types import FieldName, Snippet, TermKind, TermMatch
@@ -39,13 +39,57 @@ def _wanted(words: Sequence[QueryWord]) -> set[str]:
     return wanted
 
 
+class Explainer:
+    """The explanations of one query's hits: what depends on the query alone is worked out once."""
+
+    __slots__ = ("words", "content", "wanted")
+
+    def __init__(self, words: Sequence[QueryWord]) -> None:
+        """Take the analyzed query (stopwords and repeats already dropped, as the keyword index does)."""
+        self.words = words
+        self.content = _content_words(words)
+        self.wanted = _wanted(self.content)
+
+    def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
+        """The matched terms and the snippet of one document, reading its text only once."""
+        spans = find_terms(text, self.wanted)
+        matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
+        return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
+
+    def match_terms(
+        self, text: str, tags: Sequence[str], source: str | None, text_terms: set[str] | None = None
+    ) -> tuple[TermMatch, ...]:
+        """Say which query terms the document holds: per word its exact form, else stem, else parts.
+
+        `text_terms`, when given, are the wanted terms already found in the text.
+        """
+        if not self.content:
+            return ()
+        fields = _Fields(self.wanted, text, tags, source, text_terms)
+        whole_tags = {normalize(tag) for tag in tags} if tags else _NO_TAGS
+        found: dict[tuple[str, TermKind, FieldName], None] = {}  # in order, each once
+        for word in self.content:
+            # The best kind over all fields wins; among fields holding it, the first one.
+            field = fields.first(word.exact, whole=word.exact in whole_tags)
+            if field is not None:
+                found[word.exact, "exact", field] = None
+            elif word.stem is not None and (field := fields.first(word.stem)) is not None:
+                found[word.stem, "stem", field] = None
+            else:
+                for part in word.parts:
+                    if (field := fields.first(part)) is not None:
+                        found[part, "part", field] = None
+        return tuple(TermMatch(term, kind, field) for term, kind, field in found)
+
+
+_NO_TAGS: frozenset[str] = frozenset()
+
+
 def explain(
     words: Sequence[QueryWord], text: str, tags: Sequence[str], source: str | None
 ) -> tuple[tuple[TermMatch, ...], Snippet]:
     """The matched terms and the snippet of one document, reading its text only once."""
-    spans = find_terms(text, _wanted(_content_words(words)))
-    matches = match_terms(words, text, tags, source, text_terms={t for _, _, t in spans})
-    return matches, snippet(text, tags, source, matches, words, text_spans=spans)
+    return Explainer(words).explain(text, tags, source)
 
 
 def match_terms(
@@ -59,35 +103,7 @@ def match_terms(
 
     `text_terms`, when given, are the wanted terms already found in the text.
     """
-    content = _content_words(words)
-    if not content:
-        return ()
-    wanted = _wanted(content)
-    whole_tags = {normalize(tag) for tag in tags}
-    fields = _LazyFields(wanted, text, tags, source, text_terms)
-
-    out: list[TermMatch] = []
-    seen: set[tuple[str, TermKind, FieldName]] = set()
-
-    def report(term: str, kind: TermKind, field: FieldName) -> None:
-        """Add one match unless the same (term, kind, field) is already there."""
-        if (term, kind, field) not in seen:
-            seen.add((term, kind, field))
-            out.append(TermMatch(term, kind, field))
-
-    for word in content:
-        # The best kind over all fields wins; among fields holding it, the first one.
-        field = fields.first(word.exact, whole=word.exact in whole_tags)
-        if field is not None:
-            report(word.exact, "exact", field)
-            continue
-        if word.stem is not None and (field := fields.first(word.stem)) is not None:
-            report(word.stem, "stem", field)
-            continue
-        for part in word.parts:
-            if (field := fields.first(part)) is not None:
-                report(part, "part", field)
-    return tuple(out)
+    return Explainer(words).match_terms(text, tags, source, text_terms)
 
 
 def _text_terms(text: str, wanted: set[str]) -> set[str]:
@@ -97,41 +113,38 @@ def _text_terms(text: str, wanted: set[str]) -> set[str]:
     return {term for _, _, term in find_terms(text, wanted)}
 
 
-class _LazyFields:
-    """The wanted terms present in each field, each field analyzed only when first needed."""
+class _Fields:
+    """The wanted terms present in each field; tags and source are analyzed only when first needed."""
+
+    __slots__ = ("_wanted", "_text", "_tags", "_tags_terms", "_source", "_source_terms")
 
     def __init__(
-        self,
-        wanted: set[str],
-        text: str,
-        tags: Sequence[str],
-        source: str | None,
-        text_terms: set[str] | None = None,
+        self, wanted: set[str], text: str, tags: Sequence[str], source: str | None, text_terms: set[str] | None
     ) -> None:
-        """Remember the fields; nothing is analyzed yet (the text's terms may be given)."""
-        self._present: dict[FieldName, set[str]] = {}
-        if text_terms is not None:
-            self._present["text"] = text_terms & wanted
-        self._loaders: dict[FieldName, Callable[[], set[str]]] = {
-            # A long text is only searched for the wanted terms; tags and source are short.
-            "text": lambda: _text_terms(text, wanted),
-            "tags": lambda: term_set(_tag_body(tags)) & wanted if tags else set(),
-            "source": lambda: term_set(source) & wanted if source else set(),
-        }
-
-    def has(self, field: FieldName, term: str) -> bool:
-        """Say whether the field holds the term."""
-        present = self._present.get(field)
-        if present is None:
-            present = self._present[field] = self._loaders[field]()
-        return term in present
+        """Find the wanted terms of the text, unless given; the other fields wait."""
+        self._wanted = wanted
+        # The text is always looked at first, so it is analyzed at once.
+        self._text = text_terms & wanted if text_terms is not None else _text_terms(text, wanted)
+        self._tags, self._tags_terms = tags, _UNREAD
+        self._source, self._source_terms = source, _UNREAD
 
     def first(self, term: str, whole: bool = False) -> FieldName | None:
         """Give the first field (text, tags, source) holding the term; whole: a tag equals it."""
-        for field in _FIELDS:
-            if self.has(field, term) or (whole and field == "tags"):
-                return field
-        return None
+        if term in self._text:
+            return "text"
+        if whole:
+            return "tags"
+        if self._tags_terms is _UNREAD:
+            # A long text is only searched for the wanted terms; tags and source are short.
+            self._tags_terms = term_set(_tag_body(self._tags)) & self._wanted if self._tags else set()
+        if term in self._tags_terms:
+            return "tags"
+        if self._source_terms is _UNREAD:
+            self._source_terms = term_set(self._source) & self._wanted if self._source else set()
+        return "source" if term in self._source_terms else None
+
+
+_UNREAD: set[str] = set()  # a field not analyzed yet (compared by identity)
 
 
 def snippet(
@@ -262,6 +275,8 @@ def _byte_ranges(
         """Count the UTF-8 bytes of body[a:b] (a lone surrogate counts 3, as the analyzer's)."""
         return len(body[a:b].encode("utf-8", "surrogatepass"))
 
+    if body.isascii():  # one byte a character
+        return tuple((offset + a - start, offset + b - start) for a, b in ranges)
     out: list[tuple[int, int]] = []
     char, byte = start, offset
     for a, b in ranges:

@@ -33,6 +33,8 @@ SCHEMA_VERSION = 1
 CANDIDATE_OFFSET = 64.0
 _META = "keyword.meta.json"
 _WRITER_HEAP = 64 * 1024 * 1024
+# Key term queries kept for reuse (about 100 bytes each); the cache starts over when full.
+_KEY_QUERY_CACHE = 1 << 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,9 @@ class KeywordIndex:
         )
         self._writer = None if read_only else self.index.writer(heap_size=heap_bytes, num_threads=1)
         self._pending = False
+        self._current: Any = None  # the searcher of the last commit, once asked for
+        self._searcher_lock = threading.Lock()
+        self._key_queries: dict[int, tantivy.Query] = {}
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -188,6 +193,8 @@ class KeywordIndex:
                 self._write_meta(seq)
             self.committed_seq = seq
         self.index.reload()
+        with self._searcher_lock:
+            self._current = None
 
     def reset(self) -> None:
         """Drop every document (durably), as before a full rebuild."""
@@ -210,7 +217,7 @@ class KeywordIndex:
 
     def segments(self) -> int:
         """How many segments a search visits (each adds a fixed cost per query term)."""
-        return self.index.searcher().num_segments
+        return int(self._searcher().num_segments)
 
     def _read_meta(self) -> dict[str, Any] | None:
         """The marker file of the last durable commit, if any."""
@@ -314,12 +321,15 @@ class KeywordIndex:
             query = tantivy.Query.boolean_query([(tantivy.Occur.Should, query), (tantivy.Occur.Should, keys)])
         wanted = k + int(cand.size)
         ords, scores = self._run(query, wanted)
-        is_cand = np.isin(ords, cand)
-        where = {int(o): i for i, o in enumerate(cand.tolist())}
+        # Where each hit sits among the candidates (they are distinct), if it is one of them.
+        by_ord = np.argsort(cand, kind="stable")
+        at = np.minimum(np.searchsorted(cand[by_ord], ords), max(cand.size - 1, 0))
+        is_cand = cand[by_ord[at]] == ords if cand.size else np.zeros(ords.size, bool)
+        where = by_ord[at[is_cand]]
+        # Exact in float32: a candidate scores CANDIDATE_OFFSET + BM25, within a factor of two of the offset.
+        cand_scores[where] = np.maximum(scores[is_cand] - np.float32(CANDIDATE_OFFSET), np.float32(0.0))
         found = np.zeros(cand.size, bool)
-        for o, sc in zip(ords[is_cand].tolist(), scores[is_cand].tolist()):
-            cand_scores[where[o]] = max(0.0, sc - CANDIDATE_OFFSET)
-            found[where[o]] = True
+        found[where] = True
         if len(ords) == wanted and not found.all():
             missing = np.flatnonzero(~found)
             cand_scores[missing] = self.scores(words, cand[missing].tolist())
@@ -331,9 +341,16 @@ class KeywordIndex:
 
     def _keys(self, ords: Sequence[int]) -> tantivy.Query:
         """A query matching exactly these ordinals (a union of their key terms)."""
-        return tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "key", str(int(o)))) for o in ords]
-        )
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, self._key(int(o))) for o in ords])
+
+    def _key(self, ord_: int) -> tantivy.Query:
+        """The term query of one ordinal's key, built once (half the cost of a candidates' clause)."""
+        query = self._key_queries.get(ord_)
+        if query is None:
+            if len(self._key_queries) >= _KEY_QUERY_CACHE:
+                self._key_queries.clear()
+            query = self._key_queries[ord_] = tantivy.Query.term_query(self.schema, "key", str(ord_))
+        return query
 
     def scores(self, words: Sequence[QueryWord], ords: Sequence[int]) -> np.ndarray:
         """The exact BM25 score of each given ordinal (0 where no query word occurs)."""
@@ -357,9 +374,19 @@ class KeywordIndex:
             out[where[o]] = s
         return out
 
+    def _searcher(self) -> Any:
+        """The searcher of the last commit (kept between searches; a commit or reload replaces it)."""
+        searcher = self._current
+        if searcher is None:
+            with self._searcher_lock:  # so that a searcher from before a reload is never kept after it
+                if self._current is None:
+                    self._current = self.index.searcher()
+                searcher = self._current
+        return searcher
+
     def _run(self, query: tantivy.Query, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Run a query and map tantivy's addresses to our ordinals."""
-        searcher = self.index.searcher()
+        searcher = self._searcher()
         hits = searcher.search(query, k, count=False).hits
         if not hits:
             return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -368,4 +395,4 @@ class KeywordIndex:
 
     def num_docs(self) -> int:
         """The number of committed, live documents."""
-        return self.index.searcher().num_docs
+        return int(self._searcher().num_docs)

@@ -14,7 +14,7 @@ import numpy as np
 from . import fusion
 from .analyzer import QueryWord, query_words
 from .columns import Columns
-from .explain import explain
+from .explain import Explainer
 from .keyword import KeywordIndex, searchable_words
 from .types import Document, Hit, SearchRequest, SearchResult
 from .vector import VectorIndex
@@ -191,7 +191,7 @@ class SpaceIndex:
         order = np.argsort(-scores, kind="stable")
         cut = min(limit, len(order)) - 1
         bound = scores[order[cut]]
-        head = [int(i) for i in order if scores[i] >= bound]
+        head: list[int] = order[scores[order] >= bound].tolist()
         head.sort(key=lambda i: (-float(scores[i]), *key(int(ords[i]))))
         return head[:limit]
 
@@ -246,12 +246,12 @@ class SpaceIndex:
 
     def _hybrid_search(self, req: SearchRequest) -> SearchResult:
         """Union the top vector and keyword candidates, score each both ways, fuse."""
-        query = self._query_vector(req)
+        vectors = self.vectors
+        assert vectors is not None
+        query = vectors.prepare(self._query_vector(req))  # once for the search and the similarities
         words = query_words(req.q or "")
         n = self._n_candidates(req.limit)
         mask = self.columns.mask(req.filters)
-        vectors = self.vectors
-        assert vectors is not None
         # The top n by exact cosine, from the coarse pool that holds recall for the requested
         # limit (a pool sized for k = n would cost several times more for no better results).
         pool = max(n, vectors.default_candidates(req.limit))
@@ -271,7 +271,7 @@ class SpaceIndex:
         if missing_sim.any():
             sims[missing_sim] = vectors.similarities(query, ords[missing_sim])
         # A keyword candidate without a usable vector ranks as if orthogonal to the query.
-        sims = np.nan_to_num(sims, nan=0.0)
+        sims[np.isnan(sims)] = 0.0
 
         fused = fusion.rrf(sims, bm25) if req.fusion == "rrf" else fusion.convex(sims, bm25)
         top = self._order(ords, fused, req.limit)
@@ -297,10 +297,10 @@ class SpaceIndex:
 
     def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
         """Fill in the matched terms and the snippet of each hit."""
-        words = searchable_words(words)
+        explainer = Explainer(searchable_words(words))
         for hit in hits:
             doc = hit.document
-            hit.terms, hit.snippet = explain(words, doc.text, doc.tags, doc.source)
+            hit.terms, hit.snippet = explainer.explain(doc.text, doc.tags, doc.source)
 
 
 def _rank_among(hits: list[Hit]) -> None:

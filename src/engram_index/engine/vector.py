@@ -49,6 +49,14 @@ class VectorHits:
     approximate: bool  # True when exact re-ranking missed the deadline
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedQuery:
+    """A query made ready once for several calls: the unit query's float16 high and low parts, and its sign code."""
+
+    parts: np.ndarray  # (2, dims) float16
+    code: np.ndarray  # packed sign bits
+
+
 def _empty_hits() -> VectorHits:
     """Return a result with no hits."""
     return VectorHits(np.zeros(0, np.int64), np.zeros(0, np.float32), False)
@@ -212,21 +220,23 @@ class VectorIndex:
             self._dead = np.flatnonzero(~self._live[: self._size])
         return self._dead
 
-    def _query_parts(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Return the unit query split into float16 high and low parts, and its sign code."""
+    def prepare(self, query: np.ndarray | PreparedQuery) -> PreparedQuery:
+        """Return the query ready for search and similarities (a prepared one as it is)."""
+        if isinstance(query, PreparedQuery):
+            return query
         q = np.asarray(query, dtype=np.float64)
         if q.shape != (self.dims,):
             raise ValueError(f"expected a query of {self.dims} dims, got shape {q.shape}")
         if not np.isfinite(q).all():
             raise ValueError("query must be finite")
-        norm = float(np.sqrt(q @ q))
+        norm = math.sqrt(float(q @ q))
         unit = q / norm if norm > 0 else q
         # simsimd's float16 kernels need both sides in float16; high + low parts keep the
         # query float32-accurate (the low part is the rounding error of the high part).
-        high = unit.astype(np.float16)
-        low = (unit - high.astype(np.float64)).astype(np.float16)
-        parts = np.ascontiguousarray(np.stack([high, low]))
-        return parts, np.packbits(q > 0)
+        parts = np.empty((2, self.dims), dtype=np.float16)
+        parts[0] = unit
+        parts[1] = unit - parts[0]
+        return PreparedQuery(parts, np.packbits(q > 0))
 
     def _cosines(self, parts: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosines (float32) of a unit query's parts against stored ordinals."""
@@ -238,9 +248,9 @@ class VectorIndex:
         clipped: np.ndarray = np.clip(sims, -1.0, 1.0).astype(np.float32, copy=False)
         return clipped
 
-    def similarities(self, query: np.ndarray, ords: np.ndarray) -> np.ndarray:
+    def similarities(self, query: np.ndarray | PreparedQuery, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosine (float32) of the query with each ordinal, NaN where none."""
-        parts, _ = self._query_parts(query)
+        parts = self.prepare(query).parts
         ords = np.asarray(ords).reshape(-1).astype(np.int64, copy=False)
         out = np.full(len(ords), np.nan, dtype=np.float32)
         inside = (ords >= 0) & (ords < self._size)
@@ -294,7 +304,7 @@ class VectorIndex:
 
     def search(
         self,
-        query: np.ndarray,
+        query: np.ndarray | PreparedQuery,
         k: int,
         *,
         allowed: np.ndarray | None = None,
@@ -302,7 +312,8 @@ class VectorIndex:
         deadline: float | None = None,
     ) -> VectorHits:
         """Return the k live vectors most cosine-similar to the query, among allowed ordinals."""
-        parts, code = self._query_parts(query)
+        prepared = self.prepare(query)
+        parts, code = prepared.parts, prepared.code
         if k <= 0 or self._count == 0:
             return _empty_hits()
         size = self._size

@@ -12,7 +12,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
-from ..api.xrpc import MAX_REQUEST_HEAD_BYTES
+from ..server import uvicorn_options  # as `engram-index serve` runs it
 
 
 def free_port() -> int:
@@ -26,10 +26,7 @@ def free_port() -> int:
 def serving(app: ASGIApp, *, port: int | None = None, probe: str = "/xrpc/_health") -> Iterator[str]:
     """Serve the app until the block ends; yields its base URL once `probe` answers."""
     port = port or free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning",
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # as `engram-index serve` runs it
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, **{**uvicorn_options(), "log_level": "warning"})
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
