@@ -270,10 +270,12 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
               help="Processes serving requests. Above 1, indexes are caught up first, then served read-only.")
 @click.option("--search-threads", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Threads running searches in each process (more contend for the GIL).")
+@click.option("--access-log/--no-access-log", default=True, show_default=True,
+              help="Log a line per request (about 0.1 ms of CPU each).")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
-    workers: int, search_threads: int,
+    workers: int, search_threads: int, access_log: bool,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
@@ -304,7 +306,7 @@ def serve(
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
             "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
         })
-        run_workers("engram_index.app:worker_app", workers, host, port)
+        run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log)
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
@@ -313,7 +315,7 @@ def serve(
         data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding,
         search_threads=search_threads,
     )
-    run(app, host, port)
+    run(app, host, port, access_log=access_log)
 
 
 @main.command("dev-credential")
