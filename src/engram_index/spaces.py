@@ -173,6 +173,12 @@ class Spaces:
         )
         if self.read_only and index.keyword.committed_seq != info.seq:
             raise StorageError(f"the keyword index of {info.uri} is behind its records: open it for writing first")
+        # Read-only processes share one copy of the vectors the writer saved for this sequence
+        # (serve --workers); without one, each rebuilds its own from the records.
+        mapped = VectorIndex.open(self._vectors_path(info), info.seq) if self.read_only and dims else None
+        shared = mapped is not None and mapped.dims == dims
+        if shared:
+            index.vectors = mapped
         total = self.store.count(info.id)
         kw_seq = index.keyword.committed_seq
         if kw_seq > info.seq:
@@ -184,7 +190,7 @@ class Spaces:
         for batch in self.store.changes_since(info.id, 0):
             live = [(c.ord, c.document) for c in batch if c.document is not None]
             # Columns and vectors are rebuilt from every record; the keyword index keeps its own.
-            index.apply(live, index.seq, keyword=False)
+            index.apply(live, index.seq, keyword=False, vectors=not shared)
             missed = [c for c in batch if c.seq > kw_seq]
             replayed = replayed or bool(missed)
             _replay(index.keyword, missed)
@@ -356,10 +362,20 @@ class Spaces:
         return self.index(uri).search(req)
 
     def catch_up(self) -> None:
-        """Load every space (replaying what its keyword index missed) and compact where due."""
+        """Load every space (replaying what its keyword index missed), compact where due, and save
+        each space's vectors for read-only processes to map."""
         for uri in self.store.spaces():
             self.index(uri)
         self.maintain()
+        for uri in self.store.spaces():
+            with self._space_lock(uri):
+                index = self.index(uri)
+                if index.vectors is not None:
+                    index.vectors.save(self._vectors_path(self.store.space(uri)), index.seq)
+
+    def _vectors_path(self, info: SpaceInfo) -> Path:
+        """Where a space's saved vectors live."""
+        return self.data_dir / "spaces" / str(info.id) / "vectors"
 
     def close(self) -> None:
         """Stop the committer, commit everything and close the store."""

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from engram_index.engine.types import Document, ModelIdentity
@@ -95,3 +96,37 @@ def test_a_read_only_data_directory_refuses_writes_and_an_index_behind_its_recor
     finally:
         first.close()
         second.close()
+
+
+def test_read_only_processes_map_the_vectors_the_writer_saved_and_rebuild_them_when_records_moved_on(
+    tmp_path: Path,
+) -> None:
+    seed(tmp_path)
+    writer = Spaces(tmp_path)
+    writer.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/v{i}", author="did:plc:a",
+                                                  text=f"vector note {i}", created_ms=100 + i,
+                                                  vector=np.eye(4, dtype="<f2")[i].tobytes())) for i in range(4)])
+    writer.catch_up()  # what serve --workers does before starting its workers
+    expected = writer.index(SPACE).vectors.search(np.ones(4, np.float32), 4)  # type: ignore[union-attr]
+    writer.close()
+    reader = Spaces(tmp_path, read_only=True)
+    try:
+        vectors = reader.index(SPACE).vectors
+        assert vectors is not None and vectors.mapped
+        got = vectors.search(np.ones(4, np.float32), 4)
+        assert got.ords.tolist() == expected.ords.tolist() and got.sims.tolist() == expected.sims.tolist()
+        assert len(reader.index(SPACE)) == 24
+    finally:
+        reader.close()
+    writer = Spaces(tmp_path)
+    writer.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/w", author="did:plc:a",
+                                                  text="late note", created_ms=200,
+                                                  vector=np.ones(4, dtype="<f2").tobytes()))])
+    writer.index(SPACE)
+    writer.close()  # the keyword index caught up; the saved vectors are now behind the records
+    reader = Spaces(tmp_path, read_only=True)
+    try:
+        vectors = reader.index(SPACE).vectors
+        assert vectors is not None and not vectors.mapped and len(vectors) == 5
+    finally:
+        reader.close()

@@ -242,6 +242,34 @@ def test_a_query_prepared_once_gives_the_same_hits_and_similarities_as_the_raw_q
     assert index.similarities(prepared, ords).tolist() == index.similarities(query, ords).tolist()
 
 
+def test_vectors_saved_and_mapped_read_only_search_as_the_original(tmp_path: Path) -> None:
+    vectors = random_vectors(3000, 48, seed=40)
+    index = build(vectors)
+    index.remove(17)
+    index.save(tmp_path / "v", seq=7)
+    mapped = VectorIndex.open(tmp_path / "v", seq=7)
+    assert mapped is not None and mapped.mapped and not index.mapped
+    assert (len(mapped), mapped.size, mapped.dims) == (len(index), index.size, index.dims)
+    query = random_vectors(1, 48, seed=41)[0].astype(np.float32)
+    for allowed in (None, np.arange(3000) % 3 == 0):
+        a, b = index.search(query, 15, allowed=allowed), mapped.search(query, 15, allowed=allowed)
+        assert a.ords.tolist() == b.ords.tolist() and a.sims.tolist() == b.sims.tolist()
+    ords = np.array([0, 17, 2999, 5000])
+    assert np.array_equal(index.similarities(query, ords), mapped.similarities(query, ords), equal_nan=True)
+    assert np.array_equal(index.pairwise(ords[:3]), mapped.pairwise(ords[:3]))
+    with pytest.raises(ValueError):
+        mapped.put(3, vectors[3])  # the files are never written through a map
+
+
+def test_saved_vectors_of_another_sequence_or_none_are_not_opened(tmp_path: Path) -> None:
+    index = build(random_vectors(10, 8, seed=42))
+    assert VectorIndex.open(tmp_path / "v", seq=1) is None
+    index.save(tmp_path / "v", seq=1)
+    assert VectorIndex.open(tmp_path / "v", seq=2) is None
+    (tmp_path / "v" / "codes.npy").write_bytes(b"torn")
+    assert VectorIndex.open(tmp_path / "v", seq=1) is None
+
+
 def test_a_filtered_search_returns_allowed_vectors_far_from_the_query() -> None:
     vectors = random_vectors(20000, 64, seed=16)
     index = build(vectors)

@@ -91,33 +91,35 @@ class SpaceIndex:
     # -- writes -----------------------------------------------------------------------------
 
     def apply(
-        self, changes: Iterable[tuple[int, Document | None]], seq: int, keyword: bool = True
+        self, changes: Iterable[tuple[int, Document | None]], seq: int, keyword: bool = True, vectors: bool = True
     ) -> None:
-        """Apply documents written (or deleted, as None) up to sequence `seq`."""
+        """Apply documents written (or deleted, as None) up to sequence `seq` (to the keyword index
+        and the vectors unless told not to: they may be loaded already)."""
         with self._lock.write():
             pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
+            index = self.vectors if vectors else None
             for ord_, doc in changes:
                 was_live = ord_ < self.columns.size and bool(self.columns.live[ord_])
                 pending.pop(ord_, None)
                 if doc is None:
                     self.columns.remove(ord_)
-                    if self.vectors is not None:
-                        self.vectors.remove(ord_)
+                    if index is not None:
+                        index.remove(ord_)
                     if keyword:
                         self.keyword.delete(ord_)
                     continue
                 self.columns.put(ord_, doc)
-                if self.vectors is not None:
-                    vec = decode_vector(doc.vector, self.vectors.dims)
+                if index is not None:
+                    vec = decode_vector(doc.vector, index.dims)
                     if vec is not None:
                         pending[ord_] = vec
                     else:
-                        self.vectors.remove(ord_)
+                        index.remove(ord_)
                 if keyword:
                     # An ordinal that was not live has nothing in the keyword index to replace.
                     self.keyword.upsert(ord_, doc, replace=was_live)
-            if self.vectors is not None and pending:
-                self.vectors.put_many(np.fromiter(pending, np.int64), np.stack(list(pending.values())))
+            if index is not None and pending:
+                index.put_many(np.fromiter(pending, np.int64), np.stack(list(pending.values())))
             self.seq = max(self.seq, seq)
 
     def commit(self) -> None:

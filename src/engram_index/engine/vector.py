@@ -10,9 +10,13 @@ Filters are exact: a narrow filter is scored exhaustively, a broad one applies b
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +42,9 @@ _MIN_CAPACITY = 1024
 # The distance given to excluded ordinals: beyond any Hamming distance, yet finite, so that it
 # can be added branch-free (a masked store over a random mask costs ~6x more at 1M).
 _FAR = np.float32(1e9)
+# Saved vectors (save / open): one .npy file per array, and their sequence in meta.json.
+_FILES = ("vectors", "codes", "inv_norms", "live")
+_FILES_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +129,7 @@ class VectorIndex:
         self._size = 0
         self._count = 0
         self._dead: np.ndarray | None = None  # ordinals below size without a vector, cached
+        self.mapped = False  # True: the arrays are read-only maps of saved files
 
     def __len__(self) -> int:
         """Return the number of live vectors."""
@@ -164,6 +172,7 @@ class VectorIndex:
 
     def put_many(self, ords: np.ndarray, vectors: np.ndarray) -> None:
         """Store many float16 vectors at once (the last wins for a repeated ordinal)."""
+        self._writable()
         ords = np.asarray(ords).reshape(-1).astype(np.int64, copy=False)
         rows = self._as_rows(vectors)
         if len(ords) != len(rows):
@@ -199,10 +208,57 @@ class VectorIndex:
     def remove(self, ord: int) -> None:
         """Forget the vector at an ordinal; nothing happens if there is none."""
         if self.has(ord):
+            self._writable()
             self._live[ord] = False
             self._inv_norms[ord] = 0.0
             self._count -= 1
             self._dead = None
+
+    def _writable(self) -> None:
+        """Raise ValueError for an index mapped from saved files (they are never written through a map)."""
+        if self.mapped:
+            raise ValueError("this vector index maps saved files read-only")
+
+    # -- files --------------------------------------------------------------------------------
+
+    def save(self, path: Path, seq: int) -> None:
+        """Write the arrays as files that other processes can map read-only, stamped with `seq`."""
+        staged = path.with_name(path.name + ".new")
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir(parents=True)
+        size = self._size
+        arrays = (self._vectors[:size], self._codes[:size], self._inv_norms[:size], self._live[:size])
+        for name, array in zip(_FILES, arrays):
+            with open(staged / f"{name}.npy", "wb") as fh:
+                np.save(fh, np.ascontiguousarray(array))
+                fh.flush()
+                os.fsync(fh.fileno())
+        meta = {"version": _FILES_VERSION, "seq": seq, "dims": self.dims, "size": size}
+        (staged / "meta.json").write_text(json.dumps(meta))
+        # A process that mapped the old files keeps them until it lets go (unlinked, not changed).
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(staged, path)
+
+    @classmethod
+    def open(cls, path: Path, seq: int) -> VectorIndex | None:
+        """Map vectors saved at sequence `seq` read-only; None when there are none, or of another sequence."""
+        try:
+            meta = json.loads((path / "meta.json").read_text())
+            if meta.get("version") != _FILES_VERSION or meta.get("seq") != seq:
+                return None
+            index = cls(int(meta["dims"]))
+            size = int(meta["size"])
+            vectors, codes, inv_norms, live = (np.load(path / f"{name}.npy", mmap_mode="r") for name in _FILES)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # missing or torn: the caller rebuilds from the records
+        expected = [((size, index.dims), np.float16), ((size, index._code_bytes), np.uint8),
+                    ((size,), np.float32), ((size,), np.bool_)]
+        if any(a.shape != shape or a.dtype != dtype for a, (shape, dtype) in zip((vectors, codes, inv_norms, live), expected)):
+            return None
+        index._vectors, index._codes, index._inv_norms, index._live = vectors, codes, inv_norms, live
+        index._size, index._count = size, int(np.count_nonzero(live))
+        index.mapped = True
+        return index
 
     # -- reads --------------------------------------------------------------------------------
 
