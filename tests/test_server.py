@@ -1,9 +1,19 @@
 """Running the service: the listening socket that `serve --workers` shares between processes."""
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
 
 from engram_index.server import tcp_listener
+from engram_index.testkit.serve import free_port
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 async def accepted_nodelay(listener: socket.socket) -> int:
@@ -39,3 +49,31 @@ def test_the_shared_listening_socket_is_inheritable_by_worker_processes() -> Non
         assert listener.get_inheritable()
     finally:
         listener.close()
+
+
+def served_log(tmp_path: Path, *options: str) -> str:
+    """What `engram-index serve` prints while answering one request."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(tmp_path), "--port", str(port),
+         "--insecure-open", "--embedder", "none", *options],
+        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/xrpc/garden.engram.describeService").status_code == 200
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=20)
+    return out
+
+
+def test_serve_logs_a_line_per_request_unless_told_not_to(tmp_path: Path) -> None:
+    assert '"GET /xrpc/garden.engram.describeService' in served_log(tmp_path / "a")
+    assert "describeService" not in served_log(tmp_path / "b", "--no-access-log")

@@ -21,12 +21,15 @@ from .api.status import get_space_status
 from .api.embedding import QueryEmbedding
 from .api.limits import SpaceLimits
 from .api.xrpc import error_response, xrpc
+from .api.notify import DELETED as DELETED_NSID, WRITE as WRITE_NSID, notify_space_deleted, notify_write
 from .api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
 from .auth import Authenticator, InsecureOpen
 from .auth.credentials import SpaceCredentials
+from .auth.service_auth import ServiceAuth
 from .auth.state import AuthState
 from .identity.did import PLC_DEFAULT, DidResolver
 from .spaces import Spaces
+from .sync.runner import SyncConfig, SyncRunner
 
 log = logging.getLogger("engram_index")
 # Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
@@ -54,12 +57,15 @@ def create_app(
     limits: SpaceLimits | None = None,
     embedding: QueryEmbedding | None = None,
     read_only: bool = False,
+    sync: SyncConfig | None = None,
     search_threads: int = SEARCH_THREADS,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
-    Searches run on `search_threads` threads of their own: one computes while another waits
-    in tantivy or a vector scan (both release the GIL); more threads only contend for the GIL.
+    With `sync`, the configured spaces are kept current from the network in the background and
+    the write notifications of space hosts are accepted. Searches run on `search_threads` threads
+    of their own: one computes while another waits in tantivy or a vector scan (both release the
+    GIL); more threads only contend for the GIL.
     """
 
     @asynccontextmanager
@@ -70,6 +76,13 @@ def create_app(
         app.state.limits = limits or SpaceLimits()
         app.state.embedding = embedding or QueryEmbedding()
         app.state.spaces = Spaces(data_dir, read_only=read_only)
+        app.state.sync = None
+        if sync is not None:
+            # The HTTP loop gets its own resolver: a resolver's in-flight futures belong to one loop.
+            app.state.service_auth = ServiceAuth(service_did, DidResolver(
+                sync.plc_url, allow_http_localhost=sync.did_web_http_localhost))
+            app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
+            app.state.sync.start()
         app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
         for uri in app.state.spaces.store.spaces():
             try:
@@ -77,6 +90,8 @@ def create_app(
             except Exception:
                 pass  # loading started in the background
         yield
+        if app.state.sync is not None:
+            app.state.sync.stop()
         app.state.search_executor.shutdown(wait=True)
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
@@ -102,6 +117,8 @@ def create_app(
         Route("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
         Route("/xrpc/garden.engram.describeService", xrpc(describe, authenticated=False)),
         Route(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
+        Route(f"/xrpc/{WRITE_NSID}", xrpc(notify_write, authenticated=False), methods=["POST"]),
+        Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
     ]

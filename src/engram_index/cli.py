@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -268,12 +269,23 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
               help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Processes serving requests. Above 1, indexes are caught up first, then served read-only.")
+@click.option("--sync-account", envvar="ENGRAM_SYNC_ACCOUNT", default=None,
+              help="DID of the account this indexer signs in as to read spaces ($ENGRAM_SYNC_ACCOUNT).")
+@click.option("--sync-password", envvar="ENGRAM_SYNC_PASSWORD", default=None,
+              help="Its (app) password; prefer $ENGRAM_SYNC_PASSWORD.")
+@click.option("--public-url", envvar="ENGRAM_PUBLIC_URL", default=None,
+              help="This service's public https URL: space hosts send write notifications there.")
+@click.option("--poll-interval", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds between polls of every synced space (the backstop for lost notifications).")
 @click.option("--search-threads", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Threads running searches in each process (more contend for the GIL).")
+@click.option("--access-log/--no-access-log", default=True, show_default=True,
+              help="Log a line per request.")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
-    did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str, embed_authorities: tuple[str, ...],
-    workers: int, search_threads: int,
+    did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str,
+    embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
+    public_url: str | None, poll_interval: float, search_threads: int, access_log: bool,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
@@ -289,6 +301,21 @@ def serve(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     did = service_did or f"did:web:{host}%3A{port}"
+    from .sync.client import Account
+    from .sync.runner import SyncConfig
+
+    if bool(sync_account) != bool(sync_password):
+        raise click.UsageError("--sync-account and --sync-password go together")
+    with _spaces(data) as opened:
+        from .store.syncstate import SyncState
+
+        for space in _env_spaces():
+            SyncState(opened.store).add_space(space, int(time.time() * 1000))
+        syncing = bool(SyncState(opened.store).spaces())
+    if workers > 1 and syncing:
+        raise click.UsageError("spaces synced from the network are served by one process: drop --workers")
+    sync = SyncConfig(Account(sync_account, sync_password) if sync_account and sync_password else None,
+                      plc_url, public_url, poll_interval, did_web_http_localhost)
     if workers > 1:
         import json
         import os
@@ -304,63 +331,32 @@ def serve(
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
             "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
         })
-        run_workers("engram_index.app:worker_app", workers, host, port)
+        run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log)
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
         data, did, plc_url=plc_url, allow_http_localhost=did_web_http_localhost)
     app = create_app(
         data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding,
+        sync=sync,
         search_threads=search_threads,
     )
-    run(app, host, port)
+    run(app, host, port, access_log=access_log)
 
 
-@main.command("dev-credential")
-@click.argument("space")
-@click.option("--authority-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="The authority's credential-signing key: a PEM file, or a file holding 64 hex digits.")
-@click.option("--alg", type=click.Choice(["ES256", "ES256K"]), default="ES256", show_default=True,
-              help="The curve of a hex key (PEM keys name their own).")
-@click.option("--audience", required=True, help="The DID of the index service the requests are for.")
-@click.option("--kid", default="#atproto_space", show_default=True,
-              help="The authority's verification method (#atproto when its DID document has no #atproto_space).")
-@click.option("--lifetime", type=click.IntRange(1, 3600), default=600, show_default=True, help="Seconds.")
-@click.option("--style", type=click.Choice(["bare", "keyed"]), default="bare", show_default=True,
-              help="Signature parameters: none, or keyid and alg.")
-@click.option("--url", default=None, help="Print a curl line for searchMemories at this service URL.")
-@click.option("--q", "query", default="hello", show_default=True, help="The search text of the curl line.")
-@click.option("--json", "as_json", is_flag=True, help="Print the headers as one JSON object.")
-def dev_credential(
-    space: str, authority_key: Path, alg: str, audience: str, kid: str, lifetime: int, style: str,
-    url: str | None, query: str, as_json: bool,
-) -> None:
-    """Mint a space credential with an authority key you hold and print ready-to-use request headers.
+def _env_spaces() -> list[str]:
+    """The space URIs of $ENGRAM_SPACES (separated by commas or whitespace), checked."""
+    import os
+    import re
 
-    The holder key is a fresh P-256 key; the headers stay valid for the credential's lifetime.
-    Example: engram-index dev-credential at://did:plc:…/space/garden.engram.space/main
-    --authority-key authority.pem --audience did:web:index.example.com --url https://index.example.com
-    """
-    from .auth.mint import SpaceClient, curl_line, load_private_key, mint_credential
-    from .identity.keys import P256, PrivateKey
-
-    try:
-        authority = parse_space_uri(space).authority
-        key = load_private_key(authority_key.read_text(), alg)
-    except (BadRecord, ValueError) as exc:
-        raise click.ClickException(str(getattr(exc, "message", exc))) from exc
-    holder = PrivateKey.generate(P256)
-    token = mint_credential(key, authority, space, holder.did_key, lifetime=lifetime, kid=kid or None)
-    headers = SpaceClient(token, holder, audience, style=style).headers()
-    if as_json:
-        click.echo(json.dumps(headers))
-    elif url:
-        click.echo(curl_line(f"{url.rstrip('/')}/xrpc/garden.engram.searchMemories", headers,
-                             {"space": space, "q": query}))
-    else:
-        for name, value in headers.items():
-            click.echo(f"{name}: {value}")
-    click.echo(f"# authority key {key.did_key} ({key.alg}); valid {lifetime} s", err=True)
+    out = []
+    for text in re.split(r"[\s,]+", os.environ.get("ENGRAM_SPACES", "").strip()):
+        if text:
+            try:
+                out.append(str(parse_space_uri(text)))
+            except BadRecord as exc:
+                raise click.UsageError(f"ENGRAM_SPACES: {exc.message}") from exc
+    return out
 
 
 @main.command()
@@ -422,5 +418,11 @@ def make_embedder(spec: str) -> Embedder | None:
         raise click.ClickException(exc.message) from exc
 
 
+from . import cli_admin  # noqa: E402,F401  (registers `spaces` and `dev-credential` on main)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # Run as a script, this file is `__main__`; the importable module holds every registered command.
+    from engram_index.cli import main as _registered
+
+    sys.exit(_registered())

@@ -77,9 +77,17 @@ def parse_space_uri(uri: str) -> SpaceURI:
     return SpaceURI(parts[2], parts[4], parts[5])
 
 
+_GRAPHEME = regex.compile(r"\X")
+
+
 def graphemes(text: str) -> int:
     """The number of extended grapheme clusters."""
-    return len(regex.findall(r"\X", text))
+    return len(_GRAPHEME.findall(text))
+
+
+def within_graphemes(text: str, limit: int) -> bool:
+    """Whether `text` has at most `limit` grapheme clusters (a cluster holds at least one code point)."""
+    return len(text) <= limit or graphemes(text) <= limit
 
 
 def _utf8_len(text: str) -> int:
@@ -139,7 +147,10 @@ def decode_query_vector(text: str) -> np.ndarray:
 
 
 def decode_record_bytes(value: Any, name: str) -> bytes:
-    """A lexicon `bytes` value in JSON form ({"$bytes": standard base64, unpadded})."""
+    """A lexicon `bytes` value: JSON form ({"$bytes": standard base64, unpadded}) or, decoded from
+    DAG-CBOR, the bytes themselves."""
+    if isinstance(value, bytes):
+        return value
     if not isinstance(value, dict) or not isinstance(value.get("$bytes"), str):
         raise BadRecord(f'{name} must be {{"$bytes": "<base64>"}}')
     text = value["$bytes"]
@@ -220,8 +231,13 @@ def parse_memory(
     rkey: str,
     model: ModelIdentity | None,
     now_ms: int,
+    cid: str | None = None,
+    next_model: ModelIdentity | None = None,
 ) -> ParsedMemory:
-    """Check a garden.engram.memory record against the lexicon and turn it into a document."""
+    """Check a garden.engram.memory record against the lexicon and turn it into a document.
+
+    `cid`, when the caller already verified the record's CID, spares computing it again.
+    """
     if not isinstance(record, dict):
         raise BadRecord("a record must be a JSON object")
     if not is_did(author):
@@ -229,7 +245,7 @@ def parse_memory(
     if not is_rkey(rkey):
         raise BadRecord(f"rkey is not a valid record key: {rkey!r}")
     text = _check_string(record, "text", MAX_TEXT_BYTES, required=True) or ""
-    if graphemes(text) > MAX_TEXT_GRAPHEMES:
+    if not within_graphemes(text, MAX_TEXT_GRAPHEMES):
         raise BadRecord(f"text is longer than {MAX_TEXT_GRAPHEMES} graphemes")
     source = _check_string(record, "source", MAX_SOURCE_BYTES, required=False)
     tags = record.get("tags", [])
@@ -238,11 +254,16 @@ def parse_memory(
     if len(tags) > MAX_TAGS:
         raise BadRecord(f"at most {MAX_TAGS} tags")
     for tag in tags:
-        if _utf8_len(tag) > MAX_TAG_BYTES or graphemes(tag) > MAX_TAG_GRAPHEMES:
+        if _utf8_len(tag) > MAX_TAG_BYTES or not within_graphemes(tag, MAX_TAG_GRAPHEMES):
             raise BadRecord(f"tag longer than {MAX_TAG_BYTES} bytes / {MAX_TAG_GRAPHEMES} graphemes")
     created_ms = parse_datetime_ms(record.get("createdAt"))
     vector, skip = _check_embedding(record.get("embedding"), model)
-    full = {"$type": MEMORY_COLLECTION, **{k: v for k, v in record.items() if k != "$type"}}
+    next_vector = None
+    if record.get("nextEmbedding") is not None:
+        checked, _ = _check_embedding(record["nextEmbedding"], next_model)
+        next_vector = checked if next_model is not None else None
+    if cid is None:
+        cid = record_cid({"$type": MEMORY_COLLECTION, **{k: v for k, v in record.items() if k != "$type"}})
     doc = Document(
         id=space.record_uri(author, MEMORY_COLLECTION, rkey),
         author=author,
@@ -251,8 +272,9 @@ def parse_memory(
         source=source,
         created_ms=created_ms,
         indexed_ms=now_ms,
-        metadata={"cid": record_cid(full)},
+        metadata={"cid": cid},
         vector=vector,
+        next_vector=next_vector,
     )
     return ParsedMemory(doc, skip)
 

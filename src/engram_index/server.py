@@ -15,12 +15,13 @@ from .api.xrpc import MAX_REQUEST_HEAD_BYTES
 log = logging.getLogger("uvicorn.error")
 
 
-def uvicorn_options() -> dict[str, Any]:
-    """The uvicorn settings every way of serving shares."""
+def uvicorn_options(access_log: bool = True) -> dict[str, Any]:
+    """The uvicorn settings every way of serving shares (access_log: a line per request)."""
     # Every valid request head must reach the app, so that an oversized one gets our 413. h11
     # by name: uvicorn would pick httptools when installed, whose URL parser refuses request
     # targets over 64 KiB with a bare 400 (bench/http_stack.py: it would save ~0.15 ms a request).
-    return {"log_level": "info", "http": "h11", "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES}
+    return {"log_level": "info", "http": "h11", "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES,
+            "access_log": access_log}
 
 
 def tcp_listener(host: str, port: int) -> socket.socket:
@@ -39,14 +40,16 @@ def tcp_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(app: ASGIApp, host: str, port: int) -> None:
+def run(app: ASGIApp, host: str, port: int, *, access_log: bool = True) -> None:
     """Serve an app in this process until interrupted."""
-    uvicorn.run(app, host=host, port=port, **uvicorn_options())
+    uvicorn.run(app, host=host, port=port, **uvicorn_options(access_log))
 
 
-def run_workers(factory: str, workers: int, host: str, port: int) -> None:
+def run_workers(factory: str, workers: int, host: str, port: int, *, access_log: bool = True) -> None:
     """Serve the app that `factory` ("module:function") builds in `workers` processes, until interrupted."""
-    config = uvicorn.Config(factory, factory=True, workers=workers, host=host, port=port, **uvicorn_options())
+    config = uvicorn.Config(
+        factory, factory=True, workers=workers, host=host, port=port, **uvicorn_options(access_log)
+    )
     listener = tcp_listener(host, port)
     log.info("serving on http://%s:%d with %d worker processes", host, listener.getsockname()[1], workers)
     try:

@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .engine.keyword import KeywordIndex, staging_path, swap_in
-from .engine.search import SpaceIndex
-from .engine.types import ModelIdentity, SearchRequest, SearchResult
+from .engine.search import SpaceIndex, decode_vector
 from .engine.vector import VectorIndex
+from .engine.types import ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading, StorageError
-from .store.sqlite import Change, SpaceInfo, StoredDocument, Store, WriteResult
+from .store.sqlite import Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
@@ -55,6 +55,8 @@ class Spaces:
             raise StorageError(f"the data directory {data_dir} is in use by another engram-index") from None
         self.store = Store(data_dir / "records.sqlite", read_only=read_only)
         self._indexes: dict[str, SpaceIndex] = {}
+        # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
+        self._next: dict[str, VectorIndex] = {}
         self._loading: set[str] = set()
         self._space_locks: dict[str, threading.RLock] = {}
         self._last_write: dict[str, float] = {}
@@ -86,6 +88,20 @@ class Spaces:
                 self._indexes.pop(uri, None)
                 loaded.close()
         return info
+
+    def drop(self, uri: str) -> None:
+        """Forget a space: its records, its sync positions and its index files."""
+        if self.read_only:
+            raise StorageError("this data directory is open read-only")
+        with self._space_lock(uri):
+            index = self._indexes.pop(uri, None)
+            self._next.pop(uri, None)
+            if index is not None:
+                index.close()
+            space_id = self.store.drop_space(uri)
+            self._last_write.pop(uri, None)
+            if space_id is not None:
+                shutil.rmtree(self.data_dir / "spaces" / str(space_id), ignore_errors=True)
 
     def info(self, uri: str) -> SpaceInfo:
         """The store's view of a space (UnknownSpace when absent)."""
@@ -184,24 +200,68 @@ class Spaces:
         index.seq = info.seq
         if replayed or index.keyword.committed_seq != info.seq:
             index.commit()
+        if info.next_model is not None:
+            self._next[info.uri] = self._build_next(info)
         return index
 
     # -- writes -----------------------------------------------------------------------------
 
     def write(
-        self, uri: str, puts: Sequence[StoredDocument], deletes: Sequence[str] = ()
+        self, uri: str, puts: Sequence[StoredDocument], deletes: Sequence[str] = (), also: Sequence[Statement] = ()
     ) -> WriteResult:
-        """Store documents durably, then apply them to the space's index if it is loaded."""
+        """Store documents durably (with `also` in the same transaction), then apply them to the index if loaded."""
         if self.read_only:
             raise StorageError("this data directory is open read-only")
         info = self.store.space(uri)
         with self._space_lock(uri):
-            result = self.store.write(info.id, puts, deletes)
+            result = self.store.write(info.id, puts, deletes, also)
             self._last_write[uri] = time.monotonic()
             index = self._indexes.get(uri)
             if index is not None and result.changes:
                 index.apply(((c.ord, c.document) for c in result.changes), result.seq)
+                shadow = self._next.get(uri)
+                if shadow is not None:
+                    _apply_next(shadow, result.changes)
         return result
+
+    # -- moving to a new model ----------------------------------------------------------------
+
+    def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
+        """Declare (or clear) the model a space moves to; its vectors are kept ready beside the index."""
+        with self._space_lock(uri):
+            self.store.set_next_model(uri, model)
+            self._next.pop(uri, None)
+            if model is not None and uri in self._indexes:
+                self._next[uri] = self._build_next(self.store.space(uri))
+
+    def _build_next(self, info: SpaceInfo) -> VectorIndex:
+        """The next model's vectors of every live memory, from the store."""
+        assert info.next_model is not None
+        shadow = VectorIndex(info.next_model.dims)
+        for batch in self.store.changes_since(info.id, 0):
+            _apply_next(shadow, batch)
+        return shadow
+
+    def switch_model(self, uri: str) -> None:
+        """Make the model a space was moving to its model, swapping the vectors in without a reload.
+
+        The store's promotion and the swap happen while the index is held exclusively, so every
+        search runs on one model's vectors or the other's, never a mix, and none waits for a load.
+        """
+        with self._space_lock(uri):
+            info = self.store.space(uri)
+            if info.next_model is None:
+                raise StorageError(f"{uri} is not moving to another model")
+            index = self._indexes.get(uri)
+            if index is None:
+                self.store.promote_next(uri)
+                return
+            shadow = self._next.pop(uri, None) or self._build_next(info)
+            with index.exclusive():
+                self.store.promote_next(uri)
+                index.vectors = shadow
+                index.dims = info.next_model.dims
+            log.info("%s now searches with %s", uri, info.next_model.model)
 
     def commit(self) -> None:
         """Make every pending keyword write durable and searchable now."""
@@ -329,6 +389,16 @@ class Spaces:
         self._indexes.clear()
         self.store.close()
         self._dir_lock.close()  # releases the lock
+
+
+def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:
+    """Apply changes to the vectors of the model a space moves to."""
+    for change in changes:
+        vec = decode_vector(change.document.next_vector, shadow.dims) if change.document is not None else None
+        if vec is None:
+            shadow.remove(change.ord)
+        else:
+            shadow.put(change.ord, vec)
 
 
 def _replay(keyword: KeywordIndex, changes: Sequence[Change]) -> None:

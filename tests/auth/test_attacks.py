@@ -354,9 +354,9 @@ def test_a_rotated_authority_key_is_picked_up_and_the_old_key_refused(tmp_path: 
 
 
 def test_a_slow_authority_document_is_503_and_a_malformed_one_401(tmp_path: Path) -> None:
-    with network(tmp_path, resolver_timeout=0.3) as n:
+    with network(tmp_path, resolver_timeout=1.0) as n:
         slow = n.k256.member(n.k256.space(), SERVICE_DID)
-        n.plc.delay = 1.0
+        n.plc.delay = 4.0  # well beyond the resolver's 1 s, even on a loaded machine
         n.credentials.resolver.forget(n.k256.did)
         r = search(n, slow.headers(), space=n.k256.space())
         assert (r.status_code, r.json()["error"]) == (503, "AuthorityUnreachable")

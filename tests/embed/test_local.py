@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 in numpy, from the packaged weights: agrees with sentence-transformers."""
+"""all-MiniLM-L6-v2 on onnxruntime, from the packaged weights: agrees with sentence-transformers."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import json
 import shutil
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from engram_index.embed.base import Embedder, ModelFilesError, document_text
+from engram_index.embed.base import Embedder, EmbedderError, ModelFilesError, document_text
 from engram_index.embed.local import (
     MAX_TOKENS,
     MINILM_IDENTITY,
@@ -85,6 +86,28 @@ def test_a_text_embeds_the_same_alone_or_padded_in_a_batch(minilm: MiniLMEmbedde
     assert float(cosines(alone, batched[1:2])[0]) >= 0.99999
 
 
+def test_a_pass_holds_at_most_batch_size_texts_and_pass_tokens_padded_tokens() -> None:
+    emb = MiniLMEmbedder(batch_size=4, pass_tokens=64)
+    passes: list[list[list[int]]] = []
+    forward = emb.forward
+    emb.forward = lambda batch: (passes.append(batch), forward(batch))[1]  # type: ignore[method-assign]
+    texts = [" ".join(["word"] * n) for n in (1, 30, 2, 3, 70, 4, 5, 6, 7, 8, 9, 10, 40, 3, 1)]
+    got = emb.embed_documents(texts)
+    assert sorted(len(row) for batch in passes for row in batch) == sorted(len(emb._tokenizer.encode(t).ids) for t in texts)
+    for batch in passes:  # a text longer than pass_tokens goes alone
+        assert len(batch) <= 4
+        assert len(batch) == 1 or len(batch) * max(len(row) for row in batch) <= 64
+    assert any(len(batch) == 1 and len(batch[0]) > 64 for batch in passes)
+    alone = np.concatenate([emb.embed_documents([t]) for t in texts])
+    assert float(cosines(got, alone).min()) >= 0.99999
+    emb.close()
+
+
+def test_fewer_than_one_token_per_pass_is_refused() -> None:
+    with pytest.raises(ValueError, match="pass_tokens must be at least 1"):
+        MiniLMEmbedder(pass_tokens=0)
+
+
 def test_the_identity_is_all_minilm_l6_v2_by_its_weights_digest(minilm: MiniLMEmbedder) -> None:
     assert isinstance(minilm, Embedder)
     assert minilm.identity == MINILM_IDENTITY
@@ -118,19 +141,30 @@ def test_loading_and_embedding_never_touch_the_network(monkeypatch: pytest.Monke
     emb.close()
 
 
-def test_blas_threads_are_limited_during_a_pass_and_restored_after(minilm: MiniLMEmbedder) -> None:
-    from threadpoolctl import threadpool_info
+def test_a_pass_runs_on_the_calling_thread_alone_unless_more_threads_are_asked_for(minilm: MiniLMEmbedder) -> None:
+    assert minilm.threads == 1
+    assert minilm._session.get_session_options().intra_op_num_threads == 1
+    emb = MiniLMEmbedder(threads=2)
+    assert emb._session.get_session_options().intra_op_num_threads == 2
+    emb.close()
 
-    def blas_threads() -> list[int]:
-        return [int(info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"]
 
-    before = blas_threads()
-    seen: list[list[int]] = []
-    forward = minilm.forward
-    minilm.forward = lambda batch: (seen.append(blas_threads()), forward(batch))[1]  # type: ignore[method-assign]
-    try:
-        minilm.embed_queries(["one", "two"])
-    finally:
-        del minilm.forward
-    assert seen and all(threads == [1] * len(before) for threads in seen)
-    assert blas_threads() == before
+def test_fewer_than_one_thread_is_refused() -> None:
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        MiniLMEmbedder(threads=0)
+
+
+def test_concurrent_callers_get_the_vectors_a_single_caller_gets(minilm: MiniLMEmbedder) -> None:
+    batches = [[f"query {i} about topic {j}" for j in range(i + 1)] for i in range(8)]
+    alone = [minilm.embed_queries(batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(minilm.embed_queries, batches))
+    for a, b in zip(alone, together, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_closed_embedder_refuses_to_embed() -> None:
+    emb = MiniLMEmbedder()
+    emb.close()
+    with pytest.raises(EmbedderError, match="closed"):
+        emb.embed_queries(["too late"])

@@ -17,7 +17,7 @@ from typing import Any
 import regex
 
 from ..errors import BadRecord, InvalidInput
-from ..records import graphemes, is_did, parse_datetime_ms
+from ..records import within_graphemes, is_did, parse_datetime_ms
 
 _AT_URI = regex.compile(r"^at://[^/\s]+(/[^\s]*)?$")
 _CID = regex.compile(r"^[a-zA-Z0-9+=/_-]{8,256}$")
@@ -150,7 +150,7 @@ def _check_scalar(name: str, value: Any, spec: Def) -> None:
             raise InvalidInput(f"{name} must be a string")
         if "maxLength" in spec and len(value.encode("utf-8", "surrogatepass")) > spec["maxLength"]:
             raise InvalidInput(f"{name} is longer than {spec['maxLength']} bytes")
-        if "maxGraphemes" in spec and graphemes(value) > spec["maxGraphemes"]:
+        if "maxGraphemes" in spec and not within_graphemes(value, spec["maxGraphemes"]):
             raise InvalidInput(f"{name} is longer than {spec['maxGraphemes']} graphemes")
         if "knownValues" in spec and value not in spec["knownValues"]:
             raise InvalidInput(f"{name} must be one of {', '.join(spec['knownValues'])}")

@@ -29,7 +29,7 @@ async def notify_credential_revoked(request: Request) -> dict[str, Any]:
     if request.method != "POST":
         raise InvalidInput(f"{NSID} is a procedure: POST a JSON body")
     issuer = await ServiceAuth(credentials.service_did, credentials.resolver).verify(request, NSID)
-    body = await _json_body(request)
+    body = await json_body(request)
     space, jti, exp = body.get("space"), body.get("jti"), body.get("exp")
     if not isinstance(space, str) or not isinstance(jti, str) or not jti or len(jti) > 256:
         raise InvalidInput("the body needs space (a space URI) and jti (the credential's id)")
@@ -46,7 +46,8 @@ async def notify_credential_revoked(request: Request) -> dict[str, Any]:
     return {}
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object body, at most MAX_BODY_BYTES."""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)

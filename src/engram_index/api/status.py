@@ -7,6 +7,8 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from ..records import format_datetime_ms
+from ..store.syncstate import SyncState
 from .xrpc import checked_space
 
 NSID = "garden.engram.getSpaceStatus"
@@ -24,4 +26,16 @@ async def get_space_status(request: Request) -> dict[str, Any]:
     }
     if info.model is not None:
         out["config"] = {"model": info.model.model, "modelDigest": info.model.digest, "dims": info.model.dims}
+    state = SyncState(spaces.store)
+    if await run_in_threadpool(state.is_configured, info.uri):
+        failed, invalid = await run_in_threadpool(state.problems, info.uri)
+        synced = {space: (problem, ms) for space, problem, ms in await run_in_threadpool(state.spaces)}
+        problem, synced_ms = synced.get(info.uri, (None, 0))
+        sync: dict[str, Any] = {"failedRepos": [{"repo": r, "problem": p} for r, p in failed]}
+        if synced_ms:
+            sync["syncedAt"] = format_datetime_ms(synced_ms)
+        if problem:
+            sync["problem"] = problem
+        out["sync"] = sync
+        out["skipped"] += [{"author": r, "count": n, "reason": f"not a valid memory: {p}"} for r, p, n in invalid]
     return out

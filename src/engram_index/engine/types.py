@@ -26,6 +26,7 @@ class Document:
 
     `created_ms` / `indexed_ms` are milliseconds since the Unix epoch (UTC). `vector` is the
     float16 little-endian bytes as received, or None for a document without a usable vector.
+    `next_vector` is the same for the model the space is moving to, while it moves.
     """
 
     id: str
@@ -37,6 +38,7 @@ class Document:
     indexed_ms: int = 0
     metadata: dict[str, Any] | None = None
     vector: bytes | None = None
+    next_vector: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,9 +52,50 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX documents_by_seq ON documents(space_id, seq);
     CREATE INDEX documents_by_created ON documents(space_id, deleted, created_ms);
     """,
+    # Sync (store/syncstate.py): the spaces to keep current, each member repo's verified position
+    # (revision and set-hash state) and every path of the repo with its CID (the set hash covers
+    # all records, memories or not), with why a record is not indexed, if so.
+    """
+    CREATE TABLE sync_spaces (
+        space TEXT PRIMARY KEY,
+        added_ms INTEGER NOT NULL DEFAULT 0,
+        space_rev TEXT,
+        notify_until_ms INTEGER NOT NULL DEFAULT 0,
+        synced_ms INTEGER NOT NULL DEFAULT 0,
+        problem TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE sync_repos (
+        space TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        rev TEXT,
+        state BLOB,
+        problem TEXT,
+        checked_ms INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (space, repo)
+    ) WITHOUT ROWID;
+    CREATE TABLE sync_paths (
+        space TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        path TEXT NOT NULL,
+        cid TEXT NOT NULL,
+        problem TEXT,
+        PRIMARY KEY (space, repo, path)
+    ) WITHOUT ROWID;
+    """,
+    # A space moving to a new model: the model it moves to, and each memory's vector for it.
+    """
+    ALTER TABLE documents ADD COLUMN next_vector BLOB;
+    ALTER TABLE spaces ADD COLUMN next_model TEXT;
+    ALTER TABLE spaces ADD COLUMN next_digest TEXT;
+    ALTER TABLE spaces ADD COLUMN next_dims INTEGER;
+    """,
 )
 
-_DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector"
+# Statements run inside a write's transaction, after its documents (see Store.write).
+Statement = tuple[str, tuple[Any, ...]]
+
+_DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
+_DOC_COLUMNS_NO_VECTORS = _DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
 
 
 # One page of the change log. A row value, not an OR: SQLite then seeks the (space_id, seq)
@@ -77,6 +118,7 @@ class SpaceInfo:
     query_prefix: str
     seq: int
     next_ord: int
+    next_model: ModelIdentity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +149,7 @@ class StoredDocument:
 
 def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:
     """Turn a row of _DOC_COLUMNS into (ord, Document)."""
-    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector = row
+    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector, next_vector = row
     doc = Document(
         id=doc_id,
         author=author,
@@ -118,6 +160,7 @@ def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:
         indexed_ms=indexed,
         metadata=json.loads(metadata) if metadata else None,
         vector=vector,
+        next_vector=next_vector,
     )
     return ord_, doc
 
@@ -208,17 +251,53 @@ class Store:
                 raise
         return self.space(uri)
 
+    def drop_space(self, uri: str) -> int | None:
+        """Delete a space with every record and sync position it has; returns its id (None when absent)."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT id FROM spaces WHERE uri=?", (uri,)).fetchone()
+                if row is not None:
+                    conn.execute("DELETE FROM documents WHERE space_id=?", (row[0],))
+                    conn.execute("DELETE FROM spaces WHERE id=?", (row[0],))
+                for table in ("sync_repos", "sync_paths"):
+                    conn.execute(f"DELETE FROM {table} WHERE space=?", (uri,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return None if row is None else int(row[0])
+
     def space(self, uri: str) -> SpaceInfo:
         """The space with this URI, or UnknownSpace."""
         row = self._reader().execute(
-            "SELECT id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord"
-            " FROM spaces WHERE uri=?",
+            "SELECT id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord,"
+            " next_model, next_digest, next_dims FROM spaces WHERE uri=?",
             (uri,),
         ).fetchone()
         if row is None:
             raise UnknownSpace(f"space not indexed here: {uri}")
         model = ModelIdentity(row[2], row[3], row[4]) if row[2] is not None else None
-        return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8])
+        next_model = ModelIdentity(row[9], row[10], row[11]) if row[9] is not None else None
+        return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8], next_model)
+
+    def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
+        """Declare (or clear) the model a space is moving to."""
+        fields = (model.model, model.digest, model.dims) if model else (None, None, None)
+        self.execute([("UPDATE spaces SET next_model=?, next_digest=?, next_dims=? WHERE uri=?", (*fields, uri))])
+
+    def promote_next(self, uri: str) -> None:
+        """Switch a space to the model it was moving to: each memory's next vector becomes its vector."""
+        info = self.space(uri)
+        if info.next_model is None:
+            raise StorageError(f"{uri} is not moving to another model")
+        self.execute([
+            ("UPDATE documents SET vector=next_vector, next_vector=NULL, skip_reason=CASE WHEN next_vector IS NULL"
+             " THEN 'no vector for the new model' ELSE NULL END WHERE space_id=? AND deleted=0", (info.id,)),
+            ("UPDATE spaces SET model=next_model, model_digest=next_digest, dims=next_dims, next_model=NULL,"
+             " next_digest=NULL, next_dims=NULL WHERE id=?", (info.id,)),
+        ])
 
     def spaces(self) -> list[str]:
         """The URIs of every space in the store."""
@@ -227,18 +306,25 @@ class Store:
     # -- writes -----------------------------------------------------------------------------
 
     def write(
-        self, space_id: int, puts: Sequence[StoredDocument], deletes: Sequence[str] = ()
+        self,
+        space_id: int,
+        puts: Sequence[StoredDocument],
+        deletes: Sequence[str] = (),
+        also: Sequence[Statement] = (),
     ) -> WriteResult:
         """Upsert and delete documents in one transaction; the result lists what changed.
 
         A put whose content equals the stored document changes nothing (no new sequence number),
-        so re-importing the same records is a no-op.
+        so re-importing the same records is a no-op. `also` runs in the same transaction: sync
+        advances a repo's position only together with the records it verified.
         """
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = self._write_locked(conn, space_id, puts, deletes)
+                for sql, params in also:
+                    conn.execute(sql, params)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -270,10 +356,11 @@ class Store:
                 json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True) if doc.metadata else None,
                 doc.vector,
                 item.skip_reason,
+                doc.next_vector,
             )
             old = conn.execute(
                 "SELECT ord, deleted, author, text, tags, source, created_ms, metadata, vector,"
-                " skip_reason FROM documents WHERE space_id=? AND doc_id=?",
+                " skip_reason, next_vector FROM documents WHERE space_id=? AND doc_id=?",
                 (space_id, doc.id),
             ).fetchone()
             if old is not None and not old[1] and tuple(old[2:]) == row:
@@ -284,15 +371,15 @@ class Store:
                 next_ord += 1
                 conn.execute(
                     "INSERT INTO documents(space_id, ord, doc_id, seq, deleted, author, text, tags,"
-                    " source, created_ms, indexed_ms, metadata, vector, skip_reason)"
-                    " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " source, created_ms, indexed_ms, metadata, vector, skip_reason, next_vector)"
+                    " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (space_id, ord_, doc.id, seq, *row[:5], doc.indexed_ms, *row[5:]),
                 )
             else:
                 ord_ = old[0]
                 conn.execute(
                     "UPDATE documents SET seq=?, deleted=0, author=?, text=?, tags=?, source=?,"
-                    " created_ms=?, indexed_ms=?, metadata=?, vector=?, skip_reason=?"
+                    " created_ms=?, indexed_ms=?, metadata=?, vector=?, skip_reason=?, next_vector=?"
                     " WHERE space_id=? AND ord=?",
                     (seq, *row[:5], doc.indexed_ms, *row[5:], space_id, ord_),
                 )
@@ -307,7 +394,7 @@ class Store:
             # A tombstone keeps the ordinal and carries the sequence, so replay sees the delete.
             conn.execute(
                 "UPDATE documents SET seq=?, deleted=1, text='', tags='[]', source=NULL,"
-                " metadata=NULL, vector=NULL, skip_reason=NULL WHERE space_id=? AND ord=?",
+                " metadata=NULL, vector=NULL, skip_reason=NULL, next_vector=NULL WHERE space_id=? AND ord=?",
                 (seq, space_id, old[0]),
             )
             changes.append(Change(old[0], seq, None))
@@ -328,7 +415,7 @@ class Store:
         wanted = list(ords)
         out: dict[int, Document] = {}
         conn = self._reader()
-        columns = _DOC_COLUMNS if vectors else _DOC_COLUMNS.replace(", vector", ", NULL")
+        columns = _DOC_COLUMNS if vectors else _DOC_COLUMNS_NO_VECTORS
         # SQLite caps bound parameters; 500 at a time stays well under every build's limit.
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
@@ -404,13 +491,30 @@ class Store:
             args += [json.dumps(tag, ensure_ascii=False), tag]
         if with_vector:
             where.append("vector IS NOT NULL")
-        columns = _DOC_COLUMNS.replace(", vector", ", NULL")
+        columns = _DOC_COLUMNS_NO_VECTORS
         rows = self._reader().execute(
             f"SELECT {columns} FROM documents WHERE {' AND '.join(where)}"
             " ORDER BY created_ms DESC, doc_id DESC LIMIT ?",
             (*args, limit),
         ).fetchall()
         return [_row_to_document(row) for row in rows]
+
+    def execute(self, statements: Sequence[Statement]) -> None:
+        """Run statements in one write transaction (for state that is not documents)."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    conn.execute(sql, params)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read query, on this thread's read connection."""
+        return self._reader().execute(sql, params).fetchall()
 
     def skipped(self, space_id: int) -> list[tuple[str, str, int]]:
         """(author, reason, count) of the live documents whose vector is not indexed, by author and reason."""

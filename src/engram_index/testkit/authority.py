@@ -18,6 +18,7 @@ class SpaceAuthority:
     space_key: bool = True  # publish a dedicated #atproto_space key (else credentials use #atproto)
     did: str = field(default_factory=new_plc_did)
     pds: str = "https://pds.invalid"
+    space_host: str | None = None  # published as #atproto_space_host when set
 
     def __post_init__(self) -> None:
         self.repo_key = PrivateKey.generate(self.alg)
@@ -34,8 +35,10 @@ class SpaceAuthority:
         keys = {"#atproto": self.repo_key}
         if self.space_key:
             keys["#atproto_space"] = self.credential_key
-        self.plc.publish(self.did, did_document(
-            self.did, keys, {"#atproto_pds": ("AtprotoPersonalDataServer", self.pds)}))
+        services = {"#atproto_pds": ("AtprotoPersonalDataServer", self.pds)}
+        if self.space_host is not None:
+            services["#atproto_space_host"] = ("AtprotoSpaceHost", self.space_host)
+        self.plc.publish(self.did, did_document(self.did, keys, services))
 
     def rotate(self) -> None:
         """Replace the credential-signing key and publish the new document."""

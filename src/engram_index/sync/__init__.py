@@ -1,0 +1,1 @@
+"""Keeping spaces current from the network: verified pulls from repo hosts, notifications, polling."""
