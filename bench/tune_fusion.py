@@ -1,6 +1,6 @@
-"""How the keyword weights and the fusion were chosen: a grid on SciFact, tuned on one half.
+"""How the identifier-part weight and the fusion were chosen: a grid on SciFact, tuned on one half.
 
-For each setting of the per-word alternative weights (exact / stem / part), collect every
+For each weight of an identifier part (keyword.PART_WEIGHT, against 1 for the word), collect every
 query's candidates once (top 200 by vector ∪ top 200 by BM25, each scored both ways), then
 score each fusion on the even-numbered queries (the tuning half) and the odd ones (held out).
 
@@ -20,13 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from engram_index.engine import fusion  # noqa: E402
 from engram_index.engine.analyzer import query_words  # noqa: E402
-from engram_index.engine.keyword import TermWeights  # noqa: E402
+from engram_index.engine import keyword  # noqa: E402
 from engram_index.engine.types import Document  # noqa: E402
 from engram_index.evaluation import EVAL_SPACE, MINILM, load_scifact, ndcg_at  # noqa: E402
 from engram_index.spaces import Spaces  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
 
-WEIGHTS = [(1.0, 0.5, 0.4), (1.0, 0.8, 0.4), (1.0, 1.0, 0.4), (1.0, 1.0, 0.6), (1.0, 1.0, 0.8)]
+WEIGHTS = [0.4, 0.6, 0.8, 1.0]
 FUSIONS = {
     **{f"convex minmax a={a}": (lambda s, b, a=a: fusion.convex(s, b, a, "minmax")) for a in (0.5, 0.6)},
     **{f"convex zscore a={a}": (lambda s, b, a=a: fusion.convex(s, b, a, "zscore")) for a in (0.5, 0.6, 0.7)},
@@ -37,7 +37,7 @@ FUSIONS = {
 
 
 def main() -> None:
-    """Print nDCG@10 (even / odd / all) per weights and fusion."""
+    """Print nDCG@10 (even / odd / all) per part weight and fusion."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scifact", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
     args = parser.parse_args()
@@ -55,9 +55,9 @@ def main() -> None:
         ])
         index = spaces.index(EVAL_SPACE)
         ids = index.columns.ids
-        print(f"{'weights e/s/p':<16}{'fusion':<22}{'even':>8}{'odd':>8}{'all':>8}")
-        for weights in WEIGHTS:
-            index.keyword.weights = TermWeights(*weights)
+        print(f"{'part weight':<16}{'fusion':<22}{'even':>8}{'odd':>8}{'all':>8}")
+        for weight in WEIGHTS:
+            keyword.PART_WEIGHT = weight
             pools = []
             for i, q in judged:
                 words = query_words(q["text"])
@@ -72,7 +72,7 @@ def main() -> None:
                     top = ords[np.argsort(-fuse(sims, bm25), kind="stable")[:10]]
                     per_query.append(ndcg_at([ids[o] for o in top], qrels[qid]))
                 even, odd = np.mean(per_query[0::2]), np.mean(per_query[1::2])
-                print(f"{'/'.join(map(str, weights)):<16}{name:<22}{even:>8.4f}{odd:>8.4f}{np.mean(per_query):>8.4f}")
+                print(f"{weight:<16}{name:<22}{even:>8.4f}{odd:>8.4f}{np.mean(per_query):>8.4f}")
         spaces.close()
 
 

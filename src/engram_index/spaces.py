@@ -20,7 +20,7 @@ from pathlib import Path
 from .engine.keyword import KeywordIndex, staging_path, swap_in
 from .engine.search import SpaceIndex, decode_vector
 from .engine.vector import VectorIndex
-from .engine.types import ModelIdentity, SearchRequest, SearchResult
+from .engine.types import Document, ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading, StorageError
 from .store.sqlite import Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
 
@@ -185,12 +185,14 @@ class Spaces:
             # The keyword files are ahead of the records (a restored backup): start them over.
             index.keyword.reset()
             kw_seq = 0
+        counts_seq = index.keyword.counts_seq  # the term counts may have been saved before that
         done = 0
         replayed = False
         for batch in self.store.changes_since(info.id, 0):
             live = [(c.ord, c.document) for c in batch if c.document is not None]
             # Columns and vectors are rebuilt from every record; the keyword index keeps its own.
             index.apply(live, index.seq, keyword=False, vectors=not shared)
+            index.keyword.count_only((c.ord, c.document) for c in batch if counts_seq < c.seq <= kw_seq)
             missed = [c for c in batch if c.seq > kw_seq]
             replayed = replayed or bool(missed)
             _replay(index.keyword, missed)
@@ -198,7 +200,9 @@ class Spaces:
             if progress is not None:
                 progress(info.uri, done, total)
         index.seq = info.seq
-        if replayed or index.keyword.committed_seq != info.seq:
+        if not self.read_only and index.keyword.counts_seq != info.seq:
+            index.save_counts()  # commits too
+        elif replayed or index.keyword.committed_seq != info.seq:
             index.commit()
         if info.next_model is not None:
             self._next[info.uri] = self._build_next(info)
@@ -302,22 +306,21 @@ class Spaces:
             return
         snapshot = info.seq
         shutil.rmtree(staging_path(path), ignore_errors=True)
-        fresh = KeywordIndex(staging_path(path), index.keyword.weights, heap_bytes=_COMPACT_HEAP)
+        fresh = KeywordIndex(staging_path(path), heap_bytes=_COMPACT_HEAP)
         for batch in self.store.changes_since(info.id, 0):
-            for change in batch:
-                # Rows changed after the snapshot come back in the replay below.
-                if change.document is not None and change.seq <= snapshot:
-                    fresh.upsert(change.ord, change.document)
+            # Rows changed after the snapshot come back in the replay below.
+            fresh.upsert_many((c.ord, c.document, False) for c in batch if c.document is not None and c.seq <= snapshot)
         fresh.commit(snapshot)
         with self._space_lock(uri), index.exclusive():
             for batch in self.store.changes_since(info.id, snapshot):
                 _replay(fresh, batch)
             fresh.commit(index.seq)
+            fresh.save_counts(index.seq)
             fresh.close()
             index.keyword.commit(index.seq)
             index.keyword.close()
             swap_in(path)
-            index.keyword = KeywordIndex(path, fresh.weights)
+            index.keyword = KeywordIndex(path)
         log.info("compacted the keyword index of %s", uri)
 
     def _due(self, quiet_s: float) -> list[str]:
@@ -370,6 +373,7 @@ class Spaces:
         for uri in self.store.spaces():
             with self._space_lock(uri):
                 index = self.index(uri)
+                index.save_counts()
                 if index.vectors is not None:
                     index.vectors.save(self._vectors_path(self.store.space(uri)), index.seq)
 
@@ -402,9 +406,13 @@ def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:
 
 
 def _replay(keyword: KeywordIndex, changes: Sequence[Change]) -> None:
-    """Apply changes from the log to a keyword index: deletes and (re)writes."""
+    """Apply changes from the log to a keyword index: deletes and (re)writes, in order."""
+    puts: list[tuple[int, Document, bool]] = []
     for change in changes:
         if change.document is None:
+            keyword.upsert_many(puts)
+            puts = []
             keyword.delete(change.ord)
         else:
-            keyword.upsert(change.ord, change.document)
+            puts.append((change.ord, change.document, True))
+    keyword.upsert_many(puts)

@@ -4,8 +4,11 @@ from pathlib import Path
 
 import pytest
 
+import tantivy
+
 from engram_index.engine.analyzer import QueryWord, query_words
-from engram_index.engine.keyword import KeywordIndex, TermWeights
+
+from engram_index.engine.keyword import KeywordIndex
 from engram_index.engine.types import Document, Filters
 
 
@@ -33,9 +36,22 @@ def ords(index: KeywordIndex, q: str, k: int = 10, filters: Filters | None = Non
     return index.search(query_words(q), k, filters)[0].tolist()
 
 
-def test_exact_word_outranks_a_stem_only_match(index: KeywordIndex) -> None:
+def test_a_word_matches_its_inflections_through_its_stem(index: KeywordIndex) -> None:
     got = ords(index, "timeouts")
-    assert got[0] == 1 and 0 in got  # "timeouts" exact in 1; "timeout" (stem) in 0
+    assert set(got) == {0, 1}  # "timeouts" in 1, "timeout" in 0
+
+
+def test_a_word_scores_by_its_stem_alone_so_inflections_score_alike(tmp_path: Path) -> None:
+    idx = KeywordIndex(None)
+    idx.upsert(0, doc(0, "running fast"))
+    idx.upsert(1, doc(1, "runs fast"))
+    idx.upsert(2, doc(2, "walking slowly"))
+    idx.commit(1)
+    found, scores = idx.search(query_words("running"), 10)
+    assert sorted(found.tolist()) == [0, 1]
+    assert scores[0] == pytest.approx(scores[1], rel=1e-6)
+    stem_alone = QueryWord(exact="~run", stem=None, parts=(), start=0, end=7)
+    assert scores[0] == pytest.approx(idx.search([stem_alone], 10)[1][0], rel=1e-6)
 
 
 def test_identifier_query_matches_its_parts_in_other_documents(index: KeywordIndex) -> None:
@@ -72,22 +88,6 @@ def test_scores_of_given_ordinals_equal_their_search_scores(index: KeywordIndex)
     assert got[1:].tolist() == pytest.approx(scores.tolist())
 
 
-def test_best_alternative_counts_once_per_word(tmp_path: Path) -> None:
-    idx = KeywordIndex(None, TermWeights(1.0, 0.5, 0.4))
-    idx.upsert(0, doc(0, "running"))
-    idx.upsert(1, doc(1, "runs"))
-    idx.commit(1)
-    found, scores = idx.search(query_words("running"), 10)
-    assert found.tolist() == [0, 1]
-    # Doc 1 matches only by stem: half the stem term's own BM25, counted once.
-    stem_alone = QueryWord(exact="~run", stem=None, parts=(), start=0, end=7)
-    stem_scores = dict(zip(*[a.tolist() for a in idx.search([stem_alone], 10)]))
-    assert scores[1] == pytest.approx(0.5 * stem_scores[1], rel=1e-5)
-    # Doc 0 matches both ways: the best alternative (exact), not the sum.
-    exact_alone = QueryWord(exact="running", stem=None, parts=(), start=0, end=7)
-    assert scores[0] == pytest.approx(idx.search([exact_alone], 10)[1][0], rel=1e-5)
-
-
 def test_replace_and_delete_are_visible_after_commit(index: KeywordIndex) -> None:
     index.upsert(3, doc(3, "a server for pasta"))
     index.delete(1)
@@ -118,31 +118,83 @@ def test_empty_query_finds_nothing(index: KeywordIndex) -> None:
 
 @pytest.mark.parametrize("k", [1, 3, 10])
 @pytest.mark.parametrize("filters", [None, Filters(tags=("infra",))])
-def test_one_pass_search_and_score_equals_search_plus_scores(index: KeywordIndex, k: int, filters: Filters | None) -> None:
+def test_search_and_score_equals_search_plus_scores(index: KeywordIndex, k: int, filters: Filters | None) -> None:
     words = query_words("http server timeout pasta")
-    candidates = [4, 3, 0]
+    candidates = [4, 2, 0]  # (all pass the filter, as the vector side's candidates do)
     top_ords, top_scores, cand_scores = index.search_and_score(words, k, filters, candidates)
     want_ords, want_scores = index.search(words, k, filters)
     assert top_ords.tolist() == want_ords.tolist()
-    assert top_scores.tolist() == pytest.approx(want_scores.tolist(), abs=1e-5)
-    passing = set(index.search(words, 100, filters)[0].tolist()) if filters else set(candidates)
-    want = [s if c in passing else 0.0 for c, s in zip(candidates, index.scores(words, candidates).tolist())]
-    assert cand_scores.tolist() == pytest.approx(want, abs=1e-5)
+    assert top_scores.tolist() == want_scores.tolist()
+    assert cand_scores.tolist() == index.scores(words, candidates).tolist()
+    assert cand_scores[0] == 0.0 and cand_scores[1] > 0
 
 
-def test_one_pass_scoring_falls_back_when_other_documents_outscore_the_offset(tmp_path: Path) -> None:
-    from engram_index.engine import keyword
+def test_each_terms_bm25_agrees_with_tantivys_where_it_keeps_exact_lengths(index: KeywordIndex) -> None:
+    # tantivy stores a length exactly below 40 terms; above, a byte code of it (ours stays exact).
+    searcher = index._searcher()
+    for term in ["~server", "server", "http", "httpserver", "timeout", "~timeout", "pasta", "the"]:
+        hits = searcher.search(tantivy.Query.term_query(index.schema, "body", term), 10).hits
+        assert hits, term
+        ords = searcher.fast_field_values("ord", [a for _, a in hits])
+        ours = index.counts.bm25([term], ords)
+        assert ours.tolist() == pytest.approx([s for s, _ in hits], rel=1e-5), term
 
+
+def test_a_word_counts_once_by_its_stem_else_its_exact_form_plus_its_parts(index: KeywordIndex) -> None:
+    counts = index.counts
+    ords = [0, 1, 2]
+    (server,) = query_words("servers")
+    got = index.scores([server], ords)
+    assert got.tolist() == pytest.approx(counts.bm25(["~server"], ords).tolist())
+    # "httpserver" typed plainly is stemmed, but the document holds the identifier whole, unstemmed.
+    (word,) = query_words("HTTPServer")
+    got = index.scores([word], ords)
+    want = counts.bm25(["httpserver"], ords) + 0.6 * (counts.bm25(["http"], ords) + counts.bm25(["server"], ords))
+    assert got.tolist() == pytest.approx(want.tolist())
+    (plain,) = query_words("httpserver")
+    assert index.scores([plain], [0])[0] == pytest.approx(counts.bm25(["httpserver"], [0])[0])
+
+
+def test_a_match_deleted_since_the_last_commit_is_not_returned(index: KeywordIndex) -> None:
+    index.delete(2)  # tantivy still finds it until the commit; its counts are gone at once
+    assert 2 not in ords(index, "http server")
+
+
+def test_term_counts_survive_reopening_without_counting_again(index: KeywordIndex, tmp_path: Path) -> None:
+    index.upsert(7, doc(7, "a server of servers"))
+    index.commit(2)
+    index.save_counts(2)
+    before = index.search(query_words("server"), 10)
+    index.close()
+    again = KeywordIndex(tmp_path / "kw")
+    assert again.counts_seq == 2 and len(again.counts) == 6
+    after = again.search(query_words("server"), 10)
+    assert after[0].tolist() == before[0].tolist() and after[1].tolist() == before[1].tolist()
+
+
+def test_saved_counts_ahead_of_the_index_or_from_before_a_reset_are_not_used(index: KeywordIndex, tmp_path: Path) -> None:
+    index.save_counts(5)  # claims more than the index committed (1)
+    index._writer = None  # (as after a crash: nothing more is saved)
+    ahead = KeywordIndex(tmp_path / "kw", read_only=True)
+    assert ahead.counts_seq == 0 and len(ahead.counts) == 0
+    again = KeywordIndex(tmp_path / "kw")
+    again.save_counts(1)
+    again.reset()
+    assert not (tmp_path / "kw" / "counts").exists()
+    again.upsert(0, doc(0, "fresh"))
+    again.commit(3)
+    again.close()
+    reopened = KeywordIndex(tmp_path / "kw")
+    assert reopened.counts_seq == 3 and reopened.counts.terms_of(0) == {"fresh": 1, "~fresh": 1}
+
+
+def test_candidates_outside_the_top_k_get_their_exact_scores(tmp_path: Path) -> None:
     idx = KeywordIndex(None)
     for i in range(30):
         idx.upsert(i, doc(i, "alpha " * (i + 1) + f"beta{i}"))
     idx.commit(1)
     words = query_words("alpha")
-    saved = keyword.CANDIDATE_OFFSET
-    keyword.CANDIDATE_OFFSET = 0.001  # every match now outscores the offset: the cut drops candidates
-    try:
-        _, _, got = idx.search_and_score(words, 2, None, [0, 1, 2])
-    finally:
-        keyword.CANDIDATE_OFFSET = saved
-    assert got.tolist() == pytest.approx(idx.scores(words, [0, 1, 2]).tolist(), abs=1e-5)
+    top, _, got = idx.search_and_score(words, 2, None, [0, 1, 2, 29])
+    assert 29 in top.tolist() and not {0, 1, 2} & set(top.tolist())
+    assert got.tolist() == pytest.approx(idx.scores(words, [0, 1, 2, 29]).tolist(), abs=1e-6)
     assert all(g > 0 for g in got)

@@ -1,12 +1,17 @@
-"""The keyword index: BM25 over our own analyzed terms, kept in tantivy.
+"""The keyword index: tantivy finds the best BM25 matches, our term counts score them.
 
 We feed tantivy the analyzer's terms joined by spaces and index them with a whitespace
-tokenizer, so tantivy does the postings, segments, deletes and BM25 (k1 = 1.2, b = 0.75), while
-the analysis (identifiers, stems, CJK bigrams) stays ours and identical at query time.
+tokenizer, so tantivy does the postings, segments, deletes, filters and a first BM25 ranking,
+while the analysis (identifiers, stems, CJK bigrams) stays ours and identical at query time.
+Beside it, the same terms go to a forward index (termcounts.py), which gives the reported BM25
+of tantivy's matches and of any other documents (the vector side's candidates) in one pass.
 
-Per query word the best alternative counts: tantivy's disjunction-max over the exact term
-(× 1.0), its stem (× 0.5) and the identifier's parts (× 0.4, summed), so a word never scores
-twice for matching both as itself and as its stem.
+tantivy's query is one sum of plain term clauses (each word's exact form, stem and identifier
+parts), which it prunes with block-max WAND: docs/design/engine.md measured it 4x faster than a
+disjunction-max per word. The reported score counts a word once: by its stem where the document
+holds it (every inflection, the exact form included), else by its exact form (an identifier
+is indexed whole without a stem), plus 0.6 × each identifier part. On SciFact this scores
+above the disjunction-max of exact, stem and parts that we ran before, in every mode.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,36 +30,26 @@ import tantivy
 
 from .analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
 from ..errors import StorageError
+from .termcounts import TermCounts
 from .types import Document, Filters
 
 SCHEMA_VERSION = 1
-# Above any BM25 a realistic query reaches, and a power of two so that float32 keeps BM25's
-# precision to about 4e-6 when it is added (see search_and_score).
-CANDIDATE_OFFSET = 64.0
 _META = "keyword.meta.json"
 _WRITER_HEAP = 64 * 1024 * 1024
-# Key term queries kept for reuse (about 100 bytes each); the cache starts over when full.
-_KEY_QUERY_CACHE = 1 << 18
+# The term counts are saved beside the index, at most this often while writes go on (and on
+# close): after a crash, the writes since the last save are counted again from the records.
+COUNTS_SAVE_S = 300.0
+_COUNTS = "counts"
 
 
-@dataclass(frozen=True, slots=True)
-class TermWeights:
-    """How much each kind of alternative of a query word counts."""
-
-    # Tuned on SciFact's even-numbered queries from the 1.0 / 0.5 / 0.4 start (docs/design/engine.md).
-    exact: float = 1.0
-    stem: float = 1.0
-    part: float = 0.6
-
-
-def document_terms(doc: Document) -> str:
-    """The whitespace-joined terms of a document's text, tags and source (one BM25 field)."""
+def document_terms(doc: Document) -> list[str]:
+    """The terms of a document's text, tags and source, in order (one BM25 field)."""
     terms = index_terms(doc.text)
     for tag in doc.tags:
         terms.extend(index_terms(tag))
     if doc.source:
         terms.extend(index_terms(doc.source))
-    return " ".join(terms)
+    return terms
 
 
 def searchable_words(words: Sequence[QueryWord]) -> list[QueryWord]:
@@ -67,6 +62,26 @@ def searchable_words(words: Sequence[QueryWord]) -> list[QueryWord]:
             seen.add(word.exact)
             out.append(word)
     return out
+
+
+# What an identifier part counts for, against 1 for the word itself (tuned on SciFact: 0.4 / 0.6 / 0.8 / 1).
+PART_WEIGHT = 0.6
+
+
+def query_terms(words: Sequence[QueryWord]) -> list[str]:
+    """The distinct terms the query looks for: every word's exact form, stem and identifier parts."""
+    out: dict[str, None] = {}
+    for word in words:
+        out[word.exact] = None
+        if word.stem:
+            out[word.stem] = None
+        out.update(dict.fromkeys(word.parts))
+    return list(out)
+
+
+def _parts(word: QueryWord) -> list[str]:
+    """A word's distinct identifier parts, other than the word itself."""
+    return [p for p in dict.fromkeys(word.parts) if p != word.exact]
 
 
 def staging_path(path: Path) -> Path:
@@ -110,7 +125,6 @@ class KeywordIndex:
     def __init__(
         self,
         path: Path | None,
-        weights: TermWeights | None = None,
         heap_bytes: int = _WRITER_HEAP,
         read_only: bool = False,
     ) -> None:
@@ -121,7 +135,6 @@ class KeywordIndex:
         """
         self.read_only = read_only
         self.path = path
-        self.weights = weights or TermWeights()
         self.schema = _build_schema()
         self._lock = threading.Lock()
         self.committed_seq = 0
@@ -150,32 +163,77 @@ class KeywordIndex:
         self._pending = False
         self._current: Any = None  # the searcher of the last commit, once asked for
         self._searcher_lock = threading.Lock()
-        self._key_queries: dict[int, tantivy.Query] = {}
+        self.counts, self.counts_seq = self._open_counts()
+        self._counts_saved = time.monotonic()
 
     # -- writes -----------------------------------------------------------------------------
 
     def upsert(self, ord_: int, doc: Document, replace: bool = True) -> None:
         """Add a document, replacing any earlier version at the same ordinal (unless told there is none)."""
-        tdoc = tantivy.Document()
-        tdoc.add_unsigned("ord", ord_)
-        tdoc.add_text("key", str(ord_))
-        tdoc.add_text("body", document_terms(doc))
-        tdoc.add_text("author", doc.author)
-        for tag in doc.tags:
-            tdoc.add_text("tags", tag)
-        tdoc.add_integer("created", doc.created_ms)
+        self.upsert_many([(ord_, doc, replace)])
+
+    def upsert_many(self, docs: Iterable[tuple[int, Document, bool]]) -> None:
+        """Add documents as (ordinal, document, whether an earlier version may be there to replace)."""
+        docs = list(docs)
+        if not docs:
+            return
+        rows: list[tuple[int, list[str]]] = []
         with self._lock:
             writer = self._writable()
-            if replace:
-                writer.delete_documents_by_term("key", str(ord_))
-            writer.add_document(tdoc)
+            for ord_, doc, replace in docs:
+                terms = document_terms(doc)
+                tdoc = tantivy.Document()
+                tdoc.add_unsigned("ord", ord_)
+                tdoc.add_text("key", str(ord_))
+                tdoc.add_text("body", " ".join(terms))
+                tdoc.add_text("author", doc.author)
+                for tag in doc.tags:
+                    tdoc.add_text("tags", tag)
+                tdoc.add_integer("created", doc.created_ms)
+                if replace:
+                    writer.delete_documents_by_term("key", str(ord_))
+                writer.add_document(tdoc)
+                rows.append((ord_, terms))
+            self.counts.put_many(rows)
             self._pending = True
 
     def delete(self, ord_: int) -> None:
         """Remove the document at this ordinal."""
         with self._lock:
             self._writable().delete_documents_by_term("key", str(ord_))
+            self.counts.remove(ord_)
             self._pending = True
+
+    def count_only(self, changes: Iterable[tuple[int, Document | None]]) -> None:
+        """Bring the term counts up to date with changes that tantivy already holds (None: deleted)."""
+        rows: list[tuple[int, list[str]]] = []
+        for ord_, doc in changes:
+            if doc is None:
+                self.counts.put_many(rows)
+                rows = []
+                self.counts.remove(ord_)
+            else:
+                rows.append((ord_, document_terms(doc)))
+        self.counts.put_many(rows)
+
+    def _open_counts(self) -> tuple[TermCounts, int]:
+        """The saved term counts and the sequence they reflect (empty at 0 when none fit the index)."""
+        if self.path is None:
+            return TermCounts(), 0
+        opened = TermCounts.open(self.path / _COUNTS, shared=self.read_only)
+        if opened is None or opened[1] > self.committed_seq:
+            return TermCounts(), 0
+        return opened
+
+    def save_counts(self, seq: int, *, if_due: bool = False) -> None:
+        """Save the term counts as of `seq` (the caller holds off writes); if_due: only when changed and not saved lately."""
+        if self.path is None or self.read_only:
+            return
+        if if_due and (not self.counts.changed or time.monotonic() - self._counts_saved < COUNTS_SAVE_S):
+            return
+        self.counts.save(self.path / _COUNTS, seq)
+        self.counts_seq = seq
+        self._counts_saved = time.monotonic()
 
     @property
     def pending(self) -> bool:
@@ -200,11 +258,17 @@ class KeywordIndex:
         """Drop every document (durably), as before a full rebuild."""
         with self._lock:
             self._writable().delete_all_documents()
+            self.counts.clear()
+            self.counts_seq = 0
             self._pending = True
+            if self.path is not None:
+                shutil.rmtree(self.path / _COUNTS, ignore_errors=True)  # never to be opened again
         self.commit(0)
 
     def close(self) -> None:
-        """Let background merges finish and release the writer."""
+        """Save the term counts when every write is committed, let background merges finish, release the writer."""
+        if self.counts.changed and not self._pending:
+            self.save_counts(self.committed_seq)
         with self._lock:
             if self._writer is not None:
                 self._writer.wait_merging_threads()
@@ -240,24 +304,10 @@ class KeywordIndex:
 
     # -- queries ----------------------------------------------------------------------------
 
-    def _word_query(self, word: QueryWord) -> tantivy.Query:
-        """One query word: the best of its exact form, stem and identifier parts."""
-        w = self.weights
+    def _words_query(self, terms: Sequence[str]) -> tantivy.Query:
+        """The scoring part of a query: a sum of plain term clauses (which block-max WAND can prune)."""
         term = tantivy.Query.term_query
-        alternatives = [tantivy.Query.boost_query(term(self.schema, "body", word.exact), w.exact)]
-        if word.stem and word.stem != word.exact:
-            alternatives.append(
-                tantivy.Query.boost_query(term(self.schema, "body", word.stem), w.stem)
-            )
-        parts = [p for p in dict.fromkeys(word.parts) if p != word.exact]
-        if parts:
-            parts_q = tantivy.Query.boolean_query(
-                [(tantivy.Occur.Should, term(self.schema, "body", p)) for p in parts]
-            )
-            alternatives.append(tantivy.Query.boost_query(parts_q, w.part))
-        if len(alternatives) == 1:
-            return alternatives[0]
-        return tantivy.Query.disjunction_max_query(alternatives)
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, term(self.schema, "body", t)) for t in terms])
 
     def _filter_clauses(self, filters: Filters) -> list[tuple[tantivy.Occur, tantivy.Query]]:
         """Filters as clauses that must match and add nothing to the score."""
@@ -274,20 +324,19 @@ class KeywordIndex:
             )
         return [(tantivy.Occur.Must, tantivy.Query.const_score_query(c, 0.0)) for c in clauses]
 
+    def _query(self, terms: Sequence[str], filters: Filters | None) -> tantivy.Query:
+        """The terms' query, restricted to documents matching the filters (which add nothing to the score)."""
+        query = self._words_query(terms)
+        if filters is not None and not filters.is_empty():
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), *self._filter_clauses(filters)])
+        return query
+
     def search(
         self, words: Sequence[QueryWord], k: int, filters: Filters | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The top-k ordinals by BM25 and their scores (best first) among documents matching the filters."""
-        words = searchable_words(words)
-        if not words or k <= 0:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
-        should = [(tantivy.Occur.Should, self._word_query(w)) for w in words]
-        query = tantivy.Query.boolean_query(should)
-        if filters is not None and not filters.is_empty():
-            query = tantivy.Query.boolean_query(
-                [(tantivy.Occur.Must, query), *self._filter_clauses(filters)]
-            )
-        return self._run(query, k)
+        ords, scores, _ = self.search_and_score(words, k, filters, ())
+        return ords, scores
 
     def search_and_score(
         self,
@@ -296,83 +345,44 @@ class KeywordIndex:
         filters: Filters | None,
         candidates: Sequence[int] | np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The top-k by BM25 (like `search`) and the exact BM25 of each candidate, in one pass.
+        """The top-k by BM25 (like `search`) and the BM25 of each candidate, scored together.
 
-        Candidates are expected to pass the filters (the vector side applies the same ones); one
-        that does not scores 0.
-
-        The candidates' keys are an optional clause with a constant score of CANDIDATE_OFFSET,
-        so all of them rank above every other match and one top-(k + candidates) cut returns
-        both lists; a candidate's BM25 is its score minus the offset (float32: within 4e-6).
-        Measured against a top-k search plus a second pass over the candidates: 2.7-3.5 ms
-        against 5.0-6.1 ms at 100k memories. Should more than k other documents outscore the
-        offset, the candidates cut off are scored exactly by a second pass.
+        tantivy picks the k best matches by its own (length-quantized) BM25; the term counts
+        score them and the candidates, which are expected to pass the filters (the vector side
+        applies the same ones). Matches deleted since the last commit score 0 and are dropped.
         """
         words = searchable_words(words)
-        cand = np.asarray(candidates, np.int64)
-        cand_scores = np.zeros(cand.size, np.float32)
-        if not words:
-            return np.empty(0, np.int64), np.empty(0, np.float32), cand_scores
-        query = tantivy.Query.boolean_query([(tantivy.Occur.Should, self._word_query(w)) for w in words])
-        if filters is not None and not filters.is_empty():
-            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), *self._filter_clauses(filters)])
-        if cand.size:
-            keys = tantivy.Query.const_score_query(self._keys(cand.tolist()), CANDIDATE_OFFSET)
-            query = tantivy.Query.boolean_query([(tantivy.Occur.Should, query), (tantivy.Occur.Should, keys)])
-        wanted = k + int(cand.size)
-        ords, scores = self._run(query, wanted)
-        # Where each hit sits among the candidates (they are distinct), if it is one of them.
-        by_ord = np.argsort(cand, kind="stable")
-        at = np.minimum(np.searchsorted(cand[by_ord], ords), max(cand.size - 1, 0))
-        is_cand = cand[by_ord[at]] == ords if cand.size else np.zeros(ords.size, bool)
-        where = by_ord[at[is_cand]]
-        # Exact in float32: a candidate scores CANDIDATE_OFFSET + BM25, within a factor of two of the offset.
-        cand_scores[where] = np.maximum(scores[is_cand] - np.float32(CANDIDATE_OFFSET), np.float32(0.0))
-        found = np.zeros(cand.size, bool)
-        found[where] = True
-        if len(ords) == wanted and not found.all():
-            missing = np.flatnonzero(~found)
-            cand_scores[missing] = self.scores(words, cand[missing].tolist())
-        # The keyword top-k over everything: the other matches and the candidates that match.
-        pool_ords = np.concatenate([ords[~is_cand], cand[cand_scores > 0]])
-        pool_scores = np.concatenate([scores[~is_cand], cand_scores[cand_scores > 0]])
-        order = np.argsort(-pool_scores, kind="stable")[:k]
-        return pool_ords[order], pool_scores[order], cand_scores
+        terms = query_terms(words)
+        cand = np.asarray(candidates, np.int64).reshape(-1)
+        if not terms:
+            return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(cand.size, np.float32)
+        found = self._find(self._query(terms, filters), k) if k > 0 else np.empty(0, np.int64)
+        scores = self._score(words, np.concatenate([found, cand]))
+        top, cand_scores = scores[: found.size], scores[found.size :]
+        order = np.argsort(-top, kind="stable")
+        order = order[top[order] > 0]
+        return found[order], top[order], cand_scores
 
-    def _keys(self, ords: Sequence[int]) -> tantivy.Query:
-        """A query matching exactly these ordinals (a union of their key terms)."""
-        return tantivy.Query.boolean_query([(tantivy.Occur.Should, self._key(int(o))) for o in ords])
+    def scores(self, words: Sequence[QueryWord], ords: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The BM25 score of each given ordinal (0 where no query word occurs)."""
+        return self._score(searchable_words(words), np.asarray(ords, np.int64))
 
-    def _key(self, ord_: int) -> tantivy.Query:
-        """The term query of one ordinal's key, built once (half the cost of a candidates' clause)."""
-        query = self._key_queries.get(ord_)
-        if query is None:
-            if len(self._key_queries) >= _KEY_QUERY_CACHE:
-                self._key_queries.clear()
-            query = self._key_queries[ord_] = tantivy.Query.term_query(self.schema, "key", str(ord_))
-        return query
-
-    def scores(self, words: Sequence[QueryWord], ords: Sequence[int]) -> np.ndarray:
-        """The exact BM25 score of each given ordinal (0 where no query word occurs)."""
-        words = searchable_words(words)
-        out = np.zeros(len(ords), np.float32)
-        if not words or not len(ords):
-            return out
-        # The ordinals drive the iteration, so this costs O(candidates), not O(postings). A
-        # union of key terms beats tantivy's term-set query here, which walks the dictionary
-        # (0.9 vs 1.5 ms for 200 keys at 100k documents, bench notes in docs/design/engine.md).
-        keys = self._keys(ords)
-        query = tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Must, tantivy.Query.const_score_query(keys, 0.0)),
-                *[(tantivy.Occur.Should, self._word_query(w)) for w in words],
-            ]
-        )
-        found_ords, found_scores = self._run(query, len(ords))
-        where = {int(o): i for i, o in enumerate(ords)}
-        for o, s in zip(found_ords.tolist(), found_scores.tolist()):
-            out[where[o]] = s
-        return out
+    def _score(self, words: Sequence[QueryWord], ords: np.ndarray) -> np.ndarray:
+        """The BM25 of each ordinal for these (searchable) words: per word its stem's part where the
+        document holds the stem, else its exact form's, plus PART_WEIGHT × each identifier part's."""
+        terms = query_terms(words)
+        column = {term: i for i, term in enumerate(terms)}
+        parts = self.counts.term_scores(terms, ords)
+        out = np.zeros(ords.size, np.float64)
+        for word in words:
+            own = parts[:, column[word.exact]]
+            if word.stem and word.stem != word.exact:
+                stem = parts[:, column[word.stem]]
+                own = np.where(stem > 0, stem, own)
+            out += own
+            for part in _parts(word):
+                out += PART_WEIGHT * parts[:, column[part]]
+        return out.astype(np.float32)
 
     def _searcher(self) -> Any:
         """The searcher of the last commit (kept between searches; a commit or reload replaces it)."""
@@ -384,14 +394,13 @@ class KeywordIndex:
                 searcher = self._current
         return searcher
 
-    def _run(self, query: tantivy.Query, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Run a query and map tantivy's addresses to our ordinals."""
+    def _find(self, query: tantivy.Query, k: int) -> np.ndarray:
+        """The ordinals of tantivy's top-k for a query, best first."""
         searcher = self._searcher()
         hits = searcher.search(query, k, count=False).hits
         if not hits:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
-        ords = searcher.fast_field_values("ord", [addr for _, addr in hits])
-        return np.asarray(ords, np.int64), np.asarray([s for s, _ in hits], np.float32)
+            return np.empty(0, np.int64)
+        return np.asarray(searcher.fast_field_values("ord", [addr for _, addr in hits]), np.int64)
 
     def num_docs(self) -> int:
         """The number of committed, live documents."""

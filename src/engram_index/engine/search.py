@@ -97,6 +97,7 @@ class SpaceIndex:
         and the vectors unless told not to: they may be loaded already)."""
         with self._lock.write():
             pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
+            words: list[tuple[int, Document, bool]] = []  # keyword writes, in order, in bulk
             index = self.vectors if vectors else None
             for ord_, doc in changes:
                 was_live = ord_ < self.columns.size and bool(self.columns.live[ord_])
@@ -106,6 +107,8 @@ class SpaceIndex:
                     if index is not None:
                         index.remove(ord_)
                     if keyword:
+                        self.keyword.upsert_many(words)
+                        words = []
                         self.keyword.delete(ord_)
                     continue
                 self.columns.put(ord_, doc)
@@ -117,15 +120,25 @@ class SpaceIndex:
                         index.remove(ord_)
                 if keyword:
                     # An ordinal that was not live has nothing in the keyword index to replace.
-                    self.keyword.upsert(ord_, doc, replace=was_live)
+                    words.append((ord_, doc, was_live))
+            if words:
+                self.keyword.upsert_many(words)
             if index is not None and pending:
                 index.put_many(np.fromiter(pending, np.int64), np.stack(list(pending.values())))
             self.seq = max(self.seq, seq)
 
     def commit(self) -> None:
-        """Make keyword writes durable and searchable (vectors are searchable at once)."""
-        with self._lock.read():  # not while the keyword index is being swapped
+        """Make keyword writes durable and searchable (vectors are searchable at once); save the term counts when due."""
+        with self._lock.read():  # not while the keyword index is being swapped, nor written
             self.keyword.commit(self.seq)
+            self.keyword.save_counts(self.seq, if_due=True)
+
+    def save_counts(self) -> None:
+        """Save the term counts now (after a commit), so that a restart need not count again."""
+        with self._lock.read():
+            self.keyword.commit(self.seq)
+            if self.keyword.counts.changed or self.keyword.counts_seq != self.seq:
+                self.keyword.save_counts(self.seq)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -134,8 +147,8 @@ class SpaceIndex:
             yield
 
     def close(self) -> None:
-        """Commit and release the keyword writer."""
-        self.commit()
+        """Commit, save the term counts and release the keyword writer."""
+        self.save_counts()
         self.keyword.close()
 
     def __len__(self) -> int:
