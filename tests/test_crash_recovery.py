@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engram_index.engine.keyword import document_terms
+from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import SearchRequest
 from engram_index.spaces import Spaces
 
@@ -20,8 +22,11 @@ WRITER = textwrap.dedent(
     """
     import sys, numpy as np
     from pathlib import Path
+    from engram_index.engine import keyword
     from engram_index.engine.types import Document, ModelIdentity
     from engram_index.spaces import Spaces
+
+    keyword.COUNTS_SAVE_S = float(sys.argv[4])  # how often the term counts are saved
     from engram_index.store.sqlite import StoredDocument
 
     spaces = Spaces(Path(sys.argv[1]), commit_interval=0.05)
@@ -44,11 +49,11 @@ WRITER = textwrap.dedent(
 )
 
 
-def run_and_kill(data: Path, seed: int, after_acks: int) -> tuple[set[str], set[str]]:
-    """Run the writer until it has acknowledged `after_acks` batches, then SIGKILL it."""
+def run_and_kill(data: Path, seed: int, after_acks: int, save_s: float = 300.0) -> tuple[set[str], set[str]]:
+    """Run the writer (saving term counts every `save_s`) until it has acknowledged `after_acks` batches, then SIGKILL it."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(data), URI, str(seed)],
+        [sys.executable, "-c", WRITER, str(data), URI, str(seed), str(save_s)],
         stdout=subprocess.PIPE, text=True, env=env,
     )
     written: set[str] = set()
@@ -70,9 +75,11 @@ def run_and_kill(data: Path, seed: int, after_acks: int) -> tuple[set[str], set[
     return written, deleted
 
 
-@pytest.mark.parametrize("seed, acks", [(1, 3), (2, 40), (3, 120)])
-def test_every_acknowledged_write_survives_kill_9_and_the_index_agrees(tmp_path: Path, seed: int, acks: int) -> None:
-    written, deleted = run_and_kill(tmp_path, seed, acks)
+@pytest.mark.parametrize("seed, acks, save_s", [(1, 3, 300.0), (2, 40, 300.0), (3, 120, 300.0), (5, 120, 0.0)])
+def test_every_acknowledged_write_survives_kill_9_and_the_index_agrees(
+    tmp_path: Path, seed: int, acks: int, save_s: float
+) -> None:
+    written, deleted = run_and_kill(tmp_path, seed, acks, save_s)
     spaces = Spaces(tmp_path)
     try:
         info = spaces.info(URI)
@@ -94,6 +101,14 @@ def test_every_acknowledged_write_survives_kill_9_and_the_index_agrees(tmp_path:
         vec = np.ones(8, np.float32)
         got = index.search(SearchRequest(mode="vector", vector=vec, limit=50, explain=False))
         assert {h.document.id for h in got.hits} <= live
+        # The term counts (saved earlier or never, then caught up) agree with the records.
+        records = spaces.store.documents(info.id, range(info.next_ord))
+        fresh = TermCounts()
+        fresh.put_many((o, document_terms(d)) for o, d in records.items())
+        assert len(index.keyword.counts) == len(fresh) == len(live)
+        for terms in (["memory"], ["~thing", "word7", "word70", "word99"]):
+            ords = np.arange(info.next_ord)
+            assert index.keyword.counts.bm25(terms, ords).tolist() == fresh.bm25(terms, ords).tolist()
     finally:
         spaces.close()
 
