@@ -82,7 +82,7 @@ class Inline(Executor):
 
 PARTS = [
     (engine_search.SpaceIndex, "search", "engine: the whole search"),
-    (KeywordIndex, "search_and_score", "engine: keyword (tantivy, one pass)"),
+    (KeywordIndex, "search_and_score", "engine: keyword (tantivy + term counts)"),
     (VectorIndex, "search", "engine: vector scan + exact re-rank"),
     (VectorIndex, "similarities", "engine: cosines of keyword-only candidates"),
     (engine_search.SpaceIndex, "_explain", "engine: explanations (10 hits)"),

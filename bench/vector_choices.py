@@ -1,0 +1,70 @@
+"""The measurements behind the coarse scan's kernel: sign-code Hamming distances over n codes.
+
+For random codes (the kernel's cost does not depend on the values), thread CPU ms per scan of n
+codes, median of --rounds rounds of 10 scans, rounds alternating between the variants:
+  - simsimd's `hamming` on packed rows of 8, 16, 24 and 48 bytes (48: 384 dimensions, ours);
+  - numpy's `bitwise_count` over column-major 64-bit words (xor, count, add per word, into
+    preallocated buffers), for 1 and 6 words.
+A cost flat in the row width means the per-row call dominates, so a narrower first pass
+cannot save time with simsimd.
+
+    python bench/vector_choices.py [--n 100000] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import simsimd
+
+
+def simsimd_scan(n: int, width: int, rng: np.random.Generator) -> Callable[[], object]:
+    """One simsimd Hamming scan over n packed rows of `width` bytes."""
+    codes = rng.integers(0, 256, (n, width), dtype=np.uint8)
+    query = codes[3].copy()
+    return lambda: simsimd.hamming(query, codes, "bin8", out_dtype="float32")
+
+
+def numpy_scan(n: int, words: int, rng: np.random.Generator) -> Callable[[], object]:
+    """One numpy popcount scan over n codes of `words` 64-bit words stored column-major."""
+    columns = rng.integers(0, 2**63, (words, n), dtype=np.uint64)
+    query = columns[:, 3].copy()
+    total, word, ones = np.empty(n, np.uint16), np.empty(n, np.uint64), np.empty(n, np.uint8)
+
+    def scan() -> object:
+        total[:] = 0
+        for j in range(words):
+            np.bitwise_xor(columns[j], query[j], out=word)
+            np.bitwise_count(word, out=ones)
+            np.add(total, ones, out=total)
+        return total
+
+    return scan
+
+
+def main() -> None:
+    """Print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    variants = {f"simsimd hamming, {w}-byte rows": simsimd_scan(args.n, w, rng) for w in (8, 16, 24, 48)}
+    variants.update({f"numpy bitwise_count, {w} column word(s)": numpy_scan(args.n, w, rng) for w in (1, 6)})
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, scan in variants.items():
+            began = time.thread_time()
+            for _ in range(10):
+                scan()
+            samples[name].append((time.thread_time() - began) / 10 * 1000)
+    print(f"coarse scan of {args.n:,} codes, thread CPU ms, median (min) of {args.rounds} rounds")
+    for name, values in samples.items():
+        print(f"  {name:42s}{np.median(values):8.3f}  ({min(values):.3f})")
+
+
+if __name__ == "__main__":
+    main()
