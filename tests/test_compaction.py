@@ -3,7 +3,10 @@
 import threading
 from pathlib import Path
 
-from engram_index.engine.keyword import KeywordIndex, staging_path
+import numpy as np
+
+from engram_index.engine.keyword import KeywordIndex, document_terms, staging_path
+from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest
 from engram_index.spaces import Spaces
 from engram_index.store.sqlite import StoredDocument
@@ -66,8 +69,28 @@ def test_writes_during_compaction_are_kept(tmp_path: Path) -> None:
         store_ids = {d.id for d in spaces.store.documents(spaces.info(URI).id, range(100_000)).values()}
         assert set(found(spaces, "note")) == store_ids
         assert spaces.index(URI).keyword.num_docs() == len(store_ids)
+        assert_counts_match_records(spaces)
+        spaces._indexes[URI].keyword._writer = None  # a crash: nothing saved since the compaction
+        spaces._indexes.clear()
+        spaces.close()
+        again = Spaces(tmp_path)
+        assert_counts_match_records(again)  # saved at the snapshot, the rest counted again
+        spaces = again
     finally:
         spaces.close()
+
+
+def assert_counts_match_records(spaces: Spaces) -> None:
+    """The term counts behind BM25 equal counts built afresh from the records."""
+    info = spaces.info(URI)
+    records = spaces.store.documents(info.id, range(info.next_ord))
+    fresh = TermCounts()
+    fresh.put_many((o, document_terms(d)) for o, d in records.items())
+    counts = spaces.index(URI).keyword.counts
+    ords = np.arange(info.next_ord)
+    assert len(counts) == len(fresh) == len(records)
+    for terms in (["note"], ["during", "common", "number5", "~number1005"]):
+        assert counts.bm25(terms, ords).tolist() == fresh.bm25(terms, ords).tolist()
 
 
 def test_the_compacted_index_survives_reopening(tmp_path: Path) -> None:

@@ -311,16 +311,19 @@ class Spaces:
             # Rows changed after the snapshot come back in the replay below.
             fresh.upsert_many((c.ord, c.document, False) for c in batch if c.document is not None and c.seq <= snapshot)
         fresh.commit(snapshot)
+        # Saved before searches are held off (a large space's counts take a while to write); the
+        # writes after the snapshot are counted in memory below and saved later, or counted
+        # again from the records after a crash.
+        fresh.save_counts(snapshot)
         with self._space_lock(uri), index.exclusive():
             for batch in self.store.changes_since(info.id, snapshot):
                 _replay(fresh, batch)
             fresh.commit(index.seq)
-            fresh.save_counts(index.seq)
-            fresh.close()
+            fresh.close(save_counts=False)
             index.keyword.commit(index.seq)
-            index.keyword.close()
+            index.keyword.close(save_counts=False)  # its directory is about to be retired
             swap_in(path)
-            index.keyword = KeywordIndex(path)
+            index.keyword = KeywordIndex(path, counts=(fresh.counts, snapshot))
         log.info("compacted the keyword index of %s", uri)
 
     def _due(self, quiet_s: float) -> list[str]:

@@ -127,8 +127,12 @@ class KeywordIndex:
         path: Path | None,
         heap_bytes: int = _WRITER_HEAP,
         read_only: bool = False,
+        counts: tuple[TermCounts, int] | None = None,
     ) -> None:
         """Open the index at `path` (None: in memory); an index of another version starts empty.
+
+        `counts`: term counts to adopt (up to date with the index) and the sequence of their
+        saved copy, instead of opening the saved copy.
 
         A read-only index has no writer (tantivy allows one per index), so several processes can
         search it while none writes; it refuses writes and never changes its files.
@@ -163,7 +167,7 @@ class KeywordIndex:
         self._pending = False
         self._current: Any = None  # the searcher of the last commit, once asked for
         self._searcher_lock = threading.Lock()
-        self.counts, self.counts_seq = self._open_counts()
+        self.counts, self.counts_seq = counts if counts is not None else self._open_counts()
         self._counts_saved = time.monotonic()
 
     # -- writes -----------------------------------------------------------------------------
@@ -265,9 +269,9 @@ class KeywordIndex:
                 shutil.rmtree(self.path / _COUNTS, ignore_errors=True)  # never to be opened again
         self.commit(0)
 
-    def close(self) -> None:
-        """Save the term counts when every write is committed, let background merges finish, release the writer."""
-        if self.counts.changed and not self._pending:
+    def close(self, save_counts: bool = True) -> None:
+        """Save the term counts (when every write is committed), let background merges finish, release the writer."""
+        if save_counts and self.counts.changed and not self._pending:
             self.save_counts(self.committed_seq)
         with self._lock:
             if self._writer is not None:

@@ -66,8 +66,10 @@ def parse_public_key(did_key: str) -> PublicKey:
         raise BadKey(f"not a P-256 or secp256k1 did:key: {did_key[:80]!r}") from exc
 
 
+@functools.lru_cache(maxsize=4096)
 def key_from_method(method_type: str, multibase: str) -> PublicKey:
-    """The key of a DID document's verification method (Multikey or the 2019 key types)."""
+    """The key of a DID document's verification method (Multikey or the 2019 key types); cached,
+    since checking a Multikey decompresses its point (~0.06 ms, twice a request otherwise)."""
     try:
         did_key = get_did_key(method_type, multibase)
         if did_key is None:
