@@ -377,15 +377,17 @@ class KeywordIndex:
         terms = query_terms(words)
         column = {term: i for i, term in enumerate(terms)}
         parts = self.counts.term_scores(terms, ords)
-        out = np.zeros(ords.size, np.float64)
-        for word in words:
-            own = parts[:, column[word.exact]]
-            if word.stem and word.stem != word.exact:
-                stem = parts[:, column[word.stem]]
-                own = np.where(stem > 0, stem, own)
-            out += own
-            for part in _parts(word):
-                out += PART_WEIGHT * parts[:, column[part]]
+        # Column indexes per role, so that the whole sum is a few array operations.
+        stemmed = [w for w in words if w.stem and w.stem != w.exact]
+        plain = [column[w.exact] for w in words if not (w.stem and w.stem != w.exact)]
+        part_columns = [column[p] for w in words for p in _parts(w)]
+        out = parts[:, plain].sum(axis=1) if plain else np.zeros(ords.size, np.float64)
+        if stemmed:
+            stem = parts[:, [column[w.stem] for w in stemmed if w.stem]]
+            exact = parts[:, [column[w.exact] for w in stemmed]]
+            out += np.where(stem > 0, stem, exact).sum(axis=1)
+        if part_columns:
+            out += PART_WEIGHT * parts[:, part_columns].sum(axis=1)
         return out.astype(np.float32)
 
     def _searcher(self) -> Any:
