@@ -6,6 +6,7 @@ For 200 SciFact claims (about 12 words each) against n synthetic memories, p50 o
   - scoring 200 given candidates: tantivy's term-set query, a union of key terms, or our term
     counts (what hybrid search runs);
   - the top 200 and the candidates' scores together (what hybrid search runs);
+  - a periodic save of the term counts: the copy taken while writes wait, and writing it;
   - all of the above with the segments that incremental commits leave, then after compaction.
 
     python bench/keyword_choices.py --n 100000
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,9 +39,9 @@ from engram_index.store.sqlite import StoredDocument  # noqa: E402
 SPACE = "at://did:plc:kwbench/space/garden.engram.space/kw"
 
 
-def p50(fn: Callable[[int], object], runs: int = 200) -> float:
-    """Median milliseconds of fn(i) over i in range(runs), after 20 warm-up calls."""
-    for i in range(20):
+def p50(fn: Callable[[int], object], runs: int = 200, warmup: int = 20) -> float:
+    """Median milliseconds of fn(i) over i in range(runs), after `warmup` warm-up calls."""
+    for i in range(warmup):
         fn(i)
     samples = []
     for i in range(runs):
@@ -77,7 +79,8 @@ def measure(spaces: Spaces, words: list, candidates: list[list[int]]) -> dict[st
         return run(tantivy.Query.boolean_query([(Must, tantivy.Query.const_score_query(key_query, 0.0))]
                                                + [(Should, term(schema, "body", t)) for t in query_terms(words[i])]))
 
-    return {
+    frozen, scratch = kw.counts.frozen(), Path(tempfile.mkdtemp())
+    row = {
         "segments": kw.segments(),
         "top-200 dismax per word (before)": p50(lambda i: run(tantivy.Query.boolean_query(
             [(Should, dismax(w)) for w in words[i]]))),
@@ -89,7 +92,13 @@ def measure(spaces: Spaces, words: list, candidates: list[list[int]]) -> dict[st
         "score 200 candidates: term counts (ours)": p50(lambda i: kw.scores(words[i], candidates[i])),
         "top-200 + 200 candidates scored (ours)": p50(
             lambda i: kw.search_and_score(words[i], 200, None, candidates[i])),
+        # A periodic save copies the counts while writes wait, then writes the copy while they go on.
+        "term counts: copy for a save (writes wait)": p50(lambda i: kw.counts.frozen(), runs=5, warmup=1),
+        "term counts: write the copy (writes go on)": p50(
+            lambda i: frozen.write(scratch / "counts", 1), runs=5, warmup=1),
     }
+    shutil.rmtree(scratch)
+    return row
 
 
 def main() -> None:

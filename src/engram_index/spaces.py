@@ -274,6 +274,24 @@ class Spaces:
         for index in list(self._indexes.values()):
             if index.keyword.pending or index.keyword.committed_seq != index.seq:
                 index.commit()
+        self._save_due_counts()
+
+    def _save_due_counts(self) -> None:
+        """Write the term counts of the spaces where a save is due, copied while writes wait."""
+        # Not during a compaction, which swaps the directory they are written into.
+        if not self._compaction_lock.acquire(blocking=False):
+            return
+        try:
+            for uri, index in list(self._indexes.items()):
+                write = index.freeze_counts()
+                if write is None:
+                    continue
+                try:
+                    write()
+                except OSError:
+                    log.exception("saving the term counts of %s failed; they are counted again after a restart", uri)
+        finally:
+            self._compaction_lock.release()
 
     def _commit_loop(self, interval: float) -> None:
         """Commit pending keyword writes every `interval` seconds until closed."""

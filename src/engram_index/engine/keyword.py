@@ -21,7 +21,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -229,15 +229,34 @@ class KeywordIndex:
             return TermCounts(), 0
         return opened
 
-    def save_counts(self, seq: int, *, if_due: bool = False) -> None:
-        """Save the term counts as of `seq` (the caller holds off writes); if_due: only when changed and not saved lately."""
+    def save_counts(self, seq: int) -> None:
+        """Save the term counts as of `seq` (the caller holds off writes)."""
         if self.path is None or self.read_only:
-            return
-        if if_due and (not self.counts.changed or time.monotonic() - self._counts_saved < COUNTS_SAVE_S):
             return
         self.counts.save(self.path / _COUNTS, seq)
         self.counts_seq = seq
         self._counts_saved = time.monotonic()
+
+    def freeze_counts_if_due(self, seq: int) -> Callable[[], None] | None:
+        """When a save is due (changed, none for COUNTS_SAVE_S): copy the counts as of `seq` (the
+        caller holds off writes) and return what writes the copy (to call after letting go)."""
+        if self.path is None or self.read_only or not self.counts.changed:
+            return None
+        if time.monotonic() - self._counts_saved < COUNTS_SAVE_S:
+            return None
+        frozen, path = self.counts.frozen(), self.path / _COUNTS
+        self.counts.changed = False
+        self._counts_saved = time.monotonic()
+
+        def write() -> None:
+            try:
+                frozen.write(path, seq)
+            except BaseException:
+                self.counts.changed = True  # due again next time
+                raise
+            self.counts_seq = seq
+
+        return write
 
     @property
     def pending(self) -> bool:

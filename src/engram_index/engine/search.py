@@ -130,10 +130,17 @@ class SpaceIndex:
             self.seq = max(self.seq, seq)
 
     def commit(self) -> None:
-        """Make keyword writes durable and searchable (vectors are searchable at once); save the term counts when due."""
-        with self._lock.read():  # not while the keyword index is being swapped, nor written
+        """Make keyword writes durable and searchable (vectors are searchable at once)."""
+        with self._lock.read():  # not while the keyword index is being swapped
             self.keyword.commit(self.seq)
-            self.keyword.save_counts(self.seq, if_due=True)
+
+    def freeze_counts(self) -> Callable[[], None] | None:
+        """When a save of the term counts is due: copy them while writes wait, and return what writes
+        the copy while writes go on (docs/design/engine.md has the times)."""
+        with self._lock.read():
+            if self.keyword.committed_seq != self.seq:
+                return None  # saved counts must not be ahead of the keyword index; next commit
+            return self.keyword.freeze_counts_if_due(self.seq)
 
     def save_counts(self) -> None:
         """Save the term counts now (after a commit), so that a restart need not count again."""

@@ -255,30 +255,19 @@ class TermCounts:
 
     def save(self, path: Path, seq: int) -> None:
         """Write the state as of sequence `seq` (compacted) to a directory, replacing what was there."""
-        staged = path.with_name(path.name + ".new")
-        shutil.rmtree(staged, ignore_errors=True)
-        staged.mkdir(parents=True)
+        self.frozen().write(path, seq)
+        self.changed = False
+
+    def frozen(self) -> FrozenCounts:
+        """A compacted copy of the state, to be written while writes go on (no disk waits while it is taken)."""
         held = np.flatnonzero(self._lengths != _ABSENT)
         offsets, _ = self._gather(held)
         lengths = self._lengths.copy()
         starts = np.zeros(lengths.size, np.int64)
         row = lengths[held].astype(np.int64)
         starts[held] = np.cumsum(row) - row
-        arrays = (self._ids[offsets], self._tfs[offsets], starts, lengths, self._doc_lengths, self._df)
-        for name, array in zip(_ARRAYS, arrays):
-            with open(staged / f"{name}.npy", "wb") as fh:
-                np.save(fh, np.ascontiguousarray(array))
-                fh.flush()
-                os.fsync(fh.fileno())
-        with open(staged / "terms.json", "w", encoding="utf-8") as fh:
-            json.dump(self._terms, fh, ensure_ascii=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        meta = {"version": _VERSION, "seq": seq, "live": self._live, "tokens": self._tokens}
-        (staged / "meta.json").write_text(json.dumps(meta))
-        shutil.rmtree(path, ignore_errors=True)  # derived data: a crash here only costs a rebuild
-        os.replace(staged, path)
-        self.changed = False
+        arrays = (self._ids[offsets], self._tfs[offsets], starts, lengths, self._doc_lengths.copy(), self._df.copy())
+        return FrozenCounts(arrays, list(self._terms), self._live, self._tokens)
 
     @classmethod
     def open(cls, path: Path, *, shared: bool = False) -> tuple[TermCounts, int] | None:
@@ -312,3 +301,31 @@ class TermCounts:
         counts._starts, counts._lengths, counts._doc_lengths, counts._df = starts, lengths, doc_lengths, df
         counts._live, counts._tokens, counts._mapped = live, tokens, shared
         return counts, seq
+
+
+class FrozenCounts:
+    """A copy of term counts, detached from them, that can be written to files."""
+
+    def __init__(self, arrays: tuple[np.ndarray, ...], terms: list[str], live: int, tokens: int) -> None:
+        """Hold the arrays (in _ARRAYS order), the vocabulary and the totals."""
+        self.arrays, self.terms, self.live, self.tokens = arrays, terms, live, tokens
+
+    def write(self, path: Path, seq: int) -> None:
+        """Write to a directory as the state of sequence `seq`, replacing what was there."""
+        staged = path.with_name(path.name + ".new")
+        shutil.rmtree(staged, ignore_errors=True)
+        # The parent must still exist: a space dropped meanwhile leaves nothing behind.
+        staged.mkdir()
+        for name, array in zip(_ARRAYS, self.arrays):
+            with open(staged / f"{name}.npy", "wb") as fh:
+                np.save(fh, np.ascontiguousarray(array))
+                fh.flush()
+                os.fsync(fh.fileno())
+        with open(staged / "terms.json", "w", encoding="utf-8") as fh:
+            json.dump(self.terms, fh, ensure_ascii=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        meta = {"version": _VERSION, "seq": seq, "live": self.live, "tokens": self.tokens}
+        (staged / "meta.json").write_text(json.dumps(meta))
+        shutil.rmtree(path, ignore_errors=True)  # derived data: a crash here only costs a recount
+        os.replace(staged, path)
