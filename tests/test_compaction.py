@@ -156,3 +156,28 @@ def test_a_second_process_on_the_same_data_directory_is_refused_at_once(tmp_path
     finally:
         first.close()
     Spaces(tmp_path).close()  # free again once the first has closed
+
+
+def test_a_compaction_pass_that_waited_for_another_does_not_compact_again(tmp_path: Path) -> None:
+    spaces = many_segments(tmp_path)
+    try:
+        runs: list[str] = []
+        compact_locked = spaces._compact_locked
+
+        def counting(uri: str) -> None:
+            runs.append(uri)
+            compact_locked(uri)
+
+        spaces._compact_locked = counting  # type: ignore[method-assign]
+        result: list[list[str]] = []
+        with spaces._compaction_lock:  # another pass is compacting: the background one must wait
+            waiting = threading.Thread(target=lambda: result.append(spaces.maintain()))
+            waiting.start()
+            waiting.join(0.5)
+            assert waiting.is_alive()
+            counting(URI)
+        waiting.join()
+        assert result == [[]] and runs == [URI]
+        assert spaces.index(URI).keyword.segments() == 1
+    finally:
+        spaces.close()

@@ -358,10 +358,15 @@ class Spaces:
 
     def maintain(self, quiet_s: float = 0.0) -> list[str]:
         """Compact the keyword index of every space with many segments and no recent writes."""
-        due = self._due(quiet_s)
-        for uri in due:
-            self.compact(uri)
-        return due
+        done = []
+        for uri in self._due(quiet_s):
+            with self._compaction_lock:
+                # Another pass may have compacted it while this one waited (a background pass
+                # started while a caller's compaction ran would rebuild it all over again).
+                if uri in self._due(quiet_s):
+                    self._compact_locked(uri)
+                    done.append(uri)
+        return done
 
     def _maintain_in_background(self) -> None:
         """Start a compaction pass when one is due and none runs (it must not hold up commits)."""
