@@ -87,7 +87,7 @@ def child(args: argparse.Namespace) -> None:
             work = scifact_workload(args.scifact, args.quick)
         else:
             work = synthetic_workload(int(dataset), args.queries, args.scifact)
-        work.budget_s, work.profile, work.settle_s = args.budget, args.profile, args.settle
+        work.budget_s, work.profile = args.budget, args.profile
         if args.quick:
             work.warmup, work.min_timed = 2, 5
         workdir = Path(args.workdir) / dataset
@@ -105,7 +105,7 @@ def run_child(name: str, datasets: list[str], args: argparse.Namespace) -> list[
         workdir.mkdir()
         cmd = [sys.executable, __file__, "--child", name, "--dataset", ",".join(datasets),
                "--queries", str(args.queries), "--scifact", str(args.scifact), "--budget", str(args.budget),
-               "--workdir", str(workdir), "--out", str(out), "--settle", str(args.settle)]
+               "--workdir", str(workdir), "--out", str(out)]
         cmd += ["--quick"] if args.quick else []
         cmd += ["--profile"] if args.profile else []
         began = time.perf_counter()
@@ -206,8 +206,6 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=60.0,
                         help="seconds one timed pass may take before it stops (after at least 20 queries)")
     parser.add_argument("--quick", action="store_true", help="1,000 memories, 20 queries, SciFact subset")
-    parser.add_argument("--settle", type=float, default=0.0,
-                        help="idle seconds after each load, before the queries (the same for every system)")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/benchmarks.md")
     parser.add_argument("--profile", action="store_true",
                         help="after the timed passes, profile one pass of each system's first variant and print it")

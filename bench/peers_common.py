@@ -80,7 +80,6 @@ class Workload:
     budget_s: float = 60.0  # a timed pass stops after this long, having run at least min_timed
     min_timed: int = MIN_TIMED
     profile: bool = False  # also profile a pass of the first variant (not timed)
-    settle_s: float = 0.0  # idle seconds after loading, before any query
 
 
 def synthetic_workload(n: int, queries: int, scifact: Path) -> Workload:
@@ -224,10 +223,6 @@ def measure(peer: Peer, work: Workload, log: Callable[[str], None]) -> dict[str,
     out["load_s"] = time.perf_counter() - began
     server_peak = sampler.stop()
     out["disk_bytes"] = peer.disk_bytes()
-    # On this kind of shared machine, the seconds after a heavy load run slow whatever the system
-    # does (queries right after a 100k load took 2-3x their later time); a pause, the same for every
-    # system, keeps that out of whichever variant happens to run first.
-    time.sleep(work.settle_s)
     variants: dict[str, dict[str, float]] = {}
     for label, search in peer.variants().items():
         row: dict[str, float] = {}
