@@ -198,3 +198,24 @@ def test_candidates_outside_the_top_k_get_their_exact_scores(tmp_path: Path) -> 
     assert 29 in top.tolist() and not {0, 1, 2} & set(top.tolist())
     assert got.tolist() == pytest.approx(idx.scores(words, [0, 1, 2, 29]).tolist(), abs=1e-6)
     assert all(g > 0 for g in got)
+
+
+def test_cjk_and_accented_queries_are_found_and_scored_by_the_term_counts(tmp_path: Path) -> None:
+    idx = KeywordIndex(None)
+    idx.upsert(0, doc(0, "東京タワーの夜景はきれいです"))
+    idx.upsert(1, doc(1, "Café résumé naïve"))
+    idx.upsert(2, doc(2, "plain english text"))
+    idx.commit(1)
+    for q, want in [("東京タワー", 0), ("cafe resume", 1), ("CAFÉ", 1)]:
+        found, scores = idx.search(query_words(q), 10)
+        assert found.tolist() == [want] and scores[0] > 0, q
+        assert idx.scores(query_words(q), [want])[0] == pytest.approx(scores[0])
+
+
+def test_a_deleted_then_rewritten_ordinal_is_scored_by_its_new_text(index: KeywordIndex) -> None:
+    index.delete(3)
+    index.upsert(3, doc(3, "pasta pasta pasta"), replace=False)
+    index.commit(2)
+    found, scores = index.search(query_words("pasta"), 10)
+    assert found.tolist() == [3]
+    assert index.counts.terms_of(3)["pasta"] == 3
