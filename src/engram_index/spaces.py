@@ -97,7 +97,7 @@ class Spaces:
             index = self._indexes.pop(uri, None)
             self._next.pop(uri, None)
             if index is not None:
-                index.close()
+                index.close(save_counts=False)  # its files are deleted below
             space_id = self.store.drop_space(uri)
             self._last_write.pop(uri, None)
             if space_id is not None:

@@ -155,10 +155,13 @@ class SpaceIndex:
         with self._lock.write():
             yield
 
-    def close(self) -> None:
-        """Commit, save the term counts and release the keyword writer."""
-        self.save_counts()
-        self.keyword.close()
+    def close(self, save_counts: bool = True) -> None:
+        """Commit, save the term counts (unless the index is about to be deleted) and release the keyword writer."""
+        if save_counts:
+            self.save_counts()
+        else:
+            self.commit()
+        self.keyword.close(save_counts=save_counts)
 
     def __len__(self) -> int:
         """The number of live documents."""
