@@ -20,7 +20,7 @@ from pathlib import Path
 from .engine.keyword import KeywordIndex, staging_path, swap_in
 from .engine.search import SpaceIndex, decode_vector
 from .engine.vector import VectorIndex
-from .engine.types import Document, ModelIdentity, SearchRequest, SearchResult
+from .engine.types import ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading, StorageError
 from .store.sqlite import Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
 
@@ -327,7 +327,7 @@ class Spaces:
         fresh = KeywordIndex(staging_path(path), heap_bytes=_COMPACT_HEAP)
         for batch in self.store.changes_since(info.id, 0):
             # Rows changed after the snapshot come back in the replay below.
-            fresh.upsert_many((c.ord, c.document, False) for c in batch if c.document is not None and c.seq <= snapshot)
+            fresh.write((c.ord, c.document, False) for c in batch if c.document is not None and c.seq <= snapshot)
         fresh.commit(snapshot)
         # Saved before searches are held off (a large space's counts take a while to write); the
         # writes after the snapshot are counted in memory below and saved later, or counted
@@ -433,12 +433,4 @@ def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:
 
 def _replay(keyword: KeywordIndex, changes: Sequence[Change]) -> None:
     """Apply changes from the log to a keyword index: deletes and (re)writes, in order."""
-    puts: list[tuple[int, Document, bool]] = []
-    for change in changes:
-        if change.document is None:
-            keyword.upsert_many(puts)
-            puts = []
-            keyword.delete(change.ord)
-        else:
-            puts.append((change.ord, change.document, True))
-    keyword.upsert_many(puts)
+    keyword.write((change.ord, change.document, True) for change in changes)

@@ -76,6 +76,15 @@ def test_the_last_of_repeated_ordinals_in_one_batch_wins() -> None:
     assert counts.bm25(["a"], [3]).tolist() == [0.0]
 
 
+def test_none_in_a_batch_forgets_the_ordinal_and_the_last_entry_wins() -> None:
+    counts = TermCounts()
+    counts.put_many([(0, ["a"]), (1, ["a", "b"])])
+    counts.put_many([(1, None), (2, ["b"]), (2, None), (0, None), (0, ["c"]), (9, None)])
+    assert len(counts) == 1 and counts.terms_of(0) == {"c": 1}
+    assert counts.terms_of(1) == {} and counts.terms_of(2) == {}
+    assert counts.bm25(["a"], [0, 1, 2]).tolist() == [0.0, 0.0, 0.0]
+
+
 def test_a_repeated_query_term_counts_again_and_unknown_terms_count_nothing() -> None:
     counts = TermCounts()
     counts.put_many([(0, ["x", "y"]), (1, ["y"]), (2, ["z"])])

@@ -174,17 +174,26 @@ class KeywordIndex:
 
     def upsert(self, ord_: int, doc: Document, replace: bool = True) -> None:
         """Add a document, replacing any earlier version at the same ordinal (unless told there is none)."""
-        self.upsert_many([(ord_, doc, replace)])
+        self.write([(ord_, doc, replace)])
 
-    def upsert_many(self, docs: Iterable[tuple[int, Document, bool]]) -> None:
-        """Add documents as (ordinal, document, whether an earlier version may be there to replace)."""
-        docs = list(docs)
-        if not docs:
+    def delete(self, ord_: int) -> None:
+        """Remove the document at this ordinal."""
+        self.write([(ord_, None, True)])
+
+    def write(self, changes: Iterable[tuple[int, Document | None, bool]]) -> None:
+        """Apply changes in order, as (ordinal, document or None to delete it, whether an earlier
+        version may be there to replace): tantivy one by one, the term counts in one batch."""
+        changes = list(changes)
+        if not changes:
             return
-        rows: list[tuple[int, list[str]]] = []
+        rows: list[tuple[int, list[str] | None]] = []
         with self._lock:
             writer = self._writable()
-            for ord_, doc, replace in docs:
+            for ord_, doc, replace in changes:
+                if doc is None:
+                    writer.delete_documents_by_term("key", str(ord_))
+                    rows.append((ord_, None))
+                    continue
                 terms = document_terms(doc)
                 tdoc = tantivy.Document()
                 tdoc.add_unsigned("ord", ord_)
@@ -201,24 +210,9 @@ class KeywordIndex:
             self.counts.put_many(rows)
             self._pending = True
 
-    def delete(self, ord_: int) -> None:
-        """Remove the document at this ordinal."""
-        with self._lock:
-            self._writable().delete_documents_by_term("key", str(ord_))
-            self.counts.remove(ord_)
-            self._pending = True
-
     def count_only(self, changes: Iterable[tuple[int, Document | None]]) -> None:
         """Bring the term counts up to date with changes that tantivy already holds (None: deleted)."""
-        rows: list[tuple[int, list[str]]] = []
-        for ord_, doc in changes:
-            if doc is None:
-                self.counts.put_many(rows)
-                rows = []
-                self.counts.remove(ord_)
-            else:
-                rows.append((ord_, document_terms(doc)))
-        self.counts.put_many(rows)
+        self.counts.put_many((ord_, None if doc is None else document_terms(doc)) for ord_, doc in changes)
 
     def _open_counts(self) -> tuple[TermCounts, int]:
         """The saved term counts and the sequence they reflect (empty at 0 when none fit the index)."""
@@ -380,7 +374,7 @@ class KeywordIndex:
         if not terms:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(cand.size, np.float32)
         found = self._find(self._query(terms, filters), k) if k > 0 else np.empty(0, np.int64)
-        scores = self._score(words, np.concatenate([found, cand]))
+        scores = self._score(words, terms, np.concatenate([found, cand]))
         top, cand_scores = scores[: found.size], scores[found.size :]
         order = np.argsort(-top, kind="stable")
         order = order[top[order] > 0]
@@ -388,12 +382,13 @@ class KeywordIndex:
 
     def scores(self, words: Sequence[QueryWord], ords: Sequence[int] | np.ndarray) -> np.ndarray:
         """The BM25 score of each given ordinal (0 where no query word occurs)."""
-        return self._score(searchable_words(words), np.asarray(ords, np.int64))
+        words = searchable_words(words)
+        return self._score(words, query_terms(words), np.asarray(ords, np.int64))
 
-    def _score(self, words: Sequence[QueryWord], ords: np.ndarray) -> np.ndarray:
-        """The BM25 of each ordinal for these (searchable) words: per word its stem's part where the
-        document holds the stem, else its exact form's, plus PART_WEIGHT × each identifier part's."""
-        terms = query_terms(words)
+    def _score(self, words: Sequence[QueryWord], terms: list[str], ords: np.ndarray) -> np.ndarray:
+        """The BM25 of each ordinal for these (searchable) words and their query_terms: per word its
+        stem's part where the document holds the stem, else its exact form's, plus PART_WEIGHT × each
+        identifier part's."""
         column = {term: i for i, term in enumerate(terms)}
         parts = self.counts.term_scores(terms, ords)
         # Column indexes per role, so that the whole sum is a few array operations.

@@ -99,7 +99,7 @@ class SpaceIndex:
         and the vectors unless told not to: they may be loaded already)."""
         with self._lock.write():
             pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
-            words: list[tuple[int, Document, bool]] = []  # keyword writes, in order, in bulk
+            words: list[tuple[int, Document | None, bool]] = []  # keyword changes, in order, in bulk
             index = self.vectors if vectors else None
             for ord_, doc in changes:
                 was_live = ord_ < self.columns.size and bool(self.columns.live[ord_])
@@ -109,9 +109,7 @@ class SpaceIndex:
                     if index is not None:
                         index.remove(ord_)
                     if keyword:
-                        self.keyword.upsert_many(words)
-                        words = []
-                        self.keyword.delete(ord_)
+                        words.append((ord_, None, True))
                     continue
                 self.columns.put(ord_, doc)
                 if index is not None:
@@ -123,8 +121,7 @@ class SpaceIndex:
                 if keyword:
                     # An ordinal that was not live has nothing in the keyword index to replace.
                     words.append((ord_, doc, was_live))
-            if words:
-                self.keyword.upsert_many(words)
+            self.keyword.write(words)
             if index is not None and pending:
                 index.put_many(np.fromiter(pending, np.int64), np.stack(list(pending.values())))
             self.seq = max(self.seq, seq)

@@ -68,25 +68,31 @@ class TermCounts:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def put_many(self, rows: Iterable[tuple[int, Sequence[str]]]) -> None:
-        """Hold each document's terms (repeats counted), replacing what its ordinal held (the last wins)."""
-        batch: dict[int, tuple[Counter[str], int]] = {}
+    def put_many(self, rows: Iterable[tuple[int, Sequence[str] | None]]) -> None:
+        """Hold each document's terms (repeats counted), or forget it (None), replacing what its
+        ordinal held; for an ordinal given more than once, the last wins."""
+        batch: dict[int, tuple[Counter[str], int] | None] = {}
         for ord_, terms in rows:
             if ord_ < 0:
                 raise ValueError("ordinals must be non-negative")
-            batch[ord_] = (Counter(terms), len(terms))
+            batch[ord_] = None if terms is None else (Counter(terms), len(terms))
         if not batch:
             return
         self._writable()
         ords = np.fromiter(batch, np.int64, len(batch))
         self._reserve_ords(int(ords.max()) + 1)
         self._drop(ords)
+        held = [(ord_, row) for ord_, row in batch.items() if row is not None]
+        if not held:
+            self.changed = True
+            return
+        ords = np.fromiter((ord_ for ord_, _ in held), np.int64, len(held))
         vocab, known = self._vocab, self._terms
         ids: list[int] = []
         tfs: list[int] = []
         lengths: list[int] = []
         doc_lengths: list[int] = []
-        for counts, doc_length in batch.values():
+        for _, (counts, doc_length) in held:
             for term, tf in counts.items():
                 tid = vocab.get(term)
                 if tid is None:
@@ -109,7 +115,7 @@ class TermCounts:
         self._starts[ords] = first + np.cumsum(row_lengths) - row_lengths
         self._lengths[ords] = row_lengths
         self._doc_lengths[ords] = doc_lengths
-        self._live += len(batch)
+        self._live += len(held)
         self._tokens += sum(doc_lengths)
         self.changed = True
 
