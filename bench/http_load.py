@@ -18,33 +18,26 @@ benchmark process spends little of the machine's CPU on building requests.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
+import shlex
+import socket
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+import numpy as np
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import importlib.util  # noqa: E402
-import shlex  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-from urllib.parse import urlencode  # noqa: E402
-
-import numpy as np  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-_spec = importlib.util.spec_from_file_location("synth", os.path.join(_HERE, "synth.py"))
-assert _spec is not None and _spec.loader is not None
-synth_module = importlib.util.module_from_spec(_spec)
-sys.modules["synth"] = synth_module  # dataclasses look their module up by name
-_spec.loader.exec_module(synth_module)
-make_queries, make_space = synth_module.make_queries, synth_module.make_space
+
+from synth import make_queries, make_space  # noqa: E402
 
 from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
 from engram_index.errors import UnknownSpace  # noqa: E402

@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "src"))
-_spec = importlib.util.spec_from_file_location("http_load", _HERE / "http_load.py")
-assert _spec is not None and _spec.loader is not None
-http_load = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(http_load)
+
+import http_load  # noqa: E402
 
 SETTINGS = [
     {"http": "h11", "loop": "asyncio", "access_log": True},

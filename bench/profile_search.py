@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import sys
 import time
@@ -27,11 +26,10 @@ import numpy as np
 from starlette.responses import JSONResponse
 
 _HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "src"))
-_spec = importlib.util.spec_from_file_location("http_load", _HERE / "http_load.py")
-assert _spec is not None and _spec.loader is not None
-http_load = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(http_load)
+
+import http_load  # noqa: E402
 
 from engram_index.api import lexicon, search as api_search, xrpc  # noqa: E402
 from engram_index.api.limits import SpaceLimits  # noqa: E402
