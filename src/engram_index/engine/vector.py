@@ -10,10 +10,7 @@ Filters are exact: a narrow filter is scored exhaustively, a broad one applies b
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +20,8 @@ import numpy as np
 # Import order matters: with usearch 2.26 imported before simsimd 6.5, every simsimd call fails
 # ("Input tensors must have matching datatypes"); this module does not use usearch.
 import simsimd
+
+from .saved import read_saved, write_saved
 
 # Candidates: max(MIN_CANDIDATES, CANDIDATES_PER_K * k) + CANDIDATES_PER_SQRT_SIZE * sqrt(size).
 # Measured recall@10 against exact cosine: 0.998 on SciFact (5k), 0.985 / 0.983 / 0.984 on the
@@ -223,36 +222,25 @@ class VectorIndex:
 
     def save(self, path: Path, seq: int) -> None:
         """Write the arrays as files that other processes can map read-only, stamped with `seq`."""
-        staged = path.with_name(path.name + ".new")
-        shutil.rmtree(staged, ignore_errors=True)
-        staged.mkdir(parents=True)
         size = self._size
         arrays = (self._vectors[:size], self._codes[:size], self._inv_norms[:size], self._live[:size])
-        for name, array in zip(_FILES, arrays):
-            with open(staged / f"{name}.npy", "wb") as fh:
-                np.save(fh, np.ascontiguousarray(array))
-                fh.flush()
-                os.fsync(fh.fileno())
-        meta = {"version": _FILES_VERSION, "seq": seq, "dims": self.dims, "size": size}
-        (staged / "meta.json").write_text(json.dumps(meta))
-        # A process that mapped the old files keeps them until it lets go (unlinked, not changed).
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(staged, path)
+        write_saved(path, dict(zip(_FILES, arrays)),
+                    {"version": _FILES_VERSION, "seq": seq, "dims": self.dims, "size": size})
 
     @classmethod
     def open(cls, path: Path, seq: int) -> VectorIndex | None:
         """Map vectors saved at sequence `seq` read-only; None when there are none, or of another sequence."""
+        saved = read_saved(path, _FILES, mapped=True)
+        if saved is None:
+            return None  # missing or torn: the caller rebuilds from the records
+        meta, (vectors, codes, inv_norms, live), _ = saved
+        if meta.get("version") != _FILES_VERSION or meta.get("seq") != seq:
+            return None
         try:
-            meta = json.loads((path / "meta.json").read_text())
-            if meta.get("version") != _FILES_VERSION or meta.get("seq") != seq:
-                return None
             index = cls(int(meta["dims"]))
             size = int(meta["size"])
-            # Plain views of the maps: np.memmap's own indexing costs ~25 µs a call, several a search.
-            vectors, codes, inv_norms, live = (np.load(path / f"{name}.npy", mmap_mode="r").view(np.ndarray)
-                                               for name in _FILES)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # missing or torn: the caller rebuilds from the records
+        except (ValueError, KeyError, TypeError):
+            return None
         expected = [((size, index.dims), np.float16), ((size, index._code_bytes), np.uint8),
                     ((size,), np.float32), ((size,), np.bool_)]
         if any(a.shape != shape or a.dtype != dtype for a, (shape, dtype) in zip((vectors, codes, inv_norms, live), expected)):
