@@ -118,16 +118,10 @@ class TermCounts:
         self._tokens += sum(doc_lengths)
         self.changed = True
 
-    def put(self, ord_: int, terms: Sequence[str]) -> None:
-        """Hold one document's terms."""
-        self.put_many([(ord_, terms)])
-
     def remove(self, ord_: int) -> None:
         """Forget the document at an ordinal (nothing happens when there is none)."""
         if 0 <= ord_ < self._lengths.size and self._lengths[ord_] != _ABSENT:
-            self._writable()
-            self._drop(np.array([ord_], np.int64))
-            self.changed = True
+            self.put_many([(ord_, None)])
 
     def clear(self) -> None:
         """Forget every document and term."""
