@@ -6,14 +6,16 @@ hybrid searches (vector + q, explanations) one at a time, the search running inl
 thread CPU time per search of each part, the minimum over --passes passes of each pass's mean
 (CPU time, not wall time, so that other work on a shared machine disturbs it less).
 
-    python bench/profile_search.py --n 100000 --data DIR [--passes 5]
+    python bench/profile_search.py --n 100000 --data DIR [--passes 5] [--cprofile 40]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import os
+import pstats
 import sys
 import time
 from collections.abc import Callable
@@ -101,6 +103,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--data", type=Path, required=True, help="build the space here once and reuse it")
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--cprofile", type=int, default=0, metavar="N",
+                        help="also run one pass under cProfile and print its N costliest functions (own time)")
     parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     http_load.build(args.data, args.n, args.scifact)
@@ -122,7 +126,7 @@ def main() -> None:
         for module in (api_search, xrpc):  # older trees ran these on a thread pool: run them inline
             if hasattr(module, "run_in_threadpool"):
                 module.run_in_threadpool = run_inline  # type: ignore[attr-defined]
-        asyncio.run(drive(app, query_strings, headers, args.passes, args.n))
+        asyncio.run(drive(app, query_strings, headers, args.passes, args.n, args.cprofile))
 
 
 async def run_inline(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -148,7 +152,8 @@ async def call(app: Any, query_string: bytes, headers: list[tuple[bytes, bytes]]
     return status[0]
 
 
-async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes, bytes]], passes: int, n: int) -> None:
+async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes, bytes]], passes: int, n: int,
+                cprofile: int) -> None:
     """Warm up, run the passes, print the minimum of each part's per-search mean."""
     async with app.router.lifespan_context(app):
         app.state.search_executor = Inline()
@@ -171,6 +176,19 @@ async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes,
     for label in ["the whole request", *[label for _, _, label in PARTS]]:
         if label in best:
             print(f"  {label:46s}{best[label]:8.3f}{best[label] / whole:8.0%}")
+    if cprofile:
+        async with app.router.lifespan_context(app):
+            app.state.search_executor = Inline()
+            while await call(app, query_strings[0], headers) != 200:
+                await asyncio.sleep(0.2)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for qs in query_strings:
+                await call(app, qs, headers)
+            profiler.disable()
+        for sort, title in (("tottime", "own time"), ("cumulative", "time with callees")):
+            print(f"\none pass under cProfile, the {cprofile} costliest functions by {title}:")
+            pstats.Stats(profiler).sort_stats(sort).print_stats(cprofile)
 
 
 if __name__ == "__main__":

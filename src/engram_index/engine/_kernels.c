@@ -1,0 +1,389 @@
+/* The engine's compiled inner loops: the vector index's coarse scan (Hamming distances from one
+ * packed sign code to many, and the nearest of them) and the term counts' BM25 parts.
+ *
+ * Why the scan is ours and not simsimd's: simsimd's `hamming` over 100k rows of 48 bytes spends
+ * most of its ~0.8 ms in its per-row dispatch and result casting, not in the popcounts; one
+ * tight loop over 64-bit words does the same scan in a fraction of that (bench/vector_choices.py).
+ * The BM25 parts replace some forty numpy calls over a few thousand entries, whose fixed costs
+ * were most of the keyword stage's own time. Every loop releases the GIL, so a search's kernels
+ * overlap another thread's Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Count the differing bits of two rows of `width` bytes. */
+static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize_t width)
+{
+    uint32_t total = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= width; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8); /* unaligned-safe loads; compilers turn these into plain moves */
+        memcpy(&y, b + i, 8);
+        total += (uint32_t)__builtin_popcountll(x ^ y);
+    }
+    for (; i < width; i++)
+        total += (uint32_t)__builtin_popcount((unsigned)(a[i] ^ b[i]));
+    return total;
+}
+
+/* Rows of a fixed number of 64-bit words, so that the compiler unrolls the inner loop. */
+#define FIXED_SCAN(words)                                                                       \
+    for (Py_ssize_t r = 0; r < n; r++) {                                                        \
+        const uint8_t *row = codes + r * (words) * 8;                                           \
+        uint32_t total = 0;                                                                     \
+        for (int i = 0; i < (words); i++) {                                                     \
+            uint64_t x;                                                                         \
+            memcpy(&x, row + 8 * i, 8);                                                         \
+            total += (uint32_t)__builtin_popcountll(x ^ q[i]);                                  \
+        }                                                                                       \
+        out[r] = (uint16_t)total;                                                               \
+        hist[(r & 3) * stride + total]++;                                                       \
+    }
+
+/* The scan itself, which also counts the distances into four histograms (summed after: nearby
+ * rows often share a distance, and one histogram would make each count wait for the previous),
+ * compiled twice on x86-64 (with and without the popcnt instruction) and
+ * chosen at load time, so that one build runs on any x86-64 CPU at full speed where it can. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("popcnt", "default")))
+#endif
+static void scan(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, uint16_t *out,
+                 Py_ssize_t *hist, Py_ssize_t stride)
+{
+    uint64_t q[32];
+    if (width % 8 == 0 && width <= (Py_ssize_t)sizeof(q))
+        memcpy(q, query, (size_t)width);
+    switch (width) {
+    case 16: FIXED_SCAN(2) return;   /* 128 dimensions */
+    case 32: FIXED_SCAN(4) return;   /* 256 */
+    case 48: FIXED_SCAN(6) return;   /* 384: MiniLM, bge-small */
+    case 64: FIXED_SCAN(8) return;   /* 512 */
+    case 96: FIXED_SCAN(12) return;  /* 768: nomic-embed-text, bge-base */
+    case 128: FIXED_SCAN(16) return; /* 1024: mxbai-embed-large, bge-m3 */
+    case 192: FIXED_SCAN(24) return; /* 1536: text-embedding-3-small */
+    default:
+        for (Py_ssize_t r = 0; r < n; r++) {
+            uint32_t total = row_distance(query, codes + r * width, width);
+            out[r] = (uint16_t)total;
+            hist[(r & 3) * stride + total]++;
+        }
+    }
+}
+
+static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous%s buffer", name, writable ? " writable" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* Say whether a buffer holds items of one byte-size and one of the given struct formats. */
+static int has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats)
+{
+    const char *f = view->format == NULL ? "B" : view->format;
+    if (f[0] == '<' || f[0] == '=' || f[0] == '@')
+        f++;
+    return view->itemsize == itemsize && strlen(f) == 1 && strchr(formats, f[0]) != NULL;
+}
+
+/* Check the query and codes and give the number of rows, or -1 with an exception set. */
+static Py_ssize_t rows_of(const Py_buffer *q, const Py_buffer *c)
+{
+    if (!has_format(q, 1, "Bb?") || !has_format(c, 1, "Bb?")) {
+        PyErr_SetString(PyExc_TypeError, "query and codes must hold bytes (uint8)");
+        return -1;
+    }
+    if (q->len == 0 || q->len > 8191) { /* distances must fit in uint16 */
+        PyErr_Format(PyExc_ValueError, "a code must be 1 to 8191 bytes, got %zd", q->len);
+        return -1;
+    }
+    if (c->len % q->len != 0) {
+        PyErr_Format(PyExc_ValueError, "codes (%zd bytes) are not rows of the query's %zd bytes", c->len, q->len);
+        return -1;
+    }
+    return c->len / q->len;
+}
+
+PyDoc_STRVAR(hamming_doc,
+"hamming(query, codes, out)\n--\n\n"
+"Write into out (uint16, one per row) the Hamming distance from query (uint8, width bytes) to\n"
+"each row of codes (uint8, rows of width bytes, C-contiguous).");
+
+static PyObject *hamming(PyObject *self, PyObject *args)
+{
+    PyObject *q_obj, *c_obj, *o_obj;
+    if (!PyArg_ParseTuple(args, "OOO:hamming", &q_obj, &c_obj, &o_obj))
+        return NULL;
+    Py_buffer q = {0}, c = {0}, o = {0};
+    PyObject *result = NULL;
+    Py_ssize_t *hist = NULL;
+    if (get_buffer(q_obj, &q, 0, "query") < 0 || get_buffer(c_obj, &c, 0, "codes") < 0
+        || get_buffer(o_obj, &o, 1, "out") < 0)
+        goto done;
+    Py_ssize_t n = rows_of(&q, &c);
+    if (n < 0)
+        goto done;
+    if (!has_format(&o, 2, "H")) {
+        PyErr_SetString(PyExc_TypeError, "out must hold uint16");
+        goto done;
+    }
+    if (o.len / 2 != n) {
+        PyErr_Format(PyExc_ValueError, "out holds %zd values for %zd rows", o.len / 2, n);
+        goto done;
+    }
+    hist = PyMem_RawCalloc(4 * ((size_t)q.len * 8 + 1), sizeof(Py_ssize_t));
+    if (hist == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    scan((const uint8_t *)q.buf, (const uint8_t *)c.buf, n, q.len, (uint16_t *)o.buf, hist, q.len * 8 + 1);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(hist);
+    if (q.obj) PyBuffer_Release(&q);
+    if (c.obj) PyBuffer_Release(&c);
+    if (o.obj) PyBuffer_Release(&o);
+    return result;
+}
+
+/* Write the ordinals of the `count` smallest distances, ascending, skipping excluded rows; ties at
+ * the cut go to the lower ordinals. Give how many were written (fewer when fewer rows are left).
+ * hist: the scan's four histograms of all rows' distances; dist may be overwritten. */
+static Py_ssize_t pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
+                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist)
+{
+    Py_ssize_t stride = bits + 1;
+    if (excluded != NULL) {
+        /* The scan counted every row: take the excluded ones back out, and put them beyond any cut. */
+        for (Py_ssize_t r = 0; r < n; r++)
+            if (excluded[r]) {
+                hist[(r & 3) * stride + dist[r]]--;
+                dist[r] = UINT16_MAX;
+            }
+    }
+    Py_ssize_t admitted = 0;
+    for (Py_ssize_t d = 0; d < stride; d++) {
+        hist[d] += hist[stride + d] + hist[2 * stride + d] + hist[3 * stride + d];
+        admitted += hist[d];
+    }
+    Py_ssize_t written = 0;
+    if (admitted <= count) {
+        for (Py_ssize_t r = 0; r < n; r++)
+            if (dist[r] != UINT16_MAX)
+                out[written++] = r;
+        return written;
+    }
+    /* The cut: the distance at which the count is reached; `ties` rows at it are kept. */
+    Py_ssize_t cut = 0, below = 0;
+    while (below + hist[cut] < count)
+        below += hist[cut++];
+    Py_ssize_t ties = count - below;
+    for (Py_ssize_t r = 0; r < n && written < count; r++) {
+        uint16_t d = dist[r];
+        if (d < cut || (d == cut && ties-- > 0))
+            out[written++] = r;
+    }
+    return written;
+}
+
+/* A per-thread buffer for the distances of a scan, kept between calls: a fresh one of 200 KB (100k
+ * rows) would be mapped and faulted in anew by every search, which costs as much as the scan. */
+static _Thread_local uint16_t *scratch_buf = NULL;
+static _Thread_local Py_ssize_t scratch_len = 0;
+
+static uint16_t *scratch(Py_ssize_t n)
+{
+    if (n > scratch_len) {
+        Py_ssize_t want = n + n / 4 + 1024; /* grow ahead of a growing index */
+        uint16_t *grown = PyMem_RawRealloc(scratch_buf, (size_t)want * sizeof(uint16_t));
+        if (grown == NULL)
+            return NULL;
+        scratch_buf = grown;
+        scratch_len = want;
+    }
+    return scratch_buf;
+}
+
+PyDoc_STRVAR(nearest_doc,
+"nearest(query, codes, excluded, out) -> int\n--\n\n"
+"Find the len(out) rows of codes nearest to query by Hamming distance, skipping the rows whose byte\n"
+"in excluded is set (excluded: None or one byte per row), and write their ordinals (int64) into out\n"
+"in ascending order; ties at the cut go to the lower ordinals. Return how many were written.");
+
+static PyObject *nearest(PyObject *self, PyObject *args)
+{
+    PyObject *q_obj, *c_obj, *e_obj, *o_obj;
+    if (!PyArg_ParseTuple(args, "OOOO:nearest", &q_obj, &c_obj, &e_obj, &o_obj))
+        return NULL;
+    Py_buffer q = {0}, c = {0}, e = {0}, o = {0};
+    PyObject *result = NULL;
+    uint16_t *dist = NULL;
+    Py_ssize_t *hist = NULL;
+    if (get_buffer(q_obj, &q, 0, "query") < 0 || get_buffer(c_obj, &c, 0, "codes") < 0
+        || (e_obj != Py_None && get_buffer(e_obj, &e, 0, "excluded") < 0) || get_buffer(o_obj, &o, 1, "out") < 0)
+        goto done;
+    Py_ssize_t n = rows_of(&q, &c);
+    if (n < 0)
+        goto done;
+    if (e.obj != NULL && (!has_format(&e, 1, "Bb?") || e.len != n)) {
+        PyErr_Format(PyExc_ValueError, "excluded must hold one byte per row (%zd), got %zd", n, e.len);
+        goto done;
+    }
+    if (!has_format(&o, 8, "ql")) {
+        PyErr_SetString(PyExc_TypeError, "out must hold int64");
+        goto done;
+    }
+    Py_ssize_t bits = q.len * 8;
+    dist = scratch(n);
+    hist = PyMem_RawCalloc(4 * ((size_t)bits + 1), sizeof(Py_ssize_t));
+    if (dist == NULL || hist == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t written;
+    Py_BEGIN_ALLOW_THREADS
+    scan((const uint8_t *)q.buf, (const uint8_t *)c.buf, n, q.len, dist, hist, bits + 1);
+    written = pick_nearest(dist, e.obj ? (const uint8_t *)e.buf : NULL, n, bits, (int64_t *)o.buf, o.len / 8, hist);
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(written);
+done:
+    PyMem_RawFree(hist);
+    if (q.obj) PyBuffer_Release(&q);
+    if (c.obj) PyBuffer_Release(&c);
+    if (e.obj) PyBuffer_Release(&e);
+    if (o.obj) PyBuffer_Release(&o);
+    return result;
+}
+
+
+/* Check that a buffer holds `count` items of one of the given formats and size, or set an error. */
+static int check_array(const Py_buffer *view, Py_ssize_t itemsize, const char *formats, Py_ssize_t count,
+                       const char *name)
+{
+    if (!has_format(view, itemsize, formats)) {
+        PyErr_Format(PyExc_TypeError, "%s has the wrong item type", name);
+        return -1;
+    }
+    if (count >= 0 && view->len / itemsize != count) {
+        PyErr_Format(PyExc_ValueError, "%s holds %zd items, expected %zd", name, view->len / itemsize, count);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(bm25_parts_doc,
+"bm25_parts(ords, starts, lengths, doc_lengths, ids, tfs, qids, cols, idf, table, k1, b, average, out)\n--\n\n"
+"Write each query term's BM25 part for each ordinal into out (float64, ordinals x columns, zeroed):\n"
+"ordinal o's row is ids/tfs[starts[o] : starts[o] + lengths[o]] (uint32 term ids, uint16 counts;\n"
+"lengths int32, negative: no row; starts and doc_lengths int64); query term q has id qids[q]\n"
+"(int64), column cols[q] (int64) and weight idf[q] (float64). table (int32, zero, one slot per\n"
+"term id, left zero) is scratch. Ordinals outside the counts are skipped.");
+
+static PyObject *bm25_parts(PyObject *self, PyObject *args)
+{
+    PyObject *objs[11];
+    double k1, b, average;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOdddO:bm25_parts", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &k1, &b, &average, &objs[10]))
+        return NULL;
+    static const char *names[11] = {"ords", "starts", "lengths", "doc_lengths", "ids", "tfs",
+                                    "qids", "cols", "idf", "table", "out"};
+    Py_buffer v[11];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    for (int i = 0; i < 11; i++)
+        if (get_buffer(objs[i], &v[i], i == 9 || i == 10, names[i]) < 0)
+            goto done;
+    Py_ssize_t m = v[0].len / 8, docs = v[1].len / 8, arena = v[4].len / 4, t = v[6].len / 8;
+    Py_ssize_t vocab = v[9].len / 4;
+    if (check_array(&v[0], 8, "ql", -1, "ords") < 0 || check_array(&v[1], 8, "ql", -1, "starts") < 0
+        || check_array(&v[2], 4, "i", docs, "lengths") < 0 || check_array(&v[3], 8, "ql", docs, "doc_lengths") < 0
+        || check_array(&v[4], 4, "I", -1, "ids") < 0 || check_array(&v[5], 2, "H", arena, "tfs") < 0
+        || check_array(&v[6], 8, "ql", -1, "qids") < 0 || check_array(&v[7], 8, "ql", t, "cols") < 0
+        || check_array(&v[8], 8, "d", t, "idf") < 0 || check_array(&v[9], 4, "i", -1, "table") < 0
+        || check_array(&v[10], 8, "d", -1, "out") < 0)
+        goto done;
+    const int64_t *ords = v[0].buf, *starts = v[1].buf, *doc_lengths = v[3].buf, *qids = v[6].buf, *cols = v[7].buf;
+    const int32_t *lengths = v[2].buf;
+    const uint32_t *ids = v[4].buf;
+    const uint16_t *tfs = v[5].buf;
+    const double *idf = v[8].buf;
+    int32_t *table = v[9].buf;
+    double *out = v[10].buf;
+    Py_ssize_t width = m == 0 ? 0 : (v[10].len / 8) / m;
+    if (width * m != v[10].len / 8) {
+        PyErr_Format(PyExc_ValueError, "out holds %zd values, not a row per ordinal", v[10].len / 8);
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < t; q++) {
+        if (qids[q] < 0 || qids[q] >= vocab || cols[q] < 0 || cols[q] >= width) {
+            PyErr_Format(PyExc_ValueError, "query term %zd: id %lld or column %lld out of range", q,
+                         (long long)qids[q], (long long)cols[q]);
+            goto done;
+        }
+    }
+    int bad_row = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < t; q++)
+        table[qids[q]] = (int32_t)(q + 1);
+    for (Py_ssize_t i = 0; i < m && !bad_row; i++) {
+        int64_t o = ords[i];
+        if (o < 0 || o >= docs || lengths[o] <= 0)
+            continue;
+        int64_t start = starts[o], stop = start + lengths[o];
+        if (start < 0 || stop > arena) {
+            bad_row = 1;
+            break;
+        }
+        double norm = k1 * (average > 0 ? 1.0 - b + b * (double)doc_lengths[o] / average : 1.0 - b);
+        double *row = out + i * width;
+        for (int64_t j = start; j < stop; j++) {
+            uint32_t id = ids[j];
+            int32_t hit = id < (uint32_t)vocab ? table[id] : 0;
+            if (hit) {
+                double tf = (double)tfs[j];
+                row[cols[hit - 1]] = idf[hit - 1] * tf * (k1 + 1.0) / (tf + norm);
+            }
+        }
+    }
+    for (Py_ssize_t q = 0; q < t; q++)
+        table[qids[q]] = 0;
+    Py_END_ALLOW_THREADS
+    if (bad_row) {
+        PyErr_SetString(PyExc_ValueError, "a row lies outside the arena");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < 11; i++)
+        if (v[i].obj)
+            PyBuffer_Release(&v[i]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"hamming", hamming, METH_VARARGS, hamming_doc},
+    {"nearest", nearest, METH_VARARGS, nearest_doc},
+    {"bm25_parts", bm25_parts, METH_VARARGS, bm25_parts_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_kernels",
+    .m_doc = "The engine's compiled inner loops: the vector scan and the BM25 parts.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void)
+{
+    return PyModule_Create(&module);
+}

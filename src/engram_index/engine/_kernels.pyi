@@ -1,0 +1,27 @@
+"""The vector index's compiled scan kernels (_kernels.c); they take any C-contiguous buffer, numpy arrays here."""
+
+import numpy as np
+
+def hamming(query: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
+    """Write into out (uint16, one per row) the Hamming distance from query to each row of codes."""
+
+def nearest(query: np.ndarray, codes: np.ndarray, excluded: np.ndarray | None, out: np.ndarray) -> int:
+    """Write the ascending ordinals of the len(out) rows nearest to query (ties: lower ordinals); return how many."""
+
+def bm25_parts(
+    ords: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    doc_lengths: np.ndarray,
+    ids: np.ndarray,
+    tfs: np.ndarray,
+    qids: np.ndarray,
+    cols: np.ndarray,
+    idf: np.ndarray,
+    table: np.ndarray,
+    k1: float,
+    b: float,
+    average: float,
+    out: np.ndarray,
+) -> None:
+    """Write each query term's BM25 part for each ordinal into out (ordinals x columns, float64, zeroed)."""

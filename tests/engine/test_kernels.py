@@ -1,0 +1,91 @@
+"""The compiled scan kernels agree with plain numpy and refuse malformed buffers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engram_index.engine import _kernels
+
+
+def reference_distances(query: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Hamming distances the slow, obvious way."""
+    return np.unpackbits(codes ^ query, axis=1).sum(axis=1).astype(np.uint16)
+
+
+def reference_nearest(distances: np.ndarray, excluded: np.ndarray | None, count: int) -> np.ndarray:
+    """The count smallest by (distance, ordinal) among the admitted rows, ascending by ordinal."""
+    admitted = np.flatnonzero(~excluded) if excluded is not None else np.arange(len(distances))
+    order = admitted[np.lexsort((admitted, distances[admitted]))]
+    return np.sort(order[:count])
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 13, 16, 32, 48, 64, 96, 200])
+def test_hamming_distances_equal_counting_the_differing_bits(width: int) -> None:
+    rng = np.random.default_rng(width)
+    codes = rng.integers(0, 256, (1000, width), dtype=np.uint8)
+    query = rng.integers(0, 256, width, dtype=np.uint8)
+    out = np.empty(len(codes), dtype=np.uint16)
+    _kernels.hamming(query, codes, out)
+    assert np.array_equal(out, reference_distances(query, codes))
+
+
+@pytest.mark.parametrize("width", [2, 48, 96])
+@pytest.mark.parametrize("with_exclusions", [False, True])
+def test_nearest_keeps_the_smallest_distances_with_ties_at_the_cut_to_the_lower_ordinals(
+    width: int, with_exclusions: bool
+) -> None:
+    # Two-byte codes make ties at the cut certain; 48 and 96 bytes are real code widths.
+    rng = np.random.default_rng(width + with_exclusions)
+    codes = rng.integers(0, 256, (5000, width), dtype=np.uint8)
+    query = rng.integers(0, 256, width, dtype=np.uint8)
+    excluded = rng.random(len(codes)) < 0.3 if with_exclusions else None
+    distances = reference_distances(query, codes)
+    for count in (1, 10, 333, 1032):
+        out = np.empty(count, dtype=np.int64)
+        written = _kernels.nearest(query, codes, excluded, out)
+        assert written == count
+        assert np.array_equal(out, reference_nearest(distances, excluded, count))
+
+
+def test_nearest_gives_every_admitted_row_when_fewer_remain_than_asked() -> None:
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 256, (50, 48), dtype=np.uint8)
+    excluded = np.zeros(50, dtype=bool)
+    excluded[::3] = True
+    out = np.full(100, -1, dtype=np.int64)
+    written = _kernels.nearest(codes[0], codes, excluded, out)
+    assert written == 33
+    assert np.array_equal(out[:written], np.flatnonzero(~excluded))
+    assert (out[written:] == -1).all()
+
+
+def test_nearest_over_no_rows_or_for_none_wanted_writes_nothing() -> None:
+    query = np.zeros(48, dtype=np.uint8)
+    assert _kernels.nearest(query, np.zeros((0, 48), dtype=np.uint8), None, np.empty(5, dtype=np.int64)) == 0
+    assert _kernels.nearest(query, np.zeros((9, 48), dtype=np.uint8), None, np.empty(0, dtype=np.int64)) == 0
+    everything = np.ones(9, dtype=bool)
+    assert _kernels.nearest(query, np.zeros((9, 48), dtype=np.uint8), everything, np.empty(5, dtype=np.int64)) == 0
+
+
+def test_the_kernels_refuse_malformed_buffers() -> None:
+    codes = np.zeros((10, 48), dtype=np.uint8)
+    query = np.zeros(48, dtype=np.uint8)
+    with pytest.raises(TypeError, match="uint16"):
+        _kernels.hamming(query, codes, np.empty(10, dtype=np.float32))
+    with pytest.raises(ValueError, match="out holds 9 values for 10 rows"):
+        _kernels.hamming(query, codes, np.empty(9, dtype=np.uint16))
+    with pytest.raises(ValueError, match="not rows"):
+        _kernels.hamming(np.zeros(7, dtype=np.uint8), codes, np.empty(10, dtype=np.uint16))
+    with pytest.raises(ValueError, match="1 to 8191 bytes"):
+        _kernels.hamming(np.zeros(0, dtype=np.uint8), codes, np.empty(10, dtype=np.uint16))
+    with pytest.raises(TypeError, match="uint8"):
+        _kernels.hamming(np.zeros(12, dtype=np.float32), codes, np.empty(10, dtype=np.uint16))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        _kernels.hamming(query, np.zeros((48, 10), dtype=np.uint8).T, np.empty(10, dtype=np.uint16))
+    with pytest.raises(TypeError, match="writable"):
+        _kernels.hamming(query, codes, np.frombuffer(bytes(20), dtype=np.uint16))
+    with pytest.raises(ValueError, match="one byte per row"):
+        _kernels.nearest(query, codes, np.zeros(9, dtype=bool), np.empty(3, dtype=np.int64))
+    with pytest.raises(TypeError, match="int64"):
+        _kernels.nearest(query, codes, None, np.empty(3, dtype=np.int32))
