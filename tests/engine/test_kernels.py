@@ -89,3 +89,52 @@ def test_the_kernels_refuse_malformed_buffers() -> None:
         _kernels.nearest(query, codes, np.zeros(9, dtype=bool), np.empty(3, dtype=np.int64))
     with pytest.raises(TypeError, match="int64"):
         _kernels.nearest(query, codes, None, np.empty(3, dtype=np.int32))
+
+
+@pytest.mark.parametrize("dims", [1, 7, 16, 100, 384, 768])
+@pytest.mark.parametrize("portable", [False, True])
+def test_cosines_equal_float64_cosines_to_float32_precision_on_either_path(dims: int, portable: bool) -> None:
+    rng = np.random.default_rng(dims)
+    vectors = rng.standard_normal((300, dims)).astype(np.float16)
+    vectors[5] = 0  # a zero vector: inverse norm 0, cosine 0
+    squared = (vectors.astype(np.float64) ** 2).sum(axis=1)
+    inv_norms = np.where(squared > 0, 1 / np.sqrt(np.where(squared > 0, squared, 1)), 0).astype(np.float32)
+    unit = rng.standard_normal(dims)
+    unit /= np.linalg.norm(unit)
+    parts = np.empty((2, dims), np.float16)
+    parts[0] = unit
+    parts[1] = unit - parts[0]
+    ords = np.array([5, 0, 299, 17, 17, 3], np.int64)
+    out = np.empty(len(ords), np.float32)
+    _kernels.cosines(parts, vectors, inv_norms, ords, out, portable)
+    expected = np.clip(vectors[ords].astype(np.float64) @ parts.astype(np.float64).sum(axis=0) * inv_norms[ords], -1, 1)
+    assert out[0] == 0.0
+    assert np.allclose(out, expected, rtol=0, atol=2e-7)
+
+
+def test_cosines_of_a_vector_with_itself_are_clipped_to_one() -> None:
+    vector = np.full((1, 384), 0.05, np.float16)
+    unit = vector[0].astype(np.float64) / np.linalg.norm(vector[0].astype(np.float64))
+    parts = np.empty((2, 384), np.float16)
+    parts[0] = unit
+    parts[1] = unit - parts[0]
+    out = np.empty(1, np.float32)
+    inv_norm = np.array([1.0001 / np.linalg.norm(vector[0].astype(np.float64))], np.float32)  # rounding pushes it over
+    _kernels.cosines(parts, vector, inv_norm, np.zeros(1, np.int64), out)
+    assert out[0] == 1.0
+
+
+def test_cosines_refuse_ordinals_outside_the_vectors_and_mismatched_shapes() -> None:
+    vectors = np.zeros((4, 8), np.float16)
+    parts = np.zeros((2, 8), np.float16)
+    inv_norms = np.ones(4, np.float32)
+    with pytest.raises(ValueError, match="ordinal 4 is outside the 4 vectors"):
+        _kernels.cosines(parts, vectors, inv_norms, np.array([0, 4], np.int64), np.empty(2, np.float32))
+    with pytest.raises(ValueError, match="ordinal -1"):
+        _kernels.cosines(parts, vectors, inv_norms, np.array([-1], np.int64), np.empty(1, np.float32))
+    with pytest.raises(ValueError, match="2 x d"):
+        _kernels.cosines(np.zeros((2, 5), np.float16), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
+    with pytest.raises(TypeError, match="wrong item type"):
+        _kernels.cosines(parts.astype(np.float32), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
+    with pytest.raises(ValueError, match="out holds 1 items, expected 2"):
+        _kernels.cosines(parts, vectors, inv_norms, np.array([0, 1], np.int64), np.empty(1, np.float32))

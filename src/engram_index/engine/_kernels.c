@@ -12,6 +12,10 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86_DOT 1
+#endif
 
 /* Count the differing bits of two rows of `width` bytes. */
 static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize_t width)
@@ -368,10 +372,130 @@ done:
     return result;
 }
 
+/* IEEE half precision to single, exactly (portable; the x86 path below converts in hardware). */
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0) {
+        float f = (float)mant * 5.9604644775390625e-8f; /* zero or subnormal: mant * 2^-24 */
+        return sign ? -f : f;
+    }
+    bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static float dot_portable(const uint16_t *v, const float *q, Py_ssize_t d)
+{
+    float acc[8] = {0};
+    Py_ssize_t i = 0;
+    for (; i + 8 <= d; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += half_to_float(v[i + j]) * q[i + j];
+    for (; i < d; i++)
+        acc[0] += half_to_float(v[i]) * q[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+#ifdef HAVE_X86_DOT
+/* The same sum, eight lanes at a time with hardware conversion, on CPUs with AVX2, FMA and F16C. */
+__attribute__((target("avx2,fma,f16c")))
+static float dot_x86(const uint16_t *v, const float *q, Py_ssize_t d)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    Py_ssize_t i = 0;
+    for (; i + 16 <= d; i += 16) {
+        __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
+        __m256 x1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i + 8)));
+        a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q + i), a0);
+        a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(q + i + 8), a1);
+    }
+    for (; i + 8 <= d; i += 8)
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))), _mm256_loadu_ps(q + i), a0);
+    __m256 a = _mm256_add_ps(a0, a1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    float sum = _mm_cvtss_f32(h);
+    for (; i < d; i++)
+        sum += half_to_float(v[i]) * q[i];
+    return sum;
+}
+#endif
+
+PyDoc_STRVAR(cosines_doc,
+"cosines(parts, vectors, inv_norms, ords, out, portable=False)\n--\n\n"
+"Write into out (float32) the cosine of the query with the vector at each ordinal, clipped to\n"
+"[-1, 1]: parts (float16, 2 x d) is the unit query's high and low halves, vectors (float16,\n"
+"rows of d), inv_norms (float32, one per row) their inverse norms, ords (int64) row numbers.\n"
+"portable: use the plain C loop even where the CPU has the vector instructions (for tests).");
+
+static PyObject *cosines(PyObject *self, PyObject *args)
+{
+    PyObject *objs[5];
+    int portable = 0;
+    if (!PyArg_ParseTuple(args, "OOOOO|p:cosines", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &portable))
+        return NULL;
+    static const char *names[5] = {"parts", "vectors", "inv_norms", "ords", "out"};
+    Py_buffer v[5];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    float *q = NULL;
+    for (int i = 0; i < 5; i++)
+        if (get_buffer(objs[i], &v[i], i == 4, names[i]) < 0)
+            goto done;
+    Py_ssize_t d = (v[0].len / 2) / 2, m = v[3].len / 8;
+    if (check_array(&v[0], 2, "e", -1, "parts") < 0 || check_array(&v[1], 2, "e", -1, "vectors") < 0
+        || check_array(&v[2], 4, "f", -1, "inv_norms") < 0 || check_array(&v[3], 8, "ql", -1, "ords") < 0
+        || check_array(&v[4], 4, "f", m, "out") < 0)
+        goto done;
+    if (d == 0 || v[0].len != 4 * d || (v[1].len / 2) % d != 0) {
+        PyErr_SetString(PyExc_ValueError, "parts must be 2 x d and vectors rows of d");
+        goto done;
+    }
+    Py_ssize_t rows = (v[1].len / 2) / d, norms = v[2].len / 4;
+    const int64_t *ords = v[3].buf;
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (ords[i] < 0 || ords[i] >= rows || ords[i] >= norms) {
+            PyErr_Format(PyExc_ValueError, "ordinal %lld is outside the %zd vectors", (long long)ords[i], rows);
+            goto done;
+        }
+    q = PyMem_RawMalloc((size_t)d * sizeof(float));
+    if (q == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint16_t *parts = v[0].buf, *vectors = v[1].buf;
+    const float *inv_norms = v[2].buf;
+    float *out = v[4].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < d; i++) /* the high half plus its rounding error: float32-accurate */
+        q[i] = half_to_float(parts[i]) + half_to_float(parts[d + i]);
+    float (*dot)(const uint16_t *, const float *, Py_ssize_t) = dot_portable;
+#ifdef HAVE_X86_DOT
+    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) /* F16C comes with both */
+        dot = dot_x86;
+#endif
+    for (Py_ssize_t i = 0; i < m; i++) {
+        float sim = dot(vectors + ords[i] * d, q, d) * inv_norms[ords[i]];
+        out[i] = sim > 1.0f ? 1.0f : (sim < -1.0f ? -1.0f : sim);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(q);
+    for (int i = 0; i < 5; i++)
+        if (v[i].obj)
+            PyBuffer_Release(&v[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"hamming", hamming, METH_VARARGS, hamming_doc},
     {"nearest", nearest, METH_VARARGS, nearest_doc},
     {"bm25_parts", bm25_parts, METH_VARARGS, bm25_parts_doc},
+    {"cosines", cosines, METH_VARARGS, cosines_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,3 +25,13 @@ def bm25_parts(
     out: np.ndarray,
 ) -> None:
     """Write each query term's BM25 part for each ordinal into out (ordinals x columns, float64, zeroed)."""
+
+def cosines(
+    parts: np.ndarray,
+    vectors: np.ndarray,
+    inv_norms: np.ndarray,
+    ords: np.ndarray,
+    out: np.ndarray,
+    portable: bool = False,
+) -> None:
+    """Write into out (float32) the cosine of the unit query (float16 high and low halves) with each ordinal's vector."""
