@@ -8,7 +8,9 @@ codes, median of --rounds rounds of 10 scans, rounds alternating between the var
   - our compiled kernel (engine/_kernels.c): the distances alone, on 16- and 48-byte rows;
   - the whole coarse stage of a search, choosing the 1,032 nearest of n (the pool at 100k, k=10):
     simsimd's distances then numpy's selection (the engine's code before the kernel), against
-    the kernel's `nearest`, which scans, counts the distances and picks the cut in one call.
+    the kernel's `nearest`, which scans, counts the distances and picks the cut in one call;
+  - the exact re-rank of those 1,032 (384-dimension float16 rows spread over n): numpy's gather
+    then simsimd's float16 dot products (before), against the kernel's `cosines`.
 A cost flat in the row width means the per-row call dominates, so a narrower first pass
 cannot save time with simsimd.
 
@@ -88,6 +90,24 @@ def kernel_nearest(n: int, count: int, rng: np.random.Generator) -> Callable[[],
     return lambda: _kernels.nearest(query, codes, None, out)
 
 
+def rerank(n: int, count: int, rng: np.random.Generator, ours: bool) -> Callable[[], object]:
+    """The exact cosines of `count` rows spread over n: gather + simsimd, or our kernel."""
+    vectors = rng.standard_normal((n, 384)).astype(np.float16)
+    inv_norms = np.ones(n, np.float32)
+    ords = np.sort(rng.choice(n, count, replace=False)).astype(np.int64)
+    parts = rng.standard_normal((2, 384)).astype(np.float16)
+    out = np.empty(count, np.float32)
+    if ours:
+        return lambda: _kernels.cosines(parts, vectors, inv_norms, ords, out)
+
+    def before() -> object:
+        rows = np.take(vectors, ords, axis=0)
+        dots = np.asarray(simsimd.cdist(parts, rows, "dot", dtype="float16", out_dtype="float32"))
+        return np.clip((dots[0] + dots[1]) * inv_norms[ords], -1.0, 1.0)
+
+    return before
+
+
 def main() -> None:
     """Print the table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,6 +121,8 @@ def main() -> None:
     pool = 1032
     variants[f"coarse stage: simsimd + selection of {pool}"] = simsimd_nearest(args.n, pool, rng)
     variants[f"coarse stage: our kernel's nearest {pool}"] = kernel_nearest(args.n, pool, rng)
+    variants[f"re-rank {pool}: gather + simsimd dots"] = rerank(args.n, pool, rng, ours=False)
+    variants[f"re-rank {pool}: our kernel's cosines"] = rerank(args.n, pool, rng, ours=True)
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, scan in variants.items():
