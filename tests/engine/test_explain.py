@@ -254,3 +254,45 @@ def test_explain_in_one_pass_equals_matching_then_snippet(text: str, q: str) -> 
     tags, source = ["infra", "Zürich"], "notes/servers.md"
     matches = match_terms(words, text, tags, source)
     assert explain(words, text, tags, source) == (matches, snippet(text, tags, source, matches, words))
+
+
+def test_one_explainer_over_many_hits_equals_matching_then_snippet_for_each_hit() -> None:
+    from engram_index.engine.explain import Explainer
+
+    texts = [
+        "The HTTPServer timed out; servers need timeouts.",
+        "Servers, servers everywhere: snake_case http_server configs.",
+        "nothing relevant here",
+        "",
+        "café naïve résumé — Zürich 東京大学 servers",
+        "The HTTPServer timed out; servers need timeouts.",  # a repeated hit reuses what was learned
+        "Zürich servers time out " * 200,  # a long text
+    ]
+    for q in ["http servers timeout", "cafe zurich 大学 server", "kubernetes", "the"]:
+        words = query_words(q)
+        explainer = Explainer(words)
+        for text in texts:
+            matches = match_terms(words, text, ["infra"], "notes/servers.md")
+            expected = (matches, snippet(text, ["infra"], "notes/servers.md", matches, words))
+            assert explainer.explain(text, ["infra"], "notes/servers.md") == expected, (q, text)
+
+
+def test_explainers_of_different_queries_on_several_threads_each_find_their_own_terms() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engram_index.engine.explain import Explainer
+
+    texts = [f"doc {i}: The HTTPServer timed out; kubernetes cluster {i} failed; café servers." for i in range(50)]
+    queries = ["http servers", "kubernetes cluster", "cafe timeout", "failed doc"]
+
+    def run(q: str) -> list[tuple[tuple[TermMatch, ...], Snippet]]:
+        """Explain every text for one query with one explainer, as one search does."""
+        explainer = Explainer(query_words(q))
+        return [explainer.explain(text, [], None) for text in texts]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(run, queries * 5))
+    for q, got in zip(queries * 5, results):
+        words = query_words(q)
+        expected = [(m, snippet(text, [], None, m, words)) for text in texts for m in [match_terms(words, text, [], None)]]
+        assert got == expected, q

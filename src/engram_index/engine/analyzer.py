@@ -386,18 +386,21 @@ def _ascii_fold(piece: str) -> str:
     return folded
 
 
-class _Finder:
-    """Collects the wanted tokens of pieces, analyzing each distinct piece at most once."""
+class TermFinder:
+    """Finds one set of wanted terms in texts, analyzing each distinct piece at most once (one query, one thread)."""
 
-    __slots__ = ("wanted", "probes", "fold", "memo")
+    __slots__ = ("wanted", "probes", "fold", "memo", "probe_short_texts")
 
-    def __init__(self, wanted: set[str]) -> None:
+    def __init__(self, wanted: Collection[str]) -> None:
         """Prepare the probes of the wanted terms."""
-        self.wanted = wanted
-        self.probes = {_probe(t) for t in wanted if t.isascii()}
+        self.wanted = set(wanted)
+        self.probes = {_probe(t) for t in self.wanted if t.isascii()}
         # Folding can rule a non-ASCII piece out only when every wanted term has a probe.
-        self.fold = len(self.probes) > 0 and all(t.isascii() for t in wanted)
+        self.fold = len(self.probes) > 0 and all(t.isascii() for t in self.wanted)
         self.memo: dict[str, list[tuple[str, int, int]]] = {}
+        # A one-letter probe is in most pieces of a text (a digit is in few), and visiting them
+        # all costs a short text more than the scan (bench/find_terms.py).
+        self.probe_short_texts = all(len(p) >= 2 or p.isdigit() for p in self.probes)
 
     def hits(self, piece: str) -> list[tuple[str, int, int]]:
         """Give the piece's wanted tokens (term, start, end), with character offsets."""
@@ -417,23 +420,34 @@ class _Finder:
         return found
 
 
-# Below this many characters one pass over every chunk beats probing for the wanted terms.
+# Below this many characters one pass over every chunk beats probing a text on its own; the
+# texts of one query sharing a TermFinder share its probes and pieces, which makes probing
+# the cheaper on short texts too (bench/find_terms.py), unless _worth_probing says no.
 _SCAN_CHARS = 4000
+# A short text is probed only with at most one UTF-8 byte beyond ASCII per this many characters:
+# each non-ASCII character puts its piece on the list to visit, which costs more than scanning it.
+_CHARS_PER_OTHER_BYTE = 16
 
 
-def find_terms(text: str, terms: Collection[str]) -> list[tuple[int, int, str]]:
+def find_terms(text: str, terms: Collection[str], finder: TermFinder | None = None) -> list[tuple[int, int, str]]:
     """Give the CHARACTER spans (start, end, term) of the tokens whose term is wanted, in order.
 
     The same spans as filtering tokens(text), but fast on long texts: no chunk spans a
     space, so only the space-free pieces that can hold a wanted term are analyzed, each
     distinct piece once, and a piece is ruled out when it lacks every wanted term's probe.
+    A finder made for the same terms carries what it learned over to the next text, and then
+    short texts are probed as well; a finder made for other terms is not used.
     """
     wanted = set(terms)
     if not wanted:
         return []
-    if len(text) <= _SCAN_CHARS:
+    short = len(text) <= _SCAN_CHARS
+    if finder is None or finder.wanted != wanted:
+        if short:
+            return _find_by_scan(text, wanted)
+        finder = TermFinder(wanted)
+    elif short and not _worth_probing(text, finder):
         return _find_by_scan(text, wanted)
-    finder = _Finder(wanted)
     lowered = text.lower()
     if len(lowered) == len(text):  # not so with a rare letter such as İ
         # Mostly ASCII: look for the probes at C speed, and visit the few non-ASCII pieces.
@@ -444,7 +458,14 @@ def find_terms(text: str, terms: Collection[str]) -> list[tuple[int, int, str]]:
             pos = others[-1][1] + 1
         if m is None:
             return _find_by_probes(text, lowered, finder, others)
-    return _find_by_split(text, finder)
+    return _find_by_scan(text, wanted) if short else _find_by_split(text, finder)
+
+
+def _worth_probing(text: str, finder: TermFinder) -> bool:
+    """Say whether probing a short text beats the scan: no one-letter probe, few non-ASCII characters."""
+    if not finder.probe_short_texts:
+        return False
+    return text.isascii() or len(text.encode("utf-8", "surrogatepass")) - len(text) <= len(text) // _CHARS_PER_OTHER_BYTE
 
 
 def _find_by_scan(text: str, wanted: set[str]) -> list[tuple[int, int, str]]:
@@ -464,7 +485,7 @@ def _find_by_scan(text: str, wanted: set[str]) -> list[tuple[int, int, str]]:
 
 
 def _find_by_probes(
-    text: str, lowered: str, finder: _Finder, others: list[tuple[int, int]]
+    text: str, lowered: str, finder: TermFinder, others: list[tuple[int, int]]
 ) -> list[tuple[int, int, str]]:
     """Find the wanted tokens in the pieces holding a probe, plus the given other pieces."""
     pieces: set[tuple[int, int]] = set(others)
@@ -481,7 +502,7 @@ def _find_by_probes(
     return out
 
 
-def _find_by_split(text: str, finder: _Finder) -> list[tuple[int, int, str]]:
+def _find_by_split(text: str, finder: TermFinder) -> list[tuple[int, int, str]]:
     """Find the wanted tokens by splitting the text at spaces (for texts of other scripts)."""
     pieces = text.split(" ")
     found = {p for p in set(pieces) if finder.hits(p)}

@@ -2,7 +2,8 @@
 
 Both work from the analyzer's own terms (exact forms, "~stems", identifier parts), so what
 is explained is exactly what the keyword index matched. They run for every returned hit, so
-they only analyze the parts of a long text that can hold a query term (see find_terms).
+they analyze only the parts of a text that can hold a query term where finding those pays (see
+find_terms), with one TermFinder per query remembering what it learned across the hits.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from .analyzer import STOPWORDS, QueryWord, find_terms, index_terms, normalize, term_set
+from .analyzer import STOPWORDS, QueryWord, TermFinder, find_terms, index_terms, normalize, term_set
 from .types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -42,17 +43,20 @@ def _wanted(words: Sequence[QueryWord]) -> set[str]:
 class Explainer:
     """The explanations of one query's hits: what depends on the query alone is worked out once."""
 
-    __slots__ = ("words", "content", "wanted")
+    __slots__ = ("words", "content", "wanted", "finder")
 
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Take the analyzed query (stopwords and repeats already dropped, as the keyword index does)."""
         self.words = words
         self.content = _content_words(words)
         self.wanted = _wanted(self.content)
+        # The hits of one query share its probes and many pieces ("cells", the query's own words);
+        # the finder remembers them, and is not shared with other searches or threads.
+        self.finder = TermFinder(self.wanted)
 
     def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
         """The matched terms and the snippet of one document, reading its text only once."""
-        spans = find_terms(text, self.wanted)
+        spans = find_terms(text, self.wanted, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
 
