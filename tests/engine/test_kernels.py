@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,17 @@ def test_cosines_refuse_ordinals_outside_the_vectors_and_mismatched_shapes() -> 
         _kernels.cosines(parts.astype(np.float32), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
     with pytest.raises(ValueError, match="out holds 1 items, expected 2"):
         _kernels.cosines(parts, vectors, inv_norms, np.array([0, 1], np.int64), np.empty(1, np.float32))
+
+
+def test_nearest_over_no_rows_works_in_a_thread_that_never_scanned() -> None:
+    # The distances live in a per-thread buffer: a new thread has none yet.
+    query = np.zeros(48, dtype=np.uint8)
+    results: list[int] = []
+    thread = threading.Thread(
+        target=lambda: results.append(
+            _kernels.nearest(query, np.zeros((0, 48), dtype=np.uint8), None, np.empty(5, dtype=np.int64))
+        )
+    )
+    thread.start()
+    thread.join()
+    assert results == [0]

@@ -1,10 +1,12 @@
 /* The engine's compiled inner loops: the vector index's coarse scan (Hamming distances from one
- * packed sign code to many, and the nearest of them) and the term counts' BM25 parts.
+ * packed sign code to many, and the nearest of them), its exact re-rank (cosines against float16
+ * rows, read where they lie) and the term counts' BM25 parts.
  *
  * Why the scan is ours and not simsimd's: simsimd's `hamming` over 100k rows of 48 bytes spends
  * most of its ~0.8 ms in its per-row dispatch and result casting, not in the popcounts; one
  * tight loop over 64-bit words does the same scan in a fraction of that (bench/vector_choices.py).
- * The BM25 parts replace some forty numpy calls over a few thousand entries, whose fixed costs
+ * The re-rank gathered its rows into a copy before simsimd's dot products; it now reads them in
+ * place. The BM25 parts replace some forty numpy calls over a few thousand entries, whose fixed costs
  * were most of the keyword stage's own time. Every loop releases the GIL, so a search's kernels
  * overlap another thread's Python.
  */
@@ -204,7 +206,7 @@ static _Thread_local Py_ssize_t scratch_len = 0;
 
 static uint16_t *scratch(Py_ssize_t n)
 {
-    if (n > scratch_len) {
+    if (n > scratch_len || scratch_buf == NULL) {
         Py_ssize_t want = n + n / 4 + 1024; /* grow ahead of a growing index */
         uint16_t *grown = PyMem_RawRealloc(scratch_buf, (size_t)want * sizeof(uint16_t));
         if (grown == NULL)
