@@ -154,3 +154,51 @@ def test_nearest_over_no_rows_works_in_a_thread_that_never_scanned() -> None:
     thread.start()
     thread.join()
     assert results == [0]
+
+
+def test_bm25_parts_equal_the_textbook_formula_for_every_ordinal_and_query_term() -> None:
+    rng = np.random.default_rng(11)
+    docs, vocab = 60, 40
+    lengths = rng.integers(0, 12, docs).astype(np.int32)
+    lengths[[3, 9]] = -1  # ordinals without a document
+    rows = [np.sort(rng.choice(vocab, max(n, 0), replace=False)) for n in lengths]
+    starts = np.cumsum([0, *[max(n, 0) for n in lengths[:-1]]]).astype(np.int64)
+    ids = np.concatenate(rows).astype(np.uint32)
+    tfs = rng.integers(1, 5, ids.size).astype(np.uint16)
+    doc_lengths = rng.integers(1, 80, docs).astype(np.int64)
+    qids = np.array([4, 17, 39, 0], np.int64)
+    cols = np.array([2, 0, 3, 1], np.int64)
+    idf = np.array([0.5, 1.5, 2.5, 3.5])
+    ords = np.array([0, 3, 5, 59, 60, -1, 5, 22], np.int64)  # 60 and -1: outside the counts
+    table = np.zeros(vocab, np.int32)
+    out = np.zeros((ords.size, 4))
+    k1, b, average = 1.2, 0.75, 31.0
+    _kernels.bm25_parts(ords, starts, lengths, doc_lengths, ids, tfs, qids, cols, idf, table, k1, b, average, out)
+    expected = np.zeros_like(out)
+    for i, o in enumerate(ords):
+        if not 0 <= o < docs or lengths[o] <= 0:
+            continue
+        row = slice(starts[o], starts[o] + lengths[o])
+        norm = k1 * (1 - b + b * doc_lengths[o] / average)
+        for term, tf in zip(ids[row], tfs[row]):
+            for q in np.flatnonzero(qids == term):
+                expected[i, cols[q]] = idf[q] * tf * (k1 + 1) / (tf + norm)
+    assert np.allclose(out, expected, rtol=1e-12, atol=0)
+    assert out.any()
+    assert not table.any()  # the scratch table is left as it was given
+
+
+def test_bm25_parts_refuse_query_terms_outside_the_table_and_mismatched_arrays() -> None:
+    one = np.zeros(1, np.int64)
+    args = dict(ords=one, starts=one, lengths=np.zeros(1, np.int32), doc_lengths=one, ids=np.zeros(1, np.uint32),
+                tfs=np.zeros(1, np.uint16), qids=np.array([5], np.int64), cols=np.zeros(1, np.int64),
+                idf=np.ones(1), table=np.zeros(5, np.int32))
+    with pytest.raises(ValueError, match="query term 0: id 5"):
+        _kernels.bm25_parts(*args.values(), 1.2, 0.75, 1.0, np.zeros((1, 1)))
+    args["qids"] = np.array([0], np.int64)
+    args["tfs"] = np.zeros(2, np.uint16)
+    with pytest.raises(ValueError, match="tfs holds 2 items, expected 1"):
+        _kernels.bm25_parts(*args.values(), 1.2, 0.75, 1.0, np.zeros((1, 1)))
+    args["tfs"] = np.zeros(1, np.uint32)
+    with pytest.raises(TypeError, match="tfs has the wrong item type"):
+        _kernels.bm25_parts(*args.values(), 1.2, 0.75, 1.0, np.zeros((1, 1)))
