@@ -360,6 +360,24 @@ def test_a_passed_deadline_on_a_narrow_filter_is_approximate_and_still_filtered(
     assert hits.approximate and len(hits.ords) == 10 and allowed[hits.ords].all()
 
 
+def test_a_passed_deadline_on_a_broad_filter_with_removed_vectors_keeps_both_out() -> None:
+    # Above size / 32 admitted, the filter and the removals are excluded from the coarse order
+    # itself; the deadline path must honour both, as the exact path does.
+    vectors = random_vectors(5000, 64, seed=24)
+    index = build(vectors)
+    for ord in range(0, 5000, 7):
+        index.remove(ord)
+    allowed = np.ones(5000, dtype=bool)
+    allowed[::3] = False
+    query = vectors[2].astype(np.float32)
+    for deadline in (time.monotonic() - 1.0, None):
+        hits = index.search(query, 50, allowed=allowed, deadline=deadline)
+        assert hits.approximate == (deadline is not None) and len(hits.ords) == 50
+        assert allowed[hits.ords].all() and not (hits.ords % 7 == 0).any()
+    unfiltered = index.search(query, 50, deadline=time.monotonic() - 1.0)
+    assert unfiltered.approximate and not (unfiltered.ords % 7 == 0).any()
+
+
 def test_a_future_deadline_gives_exact_results() -> None:
     vectors = random_vectors(2000, 32, seed=23)
     index = build(vectors)
