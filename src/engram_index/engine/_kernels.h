@@ -1,0 +1,29 @@
+/* The loops of _kernels_loops.c, for the module in _kernels.c. */
+#ifndef ENGRAM_KERNELS_H
+#define ENGRAM_KERNELS_H
+
+#include <Python.h>
+#include <stdint.h>
+
+/* Hamming distances from query to each of n rows of width bytes into out, counted into four
+ * histograms of stride bins each. */
+void engram_scan(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, uint16_t *out,
+                 Py_ssize_t *hist, Py_ssize_t stride);
+
+/* The ascending ordinals of the count smallest distances (ties: lower ordinals), excluded rows skipped. */
+Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
+                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist);
+
+/* This thread's buffer of at least n distances (NULL when out of memory). */
+uint16_t *engram_scratch(Py_ssize_t n);
+
+/* IEEE half precision to single, exactly. */
+float engram_half_to_float(uint16_t h);
+
+/* A float16 row's dot product with a float32 query of d components. */
+typedef float (*engram_dot_fn)(const uint16_t *v, const float *q, Py_ssize_t d);
+
+/* The fastest dot product this CPU runs (the portable one when asked). */
+engram_dot_fn engram_select_dot(int portable);
+
+#endif

@@ -1,0 +1,192 @@
+/* The inner loops behind _kernels.c: the coarse scan and its pick, and the float16 dot products of
+ * the exact re-rank. Plain C over raw arrays; the module checks every buffer before calling them. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86_DOT 1
+#endif
+
+#include "_kernels.h"
+
+/* Count the differing bits of two rows of `width` bytes. */
+static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize_t width)
+{
+    uint32_t total = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= width; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8); /* unaligned-safe loads; compilers turn these into plain moves */
+        memcpy(&y, b + i, 8);
+        total += (uint32_t)__builtin_popcountll(x ^ y);
+    }
+    for (; i < width; i++)
+        total += (uint32_t)__builtin_popcount((unsigned)(a[i] ^ b[i]));
+    return total;
+}
+
+/* Rows of a fixed number of 64-bit words, so that the compiler unrolls the inner loop. */
+#define FIXED_SCAN(words)                                                                       \
+    for (Py_ssize_t r = 0; r < n; r++) {                                                        \
+        const uint8_t *row = codes + r * (words) * 8;                                           \
+        uint32_t total = 0;                                                                     \
+        for (int i = 0; i < (words); i++) {                                                     \
+            uint64_t x;                                                                         \
+            memcpy(&x, row + 8 * i, 8);                                                         \
+            total += (uint32_t)__builtin_popcountll(x ^ q[i]);                                  \
+        }                                                                                       \
+        out[r] = (uint16_t)total;                                                               \
+        hist[(r & 3) * stride + total]++;                                                       \
+    }
+
+/* The scan itself, which also counts the distances into four histograms (summed after: nearby
+ * rows often share a distance, and one histogram would make each count wait for the previous),
+ * compiled twice on x86-64 (with and without the popcnt instruction) and
+ * chosen at load time, so that one build runs on any x86-64 CPU at full speed where it can. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("popcnt", "default")))
+#endif
+void engram_scan(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, uint16_t *out,
+                 Py_ssize_t *hist, Py_ssize_t stride)
+{
+    uint64_t q[32];
+    if (width % 8 == 0 && width <= (Py_ssize_t)sizeof(q))
+        memcpy(q, query, (size_t)width);
+    switch (width) {
+    case 16: FIXED_SCAN(2) return;   /* 128 dimensions */
+    case 32: FIXED_SCAN(4) return;   /* 256 */
+    case 48: FIXED_SCAN(6) return;   /* 384: MiniLM, bge-small */
+    case 64: FIXED_SCAN(8) return;   /* 512 */
+    case 96: FIXED_SCAN(12) return;  /* 768: nomic-embed-text, bge-base */
+    case 128: FIXED_SCAN(16) return; /* 1024: mxbai-embed-large, bge-m3 */
+    case 192: FIXED_SCAN(24) return; /* 1536: text-embedding-3-small */
+    default:
+        for (Py_ssize_t r = 0; r < n; r++) {
+            uint32_t total = row_distance(query, codes + r * width, width);
+            out[r] = (uint16_t)total;
+            hist[(r & 3) * stride + total]++;
+        }
+    }
+}
+
+/* Write the ordinals of the `count` smallest distances, ascending, skipping excluded rows; ties at
+ * the cut go to the lower ordinals. Give how many were written (fewer when fewer rows are left).
+ * hist: the scan's four histograms of all rows' distances; dist may be overwritten. */
+Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
+                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist)
+{
+    Py_ssize_t stride = bits + 1;
+    if (excluded != NULL) {
+        /* The scan counted every row: take the excluded ones back out, and put them beyond any cut. */
+        for (Py_ssize_t r = 0; r < n; r++)
+            if (excluded[r]) {
+                hist[(r & 3) * stride + dist[r]]--;
+                dist[r] = UINT16_MAX;
+            }
+    }
+    Py_ssize_t admitted = 0;
+    for (Py_ssize_t d = 0; d < stride; d++) {
+        hist[d] += hist[stride + d] + hist[2 * stride + d] + hist[3 * stride + d];
+        admitted += hist[d];
+    }
+    Py_ssize_t written = 0;
+    if (admitted <= count) {
+        for (Py_ssize_t r = 0; r < n; r++)
+            if (dist[r] != UINT16_MAX)
+                out[written++] = r;
+        return written;
+    }
+    /* The cut: the distance at which the count is reached; `ties` rows at it are kept. */
+    Py_ssize_t cut = 0, below = 0;
+    while (below + hist[cut] < count)
+        below += hist[cut++];
+    Py_ssize_t ties = count - below;
+    for (Py_ssize_t r = 0; r < n && written < count; r++) {
+        uint16_t d = dist[r];
+        if (d < cut || (d == cut && ties-- > 0))
+            out[written++] = r;
+    }
+    return written;
+}
+
+/* A per-thread buffer for the distances of a scan, kept between calls: a fresh one of 200 KB (100k
+ * rows) would be mapped and faulted in anew by every search, which costs as much as the scan. */
+static _Thread_local uint16_t *scratch_buf = NULL;
+static _Thread_local Py_ssize_t scratch_len = 0;
+
+uint16_t *engram_scratch(Py_ssize_t n)
+{
+    if (n > scratch_len || scratch_buf == NULL) {
+        Py_ssize_t want = n + n / 4 + 1024; /* grow ahead of a growing index */
+        uint16_t *grown = PyMem_RawRealloc(scratch_buf, (size_t)want * sizeof(uint16_t));
+        if (grown == NULL)
+            return NULL;
+        scratch_buf = grown;
+        scratch_len = want;
+    }
+    return scratch_buf;
+}
+
+/* IEEE half precision to single, exactly (portable; the x86 path below converts in hardware). */
+float engram_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0) {
+        float f = (float)mant * 5.9604644775390625e-8f; /* zero or subnormal: mant * 2^-24 */
+        return sign ? -f : f;
+    }
+    bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static float dot_portable(const uint16_t *v, const float *q, Py_ssize_t d)
+{
+    float acc[8] = {0};
+    Py_ssize_t i = 0;
+    for (; i + 8 <= d; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += engram_half_to_float(v[i + j]) * q[i + j];
+    for (; i < d; i++)
+        acc[0] += engram_half_to_float(v[i]) * q[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+#ifdef HAVE_X86_DOT
+/* The same sum, eight lanes at a time with hardware conversion, on CPUs with AVX2, FMA and F16C. */
+__attribute__((target("avx2,fma,f16c")))
+static float dot_x86(const uint16_t *v, const float *q, Py_ssize_t d)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    Py_ssize_t i = 0;
+    for (; i + 16 <= d; i += 16) {
+        __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
+        __m256 x1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i + 8)));
+        a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q + i), a0);
+        a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(q + i + 8), a1);
+    }
+    for (; i + 8 <= d; i += 8)
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))), _mm256_loadu_ps(q + i), a0);
+    __m256 a = _mm256_add_ps(a0, a1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    float sum = _mm_cvtss_f32(h);
+    for (; i < d; i++)
+        sum += engram_half_to_float(v[i]) * q[i];
+    return sum;
+}
+#endif
+
+engram_dot_fn engram_select_dot(int portable)
+{
+#ifdef HAVE_X86_DOT
+    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) /* F16C comes with both */
+        return dot_x86;
+#endif
+    (void)portable;
+    return dot_portable;
+}
