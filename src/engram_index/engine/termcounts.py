@@ -3,8 +3,8 @@
 tantivy finds the best keyword matches with block-max WAND, but it cannot score a list of
 documents it did not find (the vector side's candidates) short of a query with one key term per
 document, which cost ~1 ms for 200 candidates at 100k memories. Here each document's distinct
-terms are kept as vocabulary ids with their frequencies, so scoring any documents is a few numpy
-passes over their rows (docs/design/engine.md has the measurements).
+terms are kept as vocabulary ids with their frequencies, so scoring any documents is one compiled
+pass over their rows (`_kernels.bm25_parts`; docs/design/engine.md has the measurements).
 
 Every BM25 score the engine reports comes from here: k1 = 1.2, b = 0.75, idf
 ln(1 + (N - df + 0.5) / (df + 0.5)) over the live documents, and exact lengths (tantivy
@@ -134,7 +134,7 @@ class TermCounts:
         held = ords[self._lengths[ords] != _ABSENT]
         if not held.size:
             return
-        offsets, _ = self._gather(held)
+        offsets = self._gather(held)
         if offsets.size:
             self._df -= np.bincount(self._ids[offsets], minlength=self._df.size)
         self._garbage += int(offsets.size)
@@ -176,29 +176,34 @@ class TermCounts:
 
     def _compact(self) -> None:
         """Rewrite the arena with the live rows only, in ordinal order."""
+        self._ids, self._tfs, self._starts = self._packed()
+        self._used, self._garbage = int(self._ids.size), 0
+
+    def _packed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The live rows back to back in ordinal order (term ids, frequencies) and where each ordinal's row starts."""
         held = np.flatnonzero(self._lengths != _ABSENT)
-        offsets, _ = self._gather(held)
-        self._ids, self._tfs = self._ids[offsets], self._tfs[offsets]
-        lengths = self._lengths[held].astype(np.int64)
-        self._starts[held] = np.cumsum(lengths) - lengths
-        self._used, self._garbage = int(offsets.size), 0
+        offsets = self._gather(held)
+        starts = np.zeros(self._lengths.size, np.int64)
+        row = self._lengths[held].astype(np.int64)
+        starts[held] = np.cumsum(row) - row
+        return self._ids[offsets], self._tfs[offsets], starts
 
     # -- reads --------------------------------------------------------------------------------
 
-    def _gather(self, ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The arena offsets of these ordinals' rows, back to back, and the row length of each ordinal."""
+    def _gather(self, ords: np.ndarray) -> np.ndarray:
+        """The arena offsets of these ordinals' rows, back to back."""
         inside = (ords >= 0) & (ords < self._lengths.size)
         lengths = np.zeros(ords.size, np.int64)
         lengths[inside] = np.maximum(self._lengths[ords[inside]], 0)
         total = int(lengths.sum())
         if total == 0:
-            return np.zeros(0, np.int64), lengths
+            return np.zeros(0, np.int64)
         starts = np.zeros(ords.size, np.int64)
         starts[inside] = self._starts[ords[inside]]
         # Each entry's offset: its row's start, plus its place in the row.
         before = np.cumsum(lengths) - lengths
-        offsets = np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
-        return offsets, lengths
+        offsets: np.ndarray = np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
+        return offsets
 
     def bm25(self, terms: Sequence[str], ords: np.ndarray | Sequence[int]) -> np.ndarray:
         """The BM25 score (float32) of each ordinal for a query of these terms (a repeated term counts again)."""
@@ -233,7 +238,7 @@ class TermCounts:
 
     def terms_of(self, ord_: int) -> dict[str, int]:
         """The terms of one document with their frequencies (empty when none is held)."""
-        offsets, _ = self._gather(np.array([ord_], np.int64))
+        offsets = self._gather(np.array([ord_], np.int64))
         return {self._terms[int(i)]: int(f) for i, f in zip(self._ids[offsets], self._tfs[offsets])}
 
     # -- files --------------------------------------------------------------------------------
@@ -245,13 +250,8 @@ class TermCounts:
 
     def frozen(self) -> FrozenCounts:
         """A compacted copy of the state, to be written while writes go on (no disk waits while it is taken)."""
-        held = np.flatnonzero(self._lengths != _ABSENT)
-        offsets, _ = self._gather(held)
-        lengths = self._lengths.copy()
-        starts = np.zeros(lengths.size, np.int64)
-        row = lengths[held].astype(np.int64)
-        starts[held] = np.cumsum(row) - row
-        arrays = (self._ids[offsets], self._tfs[offsets], starts, lengths, self._doc_lengths.copy(), self._df.copy())
+        ids, tfs, starts = self._packed()
+        arrays = (ids, tfs, starts, self._lengths.copy(), self._doc_lengths.copy(), self._df.copy())
         return FrozenCounts(arrays, list(self._terms), self._live, self._tokens)
 
     @classmethod
