@@ -9,7 +9,8 @@ the most distinct wanted terms (every one holds some). For each, thread CPU ms p
 the old scan, and the 90th percentile and worst of the queries' ratios to it (each query's time
 summed over the rounds); within a round the variants take turns by blocks of 20 queries, in
 alternating order:
-  - old: the one pass over every chunk that short texts took before TermFinder (copied here);
+  - old: the one pass over every chunk that short texts took before TermFinder (the library's
+    _find_by_scan, called directly);
   - find_terms(text, wanted), no finder: the same scan in the library (a control for noise);
   - find_terms(text, wanted, finder), one TermFinder per query, as Explainer does: probes and
     pieces are shared by the query's texts, and short texts are probed unless a probe is a
@@ -55,25 +56,9 @@ Pattern = regex.Pattern[str] | re.Pattern[str]
 BLOCK = 20  # queries timed together
 
 
-def old_find_terms(text: str, wanted: set[str]) -> Spans:
-    """The short-text scan (find_terms without a finder): every chunk's match, lookup and disjoint test."""
-    out: Spans = []
-    get = analyzer._chunk_cache.get
-    for m in analyzer._chunker(text).finditer(text):
-        chunk = m.group()
-        terms, meta = get(chunk) or analyzer._analysis(chunk)
-        if wanted.isdisjoint(terms):
-            continue
-        base = m.start()
-        for term, (_, start, end) in zip(terms, meta):
-            if term in wanted:
-                out.append((base + start, base + end, term))
-    return out
-
-
 def run_old(tasks: list[Task]) -> list[Spans]:
-    """Find every task's terms by the scan, copied here."""
-    return [old_find_terms(text, wanted) for wanted, texts in tasks for text in texts]
+    """Find every task's terms by the scan short texts took before TermFinder (the library's, called directly)."""
+    return [analyzer._find_by_scan(text, wanted) for wanted, texts in tasks for text in texts]
 
 
 def run_plain(tasks: list[Task]) -> list[Spans]:
@@ -155,7 +140,7 @@ def run_finder_always(tasks: list[Task]) -> list[Spans]:
     return out
 
 
-OLD = "old: scan (copy)"
+OLD = "old: scan"
 VARIANTS: dict[str, Callable[[list[Task]], list[Spans]]] = {
     OLD: run_old,
     "no finder (scan)": run_plain,
