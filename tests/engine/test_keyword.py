@@ -32,6 +32,15 @@ def index(tmp_path: Path) -> KeywordIndex:
     return idx
 
 
+def in_memory(texts: list[str]) -> KeywordIndex:
+    """An in-memory index holding these texts at ordinals 0, 1, …, committed."""
+    idx = KeywordIndex(None)
+    for i, text in enumerate(texts):
+        idx.upsert(i, doc(i, text))
+    idx.commit(1)
+    return idx
+
+
 def ords(index: KeywordIndex, q: str, k: int = 10, filters: Filters | None = None) -> list[int]:
     return index.search(query_words(q), k, filters)[0].tolist()
 
@@ -42,11 +51,7 @@ def test_a_word_matches_its_inflections_through_its_stem(index: KeywordIndex) ->
 
 
 def test_a_word_scores_by_its_stem_alone_so_inflections_score_alike(tmp_path: Path) -> None:
-    idx = KeywordIndex(None)
-    idx.upsert(0, doc(0, "running fast"))
-    idx.upsert(1, doc(1, "runs fast"))
-    idx.upsert(2, doc(2, "walking slowly"))
-    idx.commit(1)
+    idx = in_memory(["running fast", "runs fast", "walking slowly"])
     found, scores = idx.search(query_words("running"), 10)
     assert sorted(found.tolist()) == [0, 1]
     assert scores[0] == pytest.approx(scores[1], rel=1e-6)
@@ -189,10 +194,7 @@ def test_saved_counts_ahead_of_the_index_or_from_before_a_reset_are_not_used(ind
 
 
 def test_candidates_outside_the_top_k_get_their_exact_scores(tmp_path: Path) -> None:
-    idx = KeywordIndex(None)
-    for i in range(30):
-        idx.upsert(i, doc(i, "alpha " * (i + 1) + f"beta{i}"))
-    idx.commit(1)
+    idx = in_memory(["alpha " * (i + 1) + f"beta{i}" for i in range(30)])
     words = query_words("alpha")
     top, _, got = idx.search_and_score(words, 2, None, [0, 1, 2, 29])
     assert 29 in top.tolist() and not {0, 1, 2} & set(top.tolist())
@@ -201,11 +203,7 @@ def test_candidates_outside_the_top_k_get_their_exact_scores(tmp_path: Path) -> 
 
 
 def test_cjk_and_accented_queries_are_found_and_scored_by_the_term_counts(tmp_path: Path) -> None:
-    idx = KeywordIndex(None)
-    idx.upsert(0, doc(0, "東京タワーの夜景はきれいです"))
-    idx.upsert(1, doc(1, "Café résumé naïve"))
-    idx.upsert(2, doc(2, "plain english text"))
-    idx.commit(1)
+    idx = in_memory(["東京タワーの夜景はきれいです", "Café résumé naïve", "plain english text"])
     for q, want in [("東京タワー", 0), ("cafe resume", 1), ("CAFÉ", 1)]:
         found, scores = idx.search(query_words(q), 10)
         assert found.tolist() == [want] and scores[0] > 0, q
