@@ -30,6 +30,24 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *
     return 0;
 }
 
+/* Release the acquired views of an array of them (a zeroed view was never acquired). */
+static void release_all(Py_buffer *views, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (views[i].obj)
+            PyBuffer_Release(&views[i]);
+}
+
+/* The scan's four zeroed histograms for codes of `bits` bits (bits + 1 bins each), or NULL with
+ * MemoryError set. */
+static Py_ssize_t *new_histograms(Py_ssize_t bits)
+{
+    Py_ssize_t *hist = PyMem_RawCalloc(4 * ((size_t)bits + 1), sizeof(Py_ssize_t));
+    if (hist == NULL)
+        PyErr_NoMemory();
+    return hist;
+}
+
 /* Say whether a buffer holds items of one byte-size and one of the given struct formats. */
 static int has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats)
 {
@@ -67,37 +85,35 @@ static PyObject *hamming(PyObject *self, PyObject *args)
     PyObject *q_obj, *c_obj, *o_obj;
     if (!PyArg_ParseTuple(args, "OOO:hamming", &q_obj, &c_obj, &o_obj))
         return NULL;
-    Py_buffer q = {0}, c = {0}, o = {0};
+    Py_buffer v[3];
+    memset(v, 0, sizeof(v));
+    Py_buffer *q = &v[0], *c = &v[1], *o = &v[2];
     PyObject *result = NULL;
     Py_ssize_t *hist = NULL;
-    if (get_buffer(q_obj, &q, 0, "query") < 0 || get_buffer(c_obj, &c, 0, "codes") < 0
-        || get_buffer(o_obj, &o, 1, "out") < 0)
+    if (get_buffer(q_obj, q, 0, "query") < 0 || get_buffer(c_obj, c, 0, "codes") < 0
+        || get_buffer(o_obj, o, 1, "out") < 0)
         goto done;
-    Py_ssize_t n = rows_of(&q, &c);
+    Py_ssize_t n = rows_of(q, c);
     if (n < 0)
         goto done;
-    if (!has_format(&o, 2, "H")) {
+    if (!has_format(o, 2, "H")) {
         PyErr_SetString(PyExc_TypeError, "out must hold uint16");
         goto done;
     }
-    if (o.len / 2 != n) {
-        PyErr_Format(PyExc_ValueError, "out holds %zd values for %zd rows", o.len / 2, n);
+    if (o->len / 2 != n) {
+        PyErr_Format(PyExc_ValueError, "out holds %zd values for %zd rows", o->len / 2, n);
         goto done;
     }
-    hist = PyMem_RawCalloc(4 * ((size_t)q.len * 8 + 1), sizeof(Py_ssize_t));
-    if (hist == NULL) {
-        PyErr_NoMemory();
+    Py_ssize_t bits = q->len * 8;
+    if ((hist = new_histograms(bits)) == NULL)
         goto done;
-    }
     Py_BEGIN_ALLOW_THREADS
-    engram_scan((const uint8_t *)q.buf, (const uint8_t *)c.buf, n, q.len, (uint16_t *)o.buf, hist, q.len * 8 + 1);
+    engram_scan((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, (uint16_t *)o->buf, hist, bits + 1);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
     PyMem_RawFree(hist);
-    if (q.obj) PyBuffer_Release(&q);
-    if (c.obj) PyBuffer_Release(&c);
-    if (o.obj) PyBuffer_Release(&o);
+    release_all(v, 3);
     return result;
 }
 
@@ -113,43 +129,43 @@ static PyObject *nearest(PyObject *self, PyObject *args)
     PyObject *q_obj, *c_obj, *e_obj, *o_obj;
     if (!PyArg_ParseTuple(args, "OOOO:nearest", &q_obj, &c_obj, &e_obj, &o_obj))
         return NULL;
-    Py_buffer q = {0}, c = {0}, e = {0}, o = {0};
+    Py_buffer v[4];
+    memset(v, 0, sizeof(v));
+    Py_buffer *q = &v[0], *c = &v[1], *e = &v[2], *o = &v[3];
     PyObject *result = NULL;
-    uint16_t *dist = NULL;
     Py_ssize_t *hist = NULL;
-    if (get_buffer(q_obj, &q, 0, "query") < 0 || get_buffer(c_obj, &c, 0, "codes") < 0
-        || (e_obj != Py_None && get_buffer(e_obj, &e, 0, "excluded") < 0) || get_buffer(o_obj, &o, 1, "out") < 0)
+    if (get_buffer(q_obj, q, 0, "query") < 0 || get_buffer(c_obj, c, 0, "codes") < 0
+        || (e_obj != Py_None && get_buffer(e_obj, e, 0, "excluded") < 0) || get_buffer(o_obj, o, 1, "out") < 0)
         goto done;
-    Py_ssize_t n = rows_of(&q, &c);
+    Py_ssize_t n = rows_of(q, c);
     if (n < 0)
         goto done;
-    if (e.obj != NULL && (!has_format(&e, 1, "Bb?") || e.len != n)) {
-        PyErr_Format(PyExc_ValueError, "excluded must hold one byte per row (%zd), got %zd", n, e.len);
+    if (e->obj != NULL && (!has_format(e, 1, "Bb?") || e->len != n)) {
+        PyErr_Format(PyExc_ValueError, "excluded must hold one byte per row (%zd), got %zd", n, e->len);
         goto done;
     }
-    if (!has_format(&o, 8, "ql")) {
+    if (!has_format(o, 8, "ql")) {
         PyErr_SetString(PyExc_TypeError, "out must hold int64");
         goto done;
     }
-    Py_ssize_t bits = q.len * 8;
-    dist = engram_scratch(n);
-    hist = PyMem_RawCalloc(4 * ((size_t)bits + 1), sizeof(Py_ssize_t));
-    if (dist == NULL || hist == NULL) {
+    Py_ssize_t bits = q->len * 8;
+    uint16_t *dist = engram_scratch(n);
+    if (dist == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    if ((hist = new_histograms(bits)) == NULL)
+        goto done;
     Py_ssize_t written;
     Py_BEGIN_ALLOW_THREADS
-    engram_scan((const uint8_t *)q.buf, (const uint8_t *)c.buf, n, q.len, dist, hist, bits + 1);
-    written = engram_pick_nearest(dist, e.obj ? (const uint8_t *)e.buf : NULL, n, bits, (int64_t *)o.buf, o.len / 8, hist);
+    engram_scan((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, dist, hist, bits + 1);
+    written = engram_pick_nearest(dist, e->obj ? (const uint8_t *)e->buf : NULL, n, bits, (int64_t *)o->buf,
+                                  o->len / 8, hist);
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(written);
 done:
     PyMem_RawFree(hist);
-    if (q.obj) PyBuffer_Release(&q);
-    if (c.obj) PyBuffer_Release(&c);
-    if (e.obj) PyBuffer_Release(&e);
-    if (o.obj) PyBuffer_Release(&o);
+    release_all(v, 4);
     return result;
 }
 
@@ -253,9 +269,7 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
     }
     result = Py_NewRef(Py_None);
 done:
-    for (int i = 0; i < 11; i++)
-        if (v[i].obj)
-            PyBuffer_Release(&v[i]);
+    release_all(v, 11);
     return result;
 }
 
@@ -317,9 +331,7 @@ static PyObject *cosines(PyObject *self, PyObject *args)
     result = Py_NewRef(Py_None);
 done:
     PyMem_RawFree(q);
-    for (int i = 0; i < 5; i++)
-        if (v[i].obj)
-            PyBuffer_Release(&v[i]);
+    release_all(v, 5);
     return result;
 }
 
