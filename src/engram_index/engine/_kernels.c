@@ -20,6 +20,9 @@
 
 #include "_kernels.h"
 
+/* How many rows ahead the random-order loops ask for the rows they will read (see engram_prefetch). */
+#define AHEAD 8
+
 
 static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
 {
@@ -241,6 +244,21 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
     for (Py_ssize_t q = 0; q < t; q++)
         table[qids[q]] = (int32_t)(q + 1);
     for (Py_ssize_t i = 0; i < m && !bad_row; i++) {
+        /* Ordinals come in no useful order: ask for a later row's bounds, and for the row of the
+         * one after next whose bounds were asked for earlier, before they are needed. */
+        if (i + 2 * AHEAD < m && ords[i + 2 * AHEAD] >= 0 && ords[i + 2 * AHEAD] < docs) {
+            int64_t later = ords[i + 2 * AHEAD];
+            engram_prefetch(starts + later, 8);
+            engram_prefetch(lengths + later, 4);
+            engram_prefetch(doc_lengths + later, 8);
+        }
+        if (i + AHEAD < m && ords[i + AHEAD] >= 0 && ords[i + AHEAD] < docs && lengths[ords[i + AHEAD]] > 0) {
+            int64_t next = ords[i + AHEAD], from = starts[next];
+            if (from >= 0 && from < arena) {
+                engram_prefetch(ids + from, 4 * (Py_ssize_t)lengths[next]);
+                engram_prefetch(tfs + from, 2 * (Py_ssize_t)lengths[next]);
+            }
+        }
         int64_t o = ords[i];
         if (o < 0 || o >= docs || lengths[o] <= 0)
             continue;
@@ -323,7 +341,13 @@ static PyObject *cosines(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < d; i++) /* the high half plus its rounding error: float32-accurate */
         q[i] = engram_half_to_float(parts[i]) + engram_half_to_float(parts[d + i]);
     engram_dot_fn dot = engram_select_dot(portable);
+    for (Py_ssize_t i = 0; i < m && i < AHEAD; i++)
+        engram_prefetch(vectors + ords[i] * d, d * 2);
     for (Py_ssize_t i = 0; i < m; i++) {
+        if (i + AHEAD < m) {
+            engram_prefetch(vectors + ords[i + AHEAD] * d, d * 2);
+            engram_prefetch(inv_norms + ords[i + AHEAD], 4);
+        }
         float sim = dot(vectors + ords[i] * d, q, d) * inv_norms[ords[i]];
         out[i] = sim > 1.0f ? 1.0f : (sim < -1.0f ? -1.0f : sim);
     }

@@ -23,6 +23,20 @@ float engram_half_to_float(uint16_t h);
 /* A float16 row's dot product with a float32 query of d components. */
 typedef float (*engram_dot_fn)(const uint16_t *v, const float *q, Py_ssize_t d);
 
+/* Ask for the bytes [p, p + bytes) to be brought into the cache ahead of their use: a hint only
+ * (no effect where the compiler has no prefetch). Rows read in a random order, as the re-rank and
+ * the BM25 parts read theirs, otherwise wait on memory one after another. */
+#if defined(__GNUC__)
+#define ENGRAM_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
+#else
+#define ENGRAM_PREFETCH(p) ((void)(p))
+#endif
+static inline void engram_prefetch(const void *p, Py_ssize_t bytes)
+{
+    for (Py_ssize_t off = 0; off < bytes; off += 64)
+        ENGRAM_PREFETCH((const char *)p + off);
+}
+
 /* The fastest dot product this CPU runs (the portable one when asked). */
 engram_dot_fn engram_select_dot(int portable);
 
