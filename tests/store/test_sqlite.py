@@ -1,5 +1,6 @@
 """The SQLite record store: writes, the change log, and idempotent re-writes."""
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,33 @@ def test_skipped_counts_live_documents_by_author_and_reason(store: Store) -> Non
     assert store.skipped(sid) == [
         ("did:plc:a", "bad vector", 1), ("did:plc:a", "model mismatch", 1), ("did:plc:b", "model mismatch", 1),
     ]
+
+
+def _page_size(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_new_store_uses_pages_large_enough_for_a_memory_with_its_vector(tmp_path: Path) -> None:
+    # A 384-dimension float16 vector alone is 768 bytes: with 4 KB pages a row of this
+    # WITHOUT ROWID table spills past ~1 KB into an overflow page of its own.
+    Store(tmp_path / "records.sqlite").close()
+    assert _page_size(tmp_path / "records.sqlite") == 16384
+
+
+def test_a_store_made_with_small_pages_still_opens_and_keeps_its_pages(tmp_path: Path) -> None:
+    path = tmp_path / "records.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    store = Store(path)
+    store.ensure_space(URI, ModelIdentity("m", "d", 4))
+    sid = store.space(URI).id
+    store.write(sid, [put(0, "kept")])
+    assert store.documents(sid, [0])[0].text == "kept"
+    store.close()
+    assert _page_size(path) == 4096
