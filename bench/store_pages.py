@@ -90,8 +90,8 @@ def main() -> None:
         for size, (store, _, took) in stores.items():
             megabytes = store.path.stat().st_size / 1e6
             warm = " ".join(f"{v:.3f}" for v in fetch[size, False])
-            cold = " ".join(f"{v:.3f}" for v in fetch[size, True])
-            print(f"  {size // 1024:>4} KB {megabytes:>8.0f} {took:>8.1f}   {warm:<22} {cold:<22}")
+            chilled = " ".join(f"{v:.3f}" for v in fetch[size, True])
+            print(f"  {size // 1024:>4} KB {megabytes:>8.0f} {took:>8.1f}   {warm:<22} {chilled:<22}")
             store.close()
 
 
