@@ -151,3 +151,34 @@ def test_embed_reports_a_line_without_the_field(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["embed", "--input", str(path), "--out", str(tmp_path / "o.npy"),
                                        "--embedder", "hashing:8"])
     assert result.exit_code == 1 and "line 2" in result.output
+
+
+def test_repack_rewrites_a_store_made_with_small_pages_and_says_what_it_saved(memories: Path, tmp_path: Path) -> None:
+    import sqlite3
+
+    data = tmp_path / "d"
+    data.mkdir()
+    conn = sqlite3.connect(data / "records.sqlite")
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    run("import", SPACE, str(memories), "--data", str(data), *MODEL)
+    result = run("repack", "--data", str(data))
+    assert result.exit_code == 0, result.output
+    assert "4 KB pages to 16 KB" in result.output
+    assert "already has 16 KB pages" in run("repack", "--data", str(data)).output
+    found = run("search", SPACE, "pasta", "--data", str(data))
+    assert "San Marzano" in found.output
+
+
+def test_repack_refuses_a_data_directory_in_use(memories: Path, tmp_path: Path) -> None:
+    from engram_index.spaces import Spaces
+
+    run("import", SPACE, str(memories), "--data", str(tmp_path / "d"), *MODEL)
+    spaces = Spaces(tmp_path / "d")
+    try:
+        result = CliRunner().invoke(main, ["repack", "--data", str(tmp_path / "d")])
+        assert result.exit_code != 0
+        assert "in use" in result.output
+    finally:
+        spaces.close()

@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO
 
 from .engine.keyword import KeywordIndex, staging_path, swap_in
 from .engine.search import SpaceIndex, decode_vector
 from .engine.vector import VectorIndex
 from .engine.types import ModelIdentity, SearchRequest, SearchResult
 from .errors import IndexLoading, StorageError
-from .store.sqlite import Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
+from .store.sqlite import PAGE_SIZE, Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
@@ -32,6 +33,21 @@ COMPACT_SEGMENTS = 4
 QUIET_S = 10.0
 _COMPACT_HEAP = 256 * 1024 * 1024
 
+
+
+def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
+    """Lock a data directory for this process (shared: for readers only); closing the file releases it.
+
+    One writer owns a data directory: tantivy allows one writer per index, and two processes
+    applying the same change log would race. Readers share. Say so at once.
+    """
+    lock = open(data_dir / "LOCK", "a+")
+    try:
+        fcntl.flock(lock, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StorageError(f"the data directory {data_dir} is in use by another engram-index") from None
+    return lock
 
 class Spaces:
     """Every space of a data directory, opened lazily, with a background committer."""
@@ -45,15 +61,12 @@ class Spaces:
         self.data_dir = data_dir
         self.read_only = read_only
         data_dir.mkdir(parents=True, exist_ok=True)
-        # One writer owns a data directory: tantivy allows one writer per index, and two
-        # processes applying the same change log would race. Readers share. Say so at once.
-        self._dir_lock = open(data_dir / "LOCK", "a+")
-        try:
-            fcntl.flock(self._dir_lock, (fcntl.LOCK_SH if read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._dir_lock.close()
-            raise StorageError(f"the data directory {data_dir} is in use by another engram-index") from None
+        self._dir_lock = lock_data_dir(data_dir, read_only)
         self.store = Store(data_dir / "records.sqlite", read_only=read_only)
+        if not read_only and self.store.page_size() < PAGE_SIZE:
+            log.warning("%s has %d KB pages (an older release made it): it is ~3x larger and slower to read"
+                        " than it needs to be; stop the service and run `engram-index repack --data %s` once",
+                        self.store.path, self.store.page_size() // 1024, data_dir)
         self._indexes: dict[str, SpaceIndex] = {}
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}

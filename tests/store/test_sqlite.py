@@ -182,3 +182,50 @@ def test_a_store_made_with_small_pages_still_opens_and_keeps_its_pages(tmp_path:
     assert store.documents(sid, [0])[0].text == "kept"
     store.close()
     assert _page_size(path) == 4096
+
+
+def test_repacking_a_store_with_small_pages_moves_it_to_large_pages_and_keeps_everything(tmp_path: Path) -> None:
+    path = tmp_path / "records.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    store = Store(path)
+    store.ensure_space(URI, ModelIdentity("m", "d", 4))
+    sid = store.space(URI).id
+    store.write(sid, [put(i, f"memory {i} " * 40, vector=bytes(768)) for i in range(300)])
+    assert store.page_size() == 4096
+    before, after = store.repack()
+    assert store.page_size() == 16384 and after < before
+    assert store.documents(sid, [0, 299])[299].text == "memory 299 " * 40
+    store.write(sid, [put(300, "written after")])  # still a working WAL store
+    store.close()
+    reopened = Store(path)
+    assert reopened.count(sid) == 301 and reopened.page_size() == 16384
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_repacking_a_store_that_already_has_large_pages_changes_nothing(store: Store) -> None:
+    sid = store.space(URI).id
+    store.write(sid, [put(0, "kept")])
+    assert store.repack() is None
+    assert store.documents(sid, [0])[0].text == "kept"
+
+
+def test_opening_a_data_directory_whose_store_has_small_pages_says_how_to_repack_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from engram_index.spaces import Spaces
+
+    conn = sqlite3.connect(tmp_path / "records.sqlite")
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    with caplog.at_level("WARNING"):
+        Spaces(tmp_path).close()
+    assert f"engram-index repack --data {tmp_path}" in caplog.text
+    caplog.clear()
+    fresh = tmp_path / "fresh"
+    with caplog.at_level("WARNING"):
+        Spaces(fresh).close()
+    assert "repack" not in caplog.text

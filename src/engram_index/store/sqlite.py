@@ -94,6 +94,8 @@ MIGRATIONS: tuple[str, ...] = (
 # Statements run inside a write's transaction, after its documents (see Store.write).
 Statement = tuple[str, tuple[Any, ...]]
 
+# The page size of new stores (an existing one keeps its own until `engram-index repack`).
+PAGE_SIZE = 16384
 _DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
 _DOC_COLUMNS_NO_VECTORS = _DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
 
@@ -174,6 +176,8 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._write_lock = threading.Lock()
         self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []  # every thread's, to close with the store
+        self._readers_lock = threading.Lock()
         try:
             self._writer = self._connect()
             if not read_only:
@@ -189,7 +193,7 @@ class Store:
         # ROWID table keeps ~1 KB of a row in place and spills the rest to an overflow page of
         # its own, which tripled the file at 100k memories and doubled the time to fetch a
         # search's results (bench/store_pages.py).
-        conn.execute("PRAGMA page_size=16384")
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         conn.execute("PRAGMA journal_mode=WAL")
         # FULL: an acknowledged write survives power loss, not only a process crash.
         conn.execute("PRAGMA synchronous=FULL")
@@ -206,6 +210,8 @@ class Store:
         if conn is None:
             conn = self._connect()
             self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
         return conn
 
     def _migrate(self) -> None:
@@ -218,8 +224,54 @@ class Store:
                     f"BEGIN IMMEDIATE;{MIGRATIONS[number]};PRAGMA user_version={number + 1};COMMIT;"
                 )
 
+    def page_size(self) -> int:
+        """The database's page size in bytes."""
+        return int(self._writer.execute("PRAGMA page_size").fetchone()[0])
+
+    def repack(self, page_size: int = PAGE_SIZE) -> tuple[int, int] | None:
+        """Rewrite a database made with smaller pages; give its bytes before and after (None: nothing to do).
+
+        One SQLite VACUUM: atomic (a crash leaves the old file), it needs free disk space for a
+        copy of the database, and nothing else may have the database open.
+        """
+        with self._write_lock:
+            conn = self._writer
+            if self.page_size() >= page_size:
+                return None
+            before = self._file_bytes()
+            with self._readers_lock:  # they would hold the database open (threads reopen theirs)
+                readers, self._readers, self._local = self._readers, [], threading.local()
+            for reader in readers:
+                reader.close()
+            # A WAL database keeps its page size: VACUUM changes it in rollback mode only, which
+            # SQLite enters only while no other connection has the database open.
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+            except sqlite3.OperationalError:
+                mode = "wal"
+            if mode != "delete":
+                raise StorageError(f"the record store {self.path} is open elsewhere: stop the service first")
+            try:
+                conn.execute(f"PRAGMA page_size={page_size}")
+                conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                raise StorageError(f"could not repack the record store {self.path}: {exc}") from exc
+            finally:
+                conn.execute("PRAGMA journal_mode=WAL")
+            return before, self._file_bytes()
+
+    def _file_bytes(self) -> int:
+        """The database's size on disk, its write-ahead log included."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
     def close(self) -> None:
-        """Close the writer connection (readers close with their threads)."""
+        """Close the writer and every thread's reader (none may be in use)."""
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
         self._writer.close()
 
     # -- spaces ---------------------------------------------------------------------------
