@@ -29,3 +29,17 @@ def shared_dir() -> Path:
 def scifact_dir(shared_dir: Path) -> Path:
     """The SciFact benchmark folder."""
     return shared_dir / "data" / "scifact"
+
+
+@pytest.fixture
+def old_data_dir(tmp_path: Path) -> Path:
+    """A data directory whose (empty) record store has the 4 KB pages that older releases made."""
+    import sqlite3
+
+    data = tmp_path / "old"
+    data.mkdir()
+    conn = sqlite3.connect(data / "records.sqlite")
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    return data

@@ -153,15 +153,8 @@ def test_embed_reports_a_line_without_the_field(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "line 2" in result.output
 
 
-def test_repack_rewrites_a_store_made_with_small_pages_and_says_what_it_saved(memories: Path, tmp_path: Path) -> None:
-    import sqlite3
-
-    data = tmp_path / "d"
-    data.mkdir()
-    conn = sqlite3.connect(data / "records.sqlite")
-    conn.execute("PRAGMA page_size=4096")
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.close()
+def test_repack_rewrites_a_store_made_with_small_pages_and_says_what_it_saved(memories: Path, old_data_dir: Path) -> None:
+    data = old_data_dir
     run("import", SPACE, str(memories), "--data", str(data), *MODEL)
     result = run("repack", "--data", str(data))
     assert result.exit_code == 0, result.output

@@ -169,12 +169,8 @@ def test_a_new_store_uses_pages_large_enough_for_a_memory_with_its_vector(tmp_pa
     assert _page_size(tmp_path / "records.sqlite") == 16384
 
 
-def test_a_store_made_with_small_pages_still_opens_and_keeps_its_pages(tmp_path: Path) -> None:
-    path = tmp_path / "records.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA page_size=4096")
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.close()
+def test_a_store_made_with_small_pages_still_opens_and_keeps_its_pages(old_data_dir: Path) -> None:
+    path = old_data_dir / "records.sqlite"
     store = Store(path)
     store.ensure_space(URI, ModelIdentity("m", "d", 4))
     sid = store.space(URI).id
@@ -184,12 +180,8 @@ def test_a_store_made_with_small_pages_still_opens_and_keeps_its_pages(tmp_path:
     assert _page_size(path) == 4096
 
 
-def test_repacking_a_store_with_small_pages_moves_it_to_large_pages_and_keeps_everything(tmp_path: Path) -> None:
-    path = tmp_path / "records.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA page_size=4096")
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.close()
+def test_repacking_a_store_with_small_pages_moves_it_to_large_pages_and_keeps_everything(old_data_dir: Path) -> None:
+    path = old_data_dir / "records.sqlite"
     store = Store(path)
     store.ensure_space(URI, ModelIdentity("m", "d", 4))
     sid = store.space(URI).id
@@ -213,17 +205,13 @@ def test_repacking_a_store_that_already_has_large_pages_changes_nothing(store: S
 
 
 def test_opening_a_data_directory_whose_store_has_small_pages_says_how_to_repack_it(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    old_data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from engram_index.spaces import Spaces
 
-    conn = sqlite3.connect(tmp_path / "records.sqlite")
-    conn.execute("PRAGMA page_size=4096")
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.close()
     with caplog.at_level("WARNING"):
-        Spaces(tmp_path).close()
-    assert f"engram-index repack --data {tmp_path}" in caplog.text
+        Spaces(old_data_dir).close()
+    assert f"engram-index repack --data {old_data_dir}" in caplog.text
     caplog.clear()
     fresh = tmp_path / "fresh"
     with caplog.at_level("WARNING"):
