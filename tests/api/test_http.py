@@ -37,7 +37,9 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                                 text=t, tags=("t",), created_ms=1_700_000_000_000 + i, vector=vecs[i].tobytes(),
                                 metadata={"cid": "bafyreiexample"}))
         for i, t in enumerate(texts)
-    ])
+    ] + [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/novector", author="did:plc:a",
+                                 text="zucchini notes, never embedded", created_ms=1_700_000_000_100,
+                                 metadata={"cid": "bafyreiexample"}))])
     spaces.close()
     # Generous admission: these tests fire requests faster than the default per-space rate.
     limits = SpaceLimits(rate=1e6, burst=1e6)
@@ -83,6 +85,15 @@ def test_vector_and_q_run_a_hybrid_search_with_the_full_match(base_url: str) -> 
     assert top["createdAt"].endswith("Z") and top["tags"] == ["t"]
 
 
+def test_a_hybrid_result_without_a_vector_has_no_similarity_and_no_vector_match(base_url: str) -> None:
+    body = search(base_url, q="zucchini", vector=vec(0), model="m", modelDigest="sha256:00").json()
+    found = {m["uri"].rsplit("/", 1)[1]: m for m in body["memories"]}
+    orphan = found["novector"]
+    assert "similarity" not in orphan and "vector" not in orphan["match"]
+    assert orphan["match"]["keyword"]["rank"] == 1
+    assert found["r0"]["match"]["vector"]["rank"] == 1 and found["r0"]["similarity"] == 1000
+
+
 def test_snippet_highlights_are_utf8_byte_ranges(base_url: str) -> None:
     top = search(base_url, q="résumé").json()["memories"][0]
     snip = top["match"]["snippet"]
@@ -125,6 +136,9 @@ def test_vector_alone_runs_a_vector_search_without_match(base_url: str) -> None:
         ({}, 400, "InvalidRequest"),
         ({"space": "at://did:plc:nope/space/garden.engram.space/x", "q": "x"}, 404, "UnknownSpace"),
         ({"space": BARE, "vector": vec(0), "model": "m", "modelDigest": "sha256:00"}, 400, "NoModel"),
+        # A space without a model: there is nothing to embed q with, here or at the client.
+        ({"space": BARE, "q": "x", "mode": "vector"}, 400, "NoModel"),
+        ({"space": BARE, "q": "x", "mode": "hybrid"}, 400, "NoModel"),
     ],
 )
 def test_bad_requests_get_the_named_xrpc_error(base_url: str, params: dict, status: int, error: str) -> None:

@@ -174,15 +174,22 @@ def test_snippet_highlights_are_byte_ranges_on_non_ascii_text(space) -> None:
     assert [raw[s:e].decode() for s, e in hit.snippet.highlights] == ["café", "Zürich"]
 
 
-def test_a_document_without_a_vector_is_still_found_by_keyword_and_hybrid() -> None:
+def test_a_document_without_a_vector_is_found_by_hybrid_without_a_similarity_it_does_not_have() -> None:
     docs = Docs()
     index = SpaceIndex(None, DIMS, docs.fetch)
-    doc = Document(id="x", author="did:plc:a", text="orphan words", created_ms=1, vector=None)
-    docs.docs[0] = doc
-    index.apply([(0, doc)], 1)
+    orphan = Document(id="x", author="did:plc:a", text="orphan words", created_ms=1, vector=None)
+    other = Document(id="y", author="did:plc:a", text="orphan other", created_ms=2,
+                     vector=unit(1).astype("<f2").tobytes())
+    docs.docs.update({0: orphan, 1: other})
+    index.apply([(0, orphan), (1, other)], 1)
     index.commit()
-    hybrid = index.search(SearchRequest(mode="hybrid", q="orphan", vector=unit(0)))
-    assert ids(hybrid) == ["x"] and hybrid.hits[0].similarity == 0.0
+    hybrid = index.search(SearchRequest(mode="hybrid", q="orphan words", vector=unit(0)))
+    by_id = {h.document.id: h for h in hybrid.hits}
+    assert set(by_id) == {"x", "y"}
+    # It ranks as if orthogonal to the query, but no cosine or vector rank is made up for it.
+    assert by_id["x"].similarity is None and by_id["x"].vector_rank is None
+    assert by_id["y"].similarity == pytest.approx(0.0, abs=1e-3) and by_id["y"].vector_rank == 1
+    assert by_id["x"].keyword_rank == 1
 
 
 def test_many_identical_keyword_scores_still_return_the_oldest_first() -> None:

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..embed.base import Embedder, EmbedderBusy, query_text
 from ..engine.types import ModelIdentity
-from ..errors import ModelNotHosted, RateLimited, SpaceError
+from ..errors import ModelNotHosted, NoModel, RateLimited, SpaceError
 from .limits import TokenBucket
 
 MAX_EMBED_CHARS = 1000  # seed 000: a service embeds q of at most 1000 characters
@@ -46,7 +46,9 @@ class QueryEmbedding:
 
     def refusal(self, model: ModelIdentity | None, authority: str, q: str) -> SpaceError | None:
         """Why q cannot be embedded for this space (None when it can)."""
-        if self.embedder is None or model is None or self.embedder.identity != model:
+        if model is None:  # nothing to embed with, here or at the client: not ModelNotHosted
+            return NoModel("the space's authority has not declared an embedding model")
+        if self.embedder is None or self.embedder.identity != model:
             return ModelNotHosted("this service does not run the space's model: embed q and send the vector")
         if self.authorities is not None and authority not in self.authorities:
             return TextSearchNotAllowed("this service does not embed queries for the space's authority")

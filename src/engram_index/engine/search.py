@@ -296,8 +296,10 @@ class SpaceIndex:
         missing_sim = np.isnan(sims)
         if missing_sim.any():
             sims[missing_sim] = vectors.similarities(query, ords[missing_sim])
-        # A keyword candidate without a usable vector ranks as if orthogonal to the query.
-        sims[np.isnan(sims)] = 0.0
+        # A keyword candidate without a usable vector ranks as if orthogonal to the query (but
+        # is given no similarity: it has none).
+        no_vector = np.isnan(sims)
+        sims[no_vector] = 0.0
 
         fused = fusion.rrf(sims, bm25) if req.fusion == "rrf" else fusion.convex(sims, bm25)
         top = self._order(ords, fused, req.limit)
@@ -311,7 +313,7 @@ class SpaceIndex:
                 Hit(
                     doc,
                     float(fused[i]),
-                    similarity=float(sims[i]),
+                    similarity=None if no_vector[i] else float(sims[i]),
                     bm25=float(bm25[i]),
                     fusion=req.fusion,
                 )
@@ -330,9 +332,9 @@ class SpaceIndex:
 
 
 def _rank_among(hits: list[Hit]) -> None:
-    """Set vector and keyword ranks among the returned results (keyword only where a word occurs)."""
-    by_sim = sorted(range(len(hits)), key=lambda i: -(hits[i].similarity or 0.0))
-    for rank, i in enumerate(by_sim, 1):
+    """Rank the returned results among themselves: by similarity where there is a vector, by BM25 where a word occurs."""
+    with_sim = [i for i, h in enumerate(hits) if h.similarity is not None]
+    for rank, i in enumerate(sorted(with_sim, key=lambda i: -(hits[i].similarity or 0.0)), 1):
         hits[i].vector_rank = rank
     matched = [i for i, h in enumerate(hits) if (h.bm25 or 0.0) > 0]
     for rank, i in enumerate(sorted(matched, key=lambda i: -(hits[i].bm25 or 0.0)), 1):
