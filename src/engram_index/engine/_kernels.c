@@ -244,8 +244,8 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
     for (Py_ssize_t q = 0; q < t; q++)
         table[qids[q]] = (int32_t)(q + 1);
     for (Py_ssize_t i = 0; i < m && !bad_row; i++) {
-        /* Ordinals come in no useful order: ask for a later row's bounds, and for the row of the
-         * one after next whose bounds were asked for earlier, before they are needed. */
+        /* Ordinals come in no useful order: ask early for the bounds of the row 2 * AHEAD on, and
+         * for the row AHEAD on (whose bounds were asked for AHEAD steps ago), within the arena. */
         if (i + 2 * AHEAD < m && ords[i + 2 * AHEAD] >= 0 && ords[i + 2 * AHEAD] < docs) {
             int64_t later = ords[i + 2 * AHEAD];
             engram_prefetch(starts + later, 8);
@@ -253,10 +253,11 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
             engram_prefetch(doc_lengths + later, 8);
         }
         if (i + AHEAD < m && ords[i + AHEAD] >= 0 && ords[i + AHEAD] < docs && lengths[ords[i + AHEAD]] > 0) {
-            int64_t next = ords[i + AHEAD], from = starts[next];
+            int64_t next = ords[i + AHEAD], from = starts[next], count = lengths[next];
             if (from >= 0 && from < arena) {
-                engram_prefetch(ids + from, 4 * (Py_ssize_t)lengths[next]);
-                engram_prefetch(tfs + from, 2 * (Py_ssize_t)lengths[next]);
+                count = count < arena - from ? count : arena - from;
+                engram_prefetch(ids + from, 4 * (Py_ssize_t)count);
+                engram_prefetch(tfs + from, 2 * (Py_ssize_t)count);
             }
         }
         int64_t o = ords[i];

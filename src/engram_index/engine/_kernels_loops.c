@@ -35,7 +35,8 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
 #define FIXED_SCAN(words)                                                                       \
     for (Py_ssize_t r = 0; r < n; r++) {                                                        \
         const uint8_t *row = codes + r * (words) * 8;                                           \
-        ENGRAM_PREFETCH(row + SCAN_AHEAD);                                                      \
+        if (SCAN_AHEAD < end - row) /* (a pointer past the array's end is undefined in C) */   \
+            ENGRAM_PREFETCH(row + SCAN_AHEAD);                                                  \
         uint32_t total = 0;                                                                     \
         for (int i = 0; i < (words); i++) {                                                     \
             uint64_t x;                                                                         \
@@ -57,6 +58,7 @@ void engram_scan(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ss
                  Py_ssize_t *hist, Py_ssize_t stride)
 {
     uint64_t q[32];
+    const uint8_t *end = codes + n * width;
     if (width % 8 == 0 && width <= (Py_ssize_t)sizeof(q))
         memcpy(q, query, (size_t)width);
     switch (width) {
