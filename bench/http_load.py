@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from synth import make_queries, make_space  # noqa: E402
+from synth import SynthSpace, make_queries, make_space  # noqa: E402
 
 from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
 from engram_index.errors import UnknownSpace  # noqa: E402
@@ -55,6 +55,18 @@ MODEL = ModelIdentity("bench-model", "sha256:bench", 384)
 PATH = "/xrpc/garden.engram.searchMemories"
 
 
+def memory_batches(synth: SynthSpace, size: int = 2000) -> Iterator[list[StoredDocument]]:
+    """The synthetic memories as records of the benchmark space, in batches of `size` as an import writes them."""
+    n = len(synth.texts)
+    for start in range(0, n, size):
+        yield [
+            StoredDocument(Document(id=f"{SPACE}/{synth.authors[i]}/garden.engram.memory/m{i:07d}",
+                                    author=synth.authors[i], text=synth.texts[i], tags=synth.tags[i],
+                                    created_ms=int(synth.created_ms[i]), vector=synth.vectors[i].tobytes()))
+            for i in range(start, min(n, start + size))
+        ]
+
+
 def build(data: Path, n: int, scifact: Path) -> None:
     """Write n synthetic memories into a data directory (unless it holds them), then compact its keyword index."""
     spaces = Spaces(data)
@@ -64,15 +76,9 @@ def build(data: Path, n: int, scifact: Path) -> None:
                 return
         except UnknownSpace:
             pass
-        synth = make_space(n, scifact_dir=scifact, seed=1)
         spaces.ensure_space(SPACE, MODEL)
-        for start in range(0, n, 2000):
-            spaces.write(SPACE, [
-                StoredDocument(Document(id=f"{SPACE}/{synth.authors[i]}/garden.engram.memory/m{i:07d}",
-                                        author=synth.authors[i], text=synth.texts[i], tags=synth.tags[i],
-                                        created_ms=int(synth.created_ms[i]), vector=synth.vectors[i].tobytes()))
-                for i in range(start, min(n, start + 2000))
-            ])
+        for batch in memory_batches(make_space(n, scifact_dir=scifact, seed=1)):
+            spaces.write(SPACE, batch)
         spaces.index(SPACE)
         spaces.maintain()
     finally:

@@ -27,13 +27,10 @@ _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "src"))
 
+import http_load  # noqa: E402
 from synth import SynthSpace, make_space  # noqa: E402
 
-from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
-from engram_index.store.sqlite import Store, StoredDocument  # noqa: E402
-
-SPACE = "at://did:plc:pages234bench234pages234b/space/garden.engram.space/bench"
-MODEL = ModelIdentity("bench-model", "sha256:bench", 384)
+from engram_index.store.sqlite import Store  # noqa: E402
 
 
 def fill(path: Path, page_size: int, synth: SynthSpace) -> tuple[Store, int, float]:
@@ -43,16 +40,10 @@ def fill(path: Path, page_size: int, synth: SynthSpace) -> tuple[Store, int, flo
     conn.execute("PRAGMA journal_mode=WAL")
     conn.close()
     store = Store(path)
-    sid = store.ensure_space(SPACE, MODEL).id
-    n = len(synth.texts)
+    sid = store.ensure_space(http_load.SPACE, http_load.MODEL).id
     began = time.perf_counter()
-    for start in range(0, n, 2000):
-        store.write(sid, [
-            StoredDocument(Document(id=f"{SPACE}/{synth.authors[i]}/garden.engram.memory/m{i:07d}",
-                                    author=synth.authors[i], text=synth.texts[i], tags=synth.tags[i],
-                                    created_ms=int(synth.created_ms[i]), vector=synth.vectors[i].tobytes()))
-            for i in range(start, min(n, start + 2000))
-        ])
+    for batch in http_load.memory_batches(synth):
+        store.write(sid, batch)
     took = time.perf_counter() - began
     store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so that the file holds everything
     return store, sid, took

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -99,18 +100,11 @@ def repack(data: Path) -> None:
     from .store.sqlite import Store
 
     try:
-        lock = lock_data_dir(data)
-        try:
-            store = Store(data / "records.sqlite")
-            try:
-                old = store.page_size()
-                with console.status(f"repacking {store.path} …"):
-                    sizes = store.repack()
-                new = store.page_size()
-            finally:
-                store.close()
-        finally:
-            lock.close()
+        with lock_data_dir(data), closing(Store(data / "records.sqlite")) as store:
+            old = store.page_size()
+            with console.status(f"repacking {store.path} …"):
+                sizes = store.repack()
+            new = store.page_size()
     except EngramError as exc:
         raise click.ClickException(exc.message) from exc
     if sizes is None:

@@ -34,7 +34,6 @@ QUIET_S = 10.0
 _COMPACT_HEAP = 256 * 1024 * 1024
 
 
-
 def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
     """Lock a data directory for this process (shared: for readers only); closing the file releases it.
 
@@ -48,6 +47,7 @@ def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
         lock.close()
         raise StorageError(f"the data directory {data_dir} is in use by another engram-index") from None
     return lock
+
 
 class Spaces:
     """Every space of a data directory, opened lazily, with a background committer."""
@@ -63,10 +63,11 @@ class Spaces:
         data_dir.mkdir(parents=True, exist_ok=True)
         self._dir_lock = lock_data_dir(data_dir, read_only)
         self.store = Store(data_dir / "records.sqlite", read_only=read_only)
-        if not read_only and self.store.page_size() < PAGE_SIZE:
+        page_size = self.store.page_size()
+        if not read_only and page_size < PAGE_SIZE:
             log.warning("%s has %d KB pages (an older release made it): it is ~3x larger and slower to read"
                         " than it needs to be; stop the service and run `engram-index repack --data %s` once",
-                        self.store.path, self.store.page_size() // 1024, data_dir)
+                        self.store.path, page_size // 1024, data_dir)
         self._indexes: dict[str, SpaceIndex] = {}
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}

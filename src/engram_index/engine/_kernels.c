@@ -78,6 +78,20 @@ static Py_ssize_t rows_of(const Py_buffer *q, const Py_buffer *c)
     return c->len / q->len;
 }
 
+/* Count the distances from q to each of the n rows of c into dist, with the GIL released; give the
+ * scan's histograms (the caller frees them), or NULL with MemoryError set. */
+static Py_ssize_t *scan(const Py_buffer *q, const Py_buffer *c, Py_ssize_t n, uint16_t *dist)
+{
+    Py_ssize_t bits = q->len * 8;
+    Py_ssize_t *hist = new_histograms(bits);
+    if (hist == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    engram_scan((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, dist, hist, bits + 1);
+    Py_END_ALLOW_THREADS
+    return hist;
+}
+
 PyDoc_STRVAR(hamming_doc,
 "hamming(query, codes, out)\n--\n\n"
 "Write into out (uint16, one per row) the Hamming distance from query (uint8, width bytes) to\n"
@@ -107,12 +121,8 @@ static PyObject *hamming(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "out holds %zd values for %zd rows", o->len / 2, n);
         goto done;
     }
-    Py_ssize_t bits = q->len * 8;
-    if ((hist = new_histograms(bits)) == NULL)
+    if ((hist = scan(q, c, n, (uint16_t *)o->buf)) == NULL)
         goto done;
-    Py_BEGIN_ALLOW_THREADS
-    engram_scan((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, (uint16_t *)o->buf, hist, bits + 1);
-    Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
     PyMem_RawFree(hist);
@@ -151,19 +161,17 @@ static PyObject *nearest(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "out must hold int64");
         goto done;
     }
-    Py_ssize_t bits = q->len * 8;
     uint16_t *dist = engram_scratch(n);
     if (dist == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if ((hist = new_histograms(bits)) == NULL)
+    if ((hist = scan(q, c, n, dist)) == NULL)
         goto done;
     Py_ssize_t written;
     Py_BEGIN_ALLOW_THREADS
-    engram_scan((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, dist, hist, bits + 1);
-    written = engram_pick_nearest(dist, e->obj ? (const uint8_t *)e->buf : NULL, n, bits, (int64_t *)o->buf,
-                                  o->len / 8, hist);
+    written = engram_pick_nearest(dist, e->obj ? (const uint8_t *)e->buf : NULL, n, q->len * 8,
+                                  (int64_t *)o->buf, o->len / 8, hist);
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(written);
 done:
@@ -371,7 +379,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_kernels",
-    .m_doc = "The engine's compiled inner loops: the vector scan and the BM25 parts.",
+    .m_doc = "The engine's compiled inner loops: the coarse scan, the exact re-rank and the BM25 parts.",
     .m_size = -1,
     .m_methods = methods,
 };

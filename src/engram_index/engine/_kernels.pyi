@@ -1,4 +1,5 @@
-"""The vector index's compiled scan kernels (_kernels.c); they take any C-contiguous buffer, numpy arrays here."""
+"""The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank and the BM25 parts; they
+take any C-contiguous buffer, numpy arrays here."""
 
 import numpy as np
 

@@ -239,10 +239,7 @@ class Store:
             if self.page_size() >= page_size:
                 return None
             before = self._file_bytes()
-            with self._readers_lock:  # they would hold the database open (threads reopen theirs)
-                readers, self._readers, self._local = self._readers, [], threading.local()
-            for reader in readers:
-                reader.close()
+            self._close_readers()  # they would hold the database open (threads reopen theirs)
             # A WAL database keeps its page size: VACUUM changes it in rollback mode only, which
             # SQLite enters only while no other connection has the database open.
             try:
@@ -266,12 +263,16 @@ class Store:
         wal = self.path.with_name(self.path.name + "-wal")
         return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
-    def close(self) -> None:
-        """Close the writer and every thread's reader (none may be in use)."""
+    def _close_readers(self) -> None:
+        """Close every thread's reader (none may be in use); a thread that reads again opens a new one."""
         with self._readers_lock:
-            readers, self._readers = self._readers, []
+            readers, self._readers, self._local = self._readers, [], threading.local()
         for conn in readers:
             conn.close()
+
+    def close(self) -> None:
+        """Close the writer and every thread's reader (none may be in use)."""
+        self._close_readers()
         self._writer.close()
 
     # -- spaces ---------------------------------------------------------------------------
