@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .types import Document, Filters
+from engram_index.engine.types import Document, Filters
 
 
 class Columns:

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from .analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
-from ..errors import StorageError
-from .termcounts import TermCounts
-from .types import Document, Filters
+from engram_index.engine.analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
+from engram_index.errors import StorageError
+from engram_index.engine.termcounts import TermCounts
+from engram_index.engine.types import Document, Filters
 
 SCHEMA_VERSION = 1
 _META = "keyword.meta.json"

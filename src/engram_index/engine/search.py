@@ -11,13 +11,13 @@ from typing import Iterator
 
 import numpy as np
 
-from . import fusion
-from .analyzer import QueryWord, query_words
-from .columns import Columns
-from .explain import Explainer
-from .keyword import KeywordIndex, searchable_words
-from .types import Document, Hit, SearchRequest, SearchResult
-from .vector import VectorIndex
+from engram_index.engine import fusion
+from engram_index.engine.analyzer import QueryWord, query_words
+from engram_index.engine.columns import Columns
+from engram_index.engine.explain import Explainer
+from engram_index.engine.keyword import KeywordIndex, searchable_words
+from engram_index.engine.types import Document, Hit, SearchRequest, SearchResult
+from engram_index.engine.vector import VectorIndex
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
 MIN_CANDIDATES = 200
