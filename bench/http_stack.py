@@ -42,10 +42,12 @@ from pathlib import Path
 import uvicorn
 from engram_index.app import create_app
 from engram_index.engram.auth import InsecureOpen
+from engram_index.protocol import ServeConfig
 from engram_index.server import uvicorn_options
 settings = json.loads(sys.argv[3])
 app = create_app(Path(sys.argv[1]), "did:web:bench.invalid", authenticator=InsecureOpen())
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), **{**uvicorn_options(), **settings, "log_level": "warning"})
+config = ServeConfig(app, host="127.0.0.1", port=int(sys.argv[2]), **{**uvicorn_options(), **settings, "log_level": "warning"})
+uvicorn.Server(config).run()
 """
 REQUEST = b"GET /xrpc/garden.engram.describeService HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
 SEARCH_SIZED = (

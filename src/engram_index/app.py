@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any, AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engram_index import __version__
@@ -20,7 +21,9 @@ from engram_index.engram.api.search import search_memories
 from engram_index.engram.api.status import get_space_status
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
-from engram_index.engram.api.xrpc import error_response, xrpc
+from engram_index.engram.api.xrpc import xrpc
+from engram_index.envelopes import error_response as face_error
+from engram_index.errors import EngramError, UnknownMethod, WrongMethod
 from engram_index.engram.api.notify import DELETED as DELETED_NSID, WRITE as WRITE_NSID, notify_space_deleted, notify_write
 from engram_index.engram.api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
 from engram_index.engram.auth import Authenticator, InsecureOpen
@@ -106,8 +109,22 @@ def create_app(
     async def well_known(request: Request) -> JSONResponse:
         return JSONResponse(did_document(service_did))
 
-    async def not_found(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return face_error(request.url.path, UnknownMethod(f"no such method: {request.url.path}"))
+
+    async def wrong_method(request: Request, exc: Exception) -> Response:
+        # OPTIONS asks which methods a route takes: answered, not refused. Others (TRACE too) get 405.
+        allow = getattr(exc, "headers", None) or {}
+        allowed = ", ".join(sorted({*allow.get("Allow", "").split(", "), "OPTIONS"} - {""}))
+        if request.method == "OPTIONS":
+            return Response(status_code=204, headers={"Allow": allowed})
+        message = f"{request.url.path} takes {allowed}, not {request.method}"
+        return face_error(request.url.path, WrongMethod(message), {"Allow": allowed})
+
+    async def internal(request: Request, exc: Exception) -> Response:
+        request_id = uuid.uuid4().hex[:16]
+        log.error("request %s failed", request_id, exc_info=exc)
+        return face_error(request.url.path, EngramError(f"internal error (request id {request_id})"))
 
     routes = [
         Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
@@ -122,7 +139,7 @@ def create_app(
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: wrong_method, Exception: internal})
 
 
 AUTH_STATE_FILE = "auth.sqlite"

@@ -3,7 +3,9 @@
     EngramError                     every error this package raises on purpose
     ├── InvalidInput                the caller sent something malformed (XRPC 400 InvalidRequest)
     │   ├── BadVector               a vector that cannot be decoded or has the wrong dimensions
-    │   └── BadRecord               a record that does not follow garden.engram.memory
+    │   ├── BadRecord               a record that does not follow garden.engram.memory
+    │   ├── WrongMethod             an HTTP method the route does not take (405)
+    │   └── RequestTimeout          the request head did not arrive in time (408)
     ├── SpaceError                  about a space as a whole
     │   ├── UnknownSpace            the space is not indexed here
     │   ├── NoModel                 the space has no declared embedding model
@@ -21,6 +23,9 @@
     │   ├── IndexLoading            the space's index is loading
     │   └── AuthorityUnreachable    the DID document needed to check a credential could not be fetched
     ├── TooLarge                    the request is larger than any valid one (XRPC 413)
+    │   ├── TargetTooLong           the request target is (414)
+    │   └── HeadTooLarge            the request head is (431)
+    ├── UnknownMethod               a method this service does not serve, as configured (404 MethodNotImplemented)
     └── StorageError                the data directory is unusable
 
 Each error carries the XRPC error name it maps to, so that one place (the API layer) can turn
@@ -137,6 +142,37 @@ class TooLarge(EngramError):
 
     xrpc_name = "PayloadTooLarge"
     status = 413
+
+
+class TargetTooLong(TooLarge):
+    """The request target is longer than any valid one."""
+
+    status = 414
+
+
+class HeadTooLarge(TooLarge):
+    """The request's header fields are larger than any valid ones."""
+
+    status = 431
+
+
+class WrongMethod(InvalidInput):
+    """An HTTP method the route does not take."""
+
+    status = 405
+
+
+class RequestTimeout(InvalidInput):
+    """The request head did not arrive within the time the server waits for it."""
+
+    status = 408
+
+
+class UnknownMethod(EngramError):
+    """A method this service does not serve (at all, or as configured): retrying cannot help."""
+
+    xrpc_name = "MethodNotImplemented"
+    status = 404
 
 
 class NotFound(EngramError):

@@ -2,17 +2,45 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import socket
 from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
 from engram_index.engram.api.xrpc import MAX_REQUEST_HEAD_BYTES
+from engram_index.protocol import HEAD_TIMEOUT, ServeConfig
 
 log = logging.getLogger("uvicorn.error")
+
+MAX_CONNECTIONS = 1000  # open connections per process; one more is answered 503 and closed
+IDLE_TIMEOUT = 5  # seconds an idle keep-alive connection stays open
+MAX_LOGGED_TARGET = 512  # characters of a request target written to the access log
+
+
+class BoundedAccessLog(logging.Filter):
+    """Cut the request target of an access-log line to MAX_LOGGED_TARGET characters, saying how much was cut."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Shorten the target argument (uvicorn logs client, method, target, version, status)."""
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and len(args[2]) > MAX_LOGGED_TARGET:
+            target = args[2]
+            cut = f"{target[:MAX_LOGGED_TARGET]}…[{len(target) - MAX_LOGGED_TARGET} more characters]"
+            record.args = (args[0], args[1], cut, args[3], args[4])
+        return True
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with the access log's lines bounded."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"bounded": {"()": "engram_index.server.BoundedAccessLog"}}
+    config["handlers"]["access"]["filters"] = ["bounded"]
+    return config
 
 
 def uvicorn_options(access_log: bool = True) -> dict[str, Any]:
@@ -20,8 +48,11 @@ def uvicorn_options(access_log: bool = True) -> dict[str, Any]:
     # Every valid request head must reach the app, so that an oversized one gets our 413. h11
     # by name: uvicorn would pick httptools when installed, whose URL parser refuses request
     # targets over 64 KiB with a bare 400 (bench/http_stack.py: it would save ~0.15 ms a request).
-    return {"log_level": "info", "http": "h11", "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES,
-            "access_log": access_log}
+    # Our h11 protocol answers what h11 refuses in JSON and caps connections (engram_index.protocol).
+    return {"log_level": "info", "http": "engram_index.protocol:JsonH11Protocol",
+            "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES, "access_log": access_log,
+            "limit_concurrency": MAX_CONNECTIONS, "timeout_keep_alive": IDLE_TIMEOUT,
+            "head_timeout": HEAD_TIMEOUT, "log_config": log_config()}
 
 
 def tcp_listener(host: str, port: int) -> socket.socket:
@@ -42,12 +73,12 @@ def tcp_listener(host: str, port: int) -> socket.socket:
 
 def run(app: ASGIApp, host: str, port: int, *, access_log: bool = True) -> None:
     """Serve an app in this process until interrupted."""
-    uvicorn.run(app, host=host, port=port, **uvicorn_options(access_log))
+    uvicorn.Server(ServeConfig(app, host=host, port=port, **uvicorn_options(access_log))).run()
 
 
 def run_workers(factory: str, workers: int, host: str, port: int, *, access_log: bool = True) -> None:
     """Serve the app that `factory` ("module:function") builds in `workers` processes, until interrupted."""
-    config = uvicorn.Config(
+    config = ServeConfig(
         factory, factory=True, workers=workers, host=host, port=port, **uvicorn_options(access_log)
     )
     listener = tcp_listener(host, port)

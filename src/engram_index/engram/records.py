@@ -9,6 +9,7 @@ import base64
 import binascii
 import hashlib
 import re
+from calendar import monthrange
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,7 +29,11 @@ MAX_SOURCE_BYTES = 2000
 MAX_VECTOR_BYTES = 32000
 MAX_DIMS = 16000
 
-_DID = regex.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]{1,2048}$")
+# The DID syntax (W3C DID core, as atproto restricts it): a lowercase method, then segments of
+# [A-Za-z0-9._-] and %XX escapes separated by ':', the last one not empty; 2048 characters at most.
+_ID_CHAR = r"(?:[A-Za-z0-9._-]|%[0-9A-Fa-f]{2})"
+_DID = re.compile(rf"did:[a-z]+:(?:{_ID_CHAR}*:)*{_ID_CHAR}+", re.ASCII)
+MAX_DID = 2048
 _RKEY = regex.compile(r"^[A-Za-z0-9._:~-]{1,512}$")
 _NSID = regex.compile(r"^[a-zA-Z]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+$")
 _TID_ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
@@ -53,7 +58,7 @@ class SpaceURI:
 
 def is_did(value: str) -> bool:
     """Whether a string has DID syntax."""
-    return bool(_DID.match(value)) and not value.endswith(":")
+    return len(value) <= MAX_DID and _DID.fullmatch(value) is not None
 
 
 def is_rkey(value: str) -> bool:
@@ -95,17 +100,38 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+# RFC 3339 as atproto's datetime format takes it (valid ISO 8601 too): uppercase T and Z, whole
+# seconds, any fraction, an offset of Z or ±hh:mm but not -00:00, a year from 0001; ASCII digits.
+_DATETIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,32}))?"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
 def parse_datetime_ms(value: Any, name: str = "createdAt") -> int:
-    """An RFC 3339 datetime with a time zone, as milliseconds since the epoch."""
-    if not isinstance(value, str) or "T" not in value.upper():
-        raise BadRecord(f"{name} must be an RFC 3339 datetime, got {value!r}")
+    """An RFC 3339 datetime with a time zone, as milliseconds since the epoch (a leap second as the next second)."""
+    bad = BadRecord(f"{name} must be an RFC 3339 datetime, got {value!r}"[:300])
+    match = _DATETIME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        if isinstance(value, str) and _DATETIME.fullmatch(value + "Z"):
+            raise BadRecord(f"{name} needs a time zone, got {value!r}"[:300])
+        raise bad
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    fraction, zone = match.group(7) or "", match.group(8)
+    if zone == "-00:00" or year == 0 or int(zone[1:3] or 0) > 23 or int(zone[4:6] or 0) > 59:
+        raise bad
+    offset = timedelta(0) if zone == "Z" else (1 if zone[0] == "+" else -1) * timedelta(
+        hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    leap = second == 60
     try:
-        parsed = datetime.fromisoformat(value.replace("z", "Z"))
-    except ValueError as exc:
-        raise BadRecord(f"{name} must be an RFC 3339 datetime, got {value!r}") from exc
-    if parsed.tzinfo is None:
-        raise BadRecord(f"{name} needs a time zone, got {value!r}")
-    return int(parsed.timestamp() * 1000)
+        utc = datetime(year, month, day, hour, minute, 59 if leap else second) - offset
+    except (ValueError, OverflowError):
+        raise bad from None
+    # A leap second ends a UTC month (RFC 3339 5.7): 23:59:60 on its last day, and only there.
+    if leap and (utc.hour, utc.minute, utc.day) != (23, 59, monthrange(utc.year, utc.month)[1]):
+        raise bad
+    micros = int((fraction + "000000")[:6])
+    return (utc - _EPOCH) // timedelta(milliseconds=1) + (1000 if leap else 0) + micros // 1000
 
 
 _EPOCH = datetime(1970, 1, 1)

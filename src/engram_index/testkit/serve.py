@@ -7,11 +7,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from engram_index.protocol import ServeConfig
 from engram_index.server import uvicorn_options  # as `engram-index serve` runs it
 
 
@@ -23,10 +25,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(app: ASGIApp, *, port: int | None = None, probe: str = "/xrpc/_health") -> Iterator[str]:
-    """Serve the app until the block ends; yields its base URL once `probe` answers."""
+def serving(app: ASGIApp, *, port: int | None = None, probe: str = "/xrpc/_health", **options: Any) -> Iterator[str]:
+    """Serve the app until the block ends; yields its base URL once `probe` answers.
+
+    `options` override the served settings (uvicorn's, and `head_timeout`).
+    """
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, **{**uvicorn_options(), "log_level": "warning"})
+    config = ServeConfig(app, host="127.0.0.1", port=port, **{**uvicorn_options(), "log_level": "warning", **options})
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

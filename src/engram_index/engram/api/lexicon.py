@@ -9,6 +9,7 @@ not know cannot be acted upon, so it is refused rather than ignored.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -21,6 +22,7 @@ from engram_index.engram.records import within_graphemes, is_did, parse_datetime
 
 _AT_URI = regex.compile(r"^at://[^/\s]+(/[^\s]*)?$")
 _CID = regex.compile(r"^[a-zA-Z0-9+=/_-]{8,256}$")
+_INTEGER = re.compile(r"-?[0-9]{1,19}", re.ASCII)  # 19 digits: every int64, and no huge parse
 
 Def = dict[str, Any]
 
@@ -118,10 +120,10 @@ def _param_value(name: str, raw: str, spec: Def) -> Any:
     kind = spec["type"]
     value: Any
     if kind == "integer":
-        try:
-            value = int(raw)
-        except ValueError as exc:
-            raise InvalidInput(f"{name} must be an integer") from exc
+        # ASCII digits with an optional '-' only: int() would also take ' 5', '+5', '1_0' and '١٣'.
+        if _INTEGER.fullmatch(raw) is None:
+            raise InvalidInput(f"{name} must be an integer (ASCII digits, optionally after '-')")
+        value = int(raw)
     elif kind == "boolean":
         if raw not in ("true", "false"):
             raise InvalidInput(f"{name} must be true or false")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 import regex
@@ -25,6 +26,7 @@ GET_NSID = "garden.engram.getMemory"
 
 _CURSOR = regex.compile(r"^[A-Za-z0-9_-]{1,4096}$")
 _INT64 = 1 << 63
+_CURSOR_JSON = re.compile(r'\[(-?[0-9]{1,19}),("(?:[^"\\]|\\.)*")\]', re.ASCII | re.DOTALL)
 
 
 def encode_cursor(created_ms: int, doc_id: str) -> str:
@@ -39,18 +41,22 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     if not _CURSOR.match(cursor):
         raise bad
     try:
-        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8"))
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise bad from None
-    if (
-        not isinstance(value, list)
-        or len(value) != 2
-        or type(value[0]) is not int
-        or not isinstance(value[1], str)
-        or not -_INT64 <= value[0] < _INT64
-    ):
+    # Only the shape encode_cursor makes is parsed, so nested JSON never reaches the parser.
+    shape = _CURSOR_JSON.fullmatch(text)
+    if shape is None:
         raise bad
-    return value[0], value[1]
+    try:
+        doc_id = json.loads(shape.group(2))
+        doc_id.encode("utf-8")  # a lone surrogate (an escaped "\ud800") cannot be a stored URI
+    except (ValueError, UnicodeEncodeError):
+        raise bad from None
+    created = int(shape.group(1))
+    if not isinstance(doc_id, str) or not -_INT64 <= created < _INT64:
+        raise bad
+    return created, doc_id
 
 
 async def list_memories(request: Request) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 
 from engram_index.engram.auth.service_auth import ServiceAuth
-from engram_index.errors import BadRecord, InvalidInput, InvalidToken, UnknownSpace, Unavailable
+from engram_index.errors import BadRecord, InvalidInput, InvalidToken, UnknownMethod, UnknownSpace
 from engram_index.engram.records import parse_space_uri
 from engram_index.engram.sync.runner import SyncRunner
 from engram_index.engram.api.revocation import json_body
@@ -25,7 +25,7 @@ async def _checked(request: Request, nsid: str) -> tuple[SyncRunner, dict[str, A
     """The runner, the body and its space, once the caller proved to be the space's authority."""
     runner: SyncRunner | None = request.app.state.sync
     if runner is None:
-        raise Unavailable("this service does not sync spaces from the network")
+        raise UnknownMethod(f"{nsid} is not served: this service syncs no spaces from the network")
     auth: ServiceAuth = request.app.state.service_auth
     issuer = await auth.verify(request, nsid)
     body = await json_body(request)

@@ -14,7 +14,7 @@ from starlette.requests import Request
 
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.service_auth import ServiceAuth
-from engram_index.errors import BadRecord, InvalidInput, InvalidToken, TooLarge, Unavailable
+from engram_index.errors import BadRecord, InvalidInput, InvalidToken, TooLarge, UnknownMethod
 from engram_index.engram.records import parse_space_uri
 
 NSID = "com.atproto.space.notifyCredentialRevoked"
@@ -25,7 +25,7 @@ async def notify_credential_revoked(request: Request) -> dict[str, Any]:
     """Record the revocation of credential `jti` of `space`; answer `{}`."""
     credentials = request.app.state.authenticator
     if not isinstance(credentials, SpaceCredentials):
-        raise Unavailable("this service does not check credentials (--insecure-open): nothing to revoke")
+        raise UnknownMethod(f"{NSID} is not served: this service checks no credentials (--insecure-open)")
     if request.method != "POST":
         raise InvalidInput(f"{NSID} is a procedure: POST a JSON body")
     issuer = await ServiceAuth(credentials.service_did, credentials.resolver).verify(request, NSID)

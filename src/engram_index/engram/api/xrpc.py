@@ -84,3 +84,8 @@ async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Co
 def error_response(status: int, name: str, message: str) -> JSONResponse:
     """An XRPC error: {"error": name, "message": message}."""
     return XrpcResponse({"error": name, "message": message}, status_code=status)
+
+
+def error_body(exc: EngramError) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """An error's XRPC body and extra headers, for the layers below the app (malformed HTTP)."""
+    return orjson.dumps({"error": exc.xrpc_name, "message": exc.message}), []

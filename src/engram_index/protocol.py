@@ -1,0 +1,167 @@
+"""The HTTP/1.1 connection: uvicorn's h11 protocol, answering what it cannot parse in JSON, with limits.
+
+uvicorn answers a request h11 cannot parse (no or two Host headers, a bad Content-Length, NUL or
+raw non-ASCII in the request line, a head over the buffer limit) with a plain-text 400 and closes
+at once, so a client still sending a long head gets a TCP reset instead of the answer. Here the
+answer is the face's JSON envelope with the right status (400, 414, 431, 501), and the connection
+closes gracefully: the answer is sent, the write side shut, and what the client still sends is
+read and dropped for a bounded time and size (a "lingering close").
+
+Slow clients are bounded too: a request head must arrive within `head_timeout` seconds of its
+first byte (or of the connection opening): 408 otherwise; an idle keep-alive connection closes
+after uvicorn's `timeout_keep_alive`; beyond `limit_concurrency` open connections a new one is
+answered 503 at once and closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+from typing import Any
+
+import h11
+import regex
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+from engram_index.envelopes import envelope_for
+from engram_index.errors import (
+    EngramError, HeadTooLarge, InvalidInput, RequestTimeout, TargetTooLong, Unavailable,
+)
+
+log = logging.getLogger("uvicorn.error")
+
+HEAD_TIMEOUT = 10.0  # seconds for a whole request head, from its first byte
+LINGER_SECONDS = 5.0  # how long a closing connection's remaining input is read and dropped
+LINGER_BYTES = 16 * 1024 * 1024  # and how much of it
+_START_BYTES = 512  # what is kept of a request's first bytes, to know its path
+_REQUEST_LINE = regex.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+ (/[!-~]*)")
+MAX_LOGGED_MESSAGE = 200
+
+
+class ServeConfig(uvicorn.Config):
+    """uvicorn's settings and the request-head timeout, which uvicorn does not have."""
+
+    def __init__(self, app: Any, *, head_timeout: float = HEAD_TIMEOUT, **kwargs: Any) -> None:
+        """Every uvicorn option, plus `head_timeout` (seconds)."""
+        super().__init__(app, **kwargs)
+        self.head_timeout = head_timeout
+
+
+class JsonH11Protocol(H11Protocol):
+    """h11 connections whose own errors are JSON, with a head timeout and a connection cap."""
+
+    def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
+                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """As uvicorn's, with the cap taken from `limit_concurrency` and applied per connection."""
+        super().__init__(config, server_state, app_state, _loop)
+        # uvicorn would answer requests over the limit with a plain-text 503; connections are capped here.
+        self.max_connections = self.limit_concurrency
+        self.limit_concurrency = None
+        self.head_timeout: float = getattr(config, "head_timeout", HEAD_TIMEOUT)
+        self.head_timer: asyncio.TimerHandle | None = None
+        self.start = b""  # the first bytes of the request being read
+        self.lingering = -1  # bytes dropped since the connection began to close; -1 while open
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Accept the connection, or answer 503 when too many are open."""
+        super().connection_made(transport)
+        if self.max_connections is not None and len(self.connections) > self.max_connections:
+            self.refuse(Unavailable(f"more than {self.max_connections} open connections: retry shortly"))
+            return
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection and its timers."""
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        """Feed h11, timing the request head from its first byte; drop input while closing."""
+        if self.lingering >= 0:
+            self.lingering += len(data)
+            if self.lingering > LINGER_BYTES:
+                self.transport.close()
+            return
+        if self.conn.their_state is h11.IDLE:
+            if self.head_timer is None:  # a new request head begins (after keep-alive or pipelined)
+                self.start = b""
+                self._arm_head_timer()
+            if len(self.start) < _START_BYTES:
+                self.start += data[: _START_BYTES - len(self.start)]
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE and self.lingering < 0:
+            self._cancel_head_timer()  # the head is complete
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a request h11 could not parse with the face's JSON error (uvicorn's sends text)."""
+        self.refuse(self._protocol_error())
+
+    def _protocol_error(self) -> EngramError:
+        """The error for what h11 refused, from the h11 exception being handled."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        hint = exc.error_status_hint if isinstance(exc, h11.RemoteProtocolError) else 400
+        limit = self.conn._max_incomplete_event_size  # noqa: SLF001 (the limit h11 applied)
+        if hint == 431:
+            if b"\r\n" not in self.start and b"\n" not in self.start:
+                return TargetTooLong(f"the request target is longer than {limit} bytes")
+            return HeadTooLarge(f"the request head is larger than {limit} bytes")
+        # h11's message, without the bytes it quotes (never echo a request back).
+        detail = str(exc).split(": b'")[0].split(": bytearray(")[0][:MAX_LOGGED_MESSAGE] if exc else "unreadable"
+        error = InvalidInput(f"malformed HTTP request: {detail}")
+        if hint != 400:
+            error.status = hint
+        return error
+
+    def refuse(self, error: EngramError) -> None:
+        """Answer `error` in the face's envelope and close gracefully (a lingering close)."""
+        self._cancel_head_timer()
+        self._unset_keepalive_if_required()
+        if self.transport.is_closing():
+            return
+        match = _REQUEST_LINE.match(self.start)
+        path = match.group(1).decode("ascii") if match else "/"
+        body, extra = envelope_for(path)(error)
+        reason = http.HTTPStatus(error.status).phrase if error.status in http.HTTPStatus._value2member_map_ else ""
+        lines = [f"HTTP/1.1 {error.status} {reason}".encode("ascii"), b"content-type: application/json",
+                 b"content-length: " + str(len(body)).encode("ascii"), b"connection: close"]
+        lines += [name + b": " + value for name, value in extra]
+        if error.status == 503:
+            lines.append(b"retry-after: 1")
+        log.warning("%s %s", error.status, error.message[:MAX_LOGGED_MESSAGE])
+        self.transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+        self.lingering = 0
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.transport.resume_reading()  # keep reading, to drop it, so the client gets no reset
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+    def timeout_keep_alive_handler(self) -> None:
+        """An idle keep-alive connection closes (uvicorn's)."""
+        self._cancel_head_timer()
+        super().timeout_keep_alive_handler()
+
+    def _arm_head_timer(self) -> None:
+        """Start timing a request head."""
+        self._cancel_head_timer()
+        self.head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        """Stop timing the request head."""
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _head_timed_out(self) -> None:
+        """The head did not arrive in time: 408 when part of it came, else just close."""
+        self.head_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.start:
+            self.refuse(RequestTimeout(f"the request head did not arrive within {self.head_timeout:g} s"))
+        else:
+            self.transport.close()
