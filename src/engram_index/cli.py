@@ -73,6 +73,8 @@ def main() -> None:
 @click.option("--embed", is_flag=True, help="Embed records that have no embedding (with --embedder).")
 @click.option("--embedder", "embedder_spec", default="local", show_default=True,
               help="Embedder for --embed: local, hashing:DIMS, ollama:MODEL:DIMS[@URL], openai:MODEL:DIMS:DIGEST@URL.")
+@click.option("--batch", "batch_lines", type=click.IntRange(1, 100_000), default=1000, show_default=True,
+              help="Lines written (and acknowledged) together.")
 def import_cmd(
     space_uri: str,
     file: Path,
@@ -84,13 +86,17 @@ def import_cmd(
     query_prefix: str | None,
     embed: bool,
     embedder_spec: str,
+    batch_lines: int,
 ) -> None:
     """Import garden.engram.memory records, one JSON object per line.
+
+    Each committed batch is acknowledged: on a terminal in the progress bar, otherwise as a line
+    on stdout ("committed lines 1-N: M records durable ..."); what was acknowledged survives a crash.
 
     Example: engram-index import at://did:plc:abc/space/garden.engram.space/notes notes.jsonl
     --data ./data --model all-MiniLM-L6-v2 --model-digest sha256:53aa… --dims 384
     """
-    from engram_index.engram.importer import import_jsonl
+    from engram_index.engram.importer import Committed, import_jsonl
 
     given = [model is not None, model_digest is not None, dims is not None]
     if any(given) and not all(given):
@@ -102,12 +108,22 @@ def import_cmd(
             spaces.ensure_space(space_uri, identity, document_prefix, query_prefix)
             with Progress(
                 TextColumn("[bold]importing"), BarColumn(), TaskProgressColumn(),
-                TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True,
+                TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[durable]}"),
+                console=console, transient=True, disable=not console.is_terminal,
             ) as bar:
-                task = bar.add_task("import", total=file.stat().st_size)
+                task = bar.add_task("import", total=file.stat().st_size, durable="")
+
+                def acknowledge(done: Committed) -> None:
+                    if console.is_terminal:
+                        bar.update(task, durable=f"{done.durable} durable")
+                    else:
+                        click.echo(done.line())  # flushed: a reader sees each one as it happens
+                        sys.stdout.flush()
+
                 embedder = make_embedder(embedder_spec) if embed else None
                 try:
-                    report = import_jsonl(spaces, space_uri, file, lambda n: bar.advance(task, n), embedder)
+                    report = import_jsonl(spaces, space_uri, file, lambda n: bar.advance(task, n), embedder,
+                                          on_commit=acknowledge, batch_lines=batch_lines)
                 finally:
                     if embedder is not None:
                         embedder.close()

@@ -22,6 +22,26 @@ from engram_index.store.sqlite import StoredDocument
 BATCH = 1000  # lines read, embedded and written together
 
 
+@dataclass(frozen=True)
+class Committed:
+    """An acknowledgement: every valid record of lines 1..`through` is committed (durable)."""
+
+    through: int
+    written: int
+    unchanged: int
+    skipped: int
+
+    @property
+    def durable(self) -> int:
+        """How many records of the file the store now holds."""
+        return self.written + self.unchanged
+
+    def line(self) -> str:
+        """The acknowledgement as one line of text."""
+        return (f"committed lines 1-{self.through}: {self.durable} records durable"
+                f" ({self.written} written, {self.unchanged} unchanged), {self.skipped} skipped")
+
+
 @dataclass
 class ImportReport:
     """What an import did, line by line."""
@@ -54,9 +74,12 @@ def import_jsonl(
     path: Path,
     progress: Callable[[int], None] | None = None,
     embedder: Embedder | None = None,
+    on_commit: Callable[[Committed], None] | None = None,
+    batch_lines: int = BATCH,
 ) -> ImportReport:
     """Read one record per line, report bad lines by number, and write the rest in batches.
 
+    `on_commit` hears of each batch once SQLite committed it: what it was told survives a kill.
     With an embedder (whose model must be the space's), records without an `embedding` get one,
     computed from the space's document prefix, the text and the tags, as an author would.
     """
@@ -68,7 +91,7 @@ def import_jsonl(
     used: set[str] = set()
     with open(path, "rb") as fh:
         while True:
-            lines = list(islice(fh, BATCH))
+            lines = list(islice(fh, batch_lines))
             if not lines:
                 break
             pending = _read_lines(lines, report, space.authority, used, progress)
@@ -91,6 +114,8 @@ def import_jsonl(
                 result = spaces.write(space_uri, batch)
                 report.written += len(result.changes)
                 report.unchanged += result.unchanged
+            if on_commit is not None:
+                on_commit(Committed(report.lines, report.written, report.unchanged, len(report.errors)))
     report.errors.sort()
     return report
 
