@@ -1,0 +1,225 @@
+"""Contract-driven fuzzing of a served face: generate calls, send them, judge every answer.
+
+A face is one `Face` entry (see faces.py): how to serve it, a hypothesis strategy of calls made
+from its contract, and two checks, its error envelope and its success schema. What is judged is
+the same for every face: no 5xx (but the temporary ones the face declares), every error in the
+face's envelope, every 200 valid against its schema, the server alive and its RSS flat. The raw
+HTTP fuzzer below the faces sends mutated request heads and wants a JSON answer, never a reset.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from .rawhttp import exchange
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request: `check` names what a 200 is checked against (for XRPC, the NSID)."""
+
+    method: str
+    path: str
+    params: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    check: str = ""
+
+    def __str__(self) -> str:
+        """A short readable form, for reports."""
+        query = "&".join(f"{k}={v[:60]!r}" for k, v in self.params)[:400]
+        return f"{self.method} {self.path}?{query} body={(self.body or b'')[:120]!r}"
+
+
+@dataclass
+class Pool:
+    """What earlier answers gave (cursors, URIs), for stateful calls that follow them."""
+
+    values: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, kind: str, value: str, cap: int = 200) -> None:
+        """Remember a value of a kind, keeping the newest `cap`."""
+        bucket = self.values.setdefault(kind, [])
+        if value not in bucket:
+            bucket.append(value)
+            del bucket[:-cap]
+
+    def pick(self, kind: str, index: int) -> str | None:
+        """The `index`-th remembered value of a kind (modulo), or None when there is none."""
+        bucket = self.values.get(kind)
+        return bucket[index % len(bucket)] if bucket else None
+
+
+@dataclass
+class Served:
+    """A running server of a face: its URL, its process id and the pool of values seen."""
+
+    url: str
+    pid: int
+    pool: Pool = field(default_factory=Pool)
+    facts: dict[str, Any] = field(default_factory=dict)  # what the face put in it (spaces, ids)
+
+
+@dataclass(frozen=True)
+class Face:
+    """Everything face-specific the fuzzer needs: a new face is one more of these."""
+
+    name: str
+    serve: Callable[[Path], AbstractContextManager[Served]]
+    calls: Callable[[Served], st.SearchStrategy[Call]]
+    envelope_errors: Callable[[Call, int, Any], list[str]]
+    output_errors: Callable[[Call, Any], list[str]]
+    remember: Callable[[Served, Call, Any], None]
+    paths: tuple[str, ...]  # the face's routes, for the raw HTTP fuzzer
+    temporary: frozenset[int] = frozenset({503})  # 5xx statuses the face may answer under load
+
+
+@dataclass
+class Tally:
+    """What came back, by status and error name, and every violation."""
+
+    requests: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+
+def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally) -> list[str]:
+    """Every way one answer breaks the rules (empty when it keeps them), counted in the tally."""
+    tally.requests += 1
+    tally.statuses[status] += 1
+    problems: list[str] = []
+    if status >= 500 and status not in face.temporary:
+        problems.append(f"status {status}")
+    body: Any = None
+    if call.method != "HEAD" and status != 204:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            problems.append("body is not JSON")
+    if body is not None:
+        if status == 200:
+            problems += face.output_errors(call, body)
+        elif status >= 400:
+            problems += face.envelope_errors(call, status, body)
+            if isinstance(body, dict):
+                tally.errors[str(body.get("error"))[:40]] += 1
+    if problems:
+        tally.violations.append(f"{call} -> {status} {raw[:200]!r}: {problems}")
+    return problems
+
+
+def send(client: httpx.Client, served: Served, call: Call) -> tuple[int, bytes]:
+    """Send a call; a transport failure is status 0."""
+    try:
+        r = client.request(call.method, served.url + call.path, params=list(call.params), content=call.body,
+                           headers=dict(call.headers))
+    except httpx.TransportError:
+        return 0, b""
+    return r.status_code, r.content
+
+
+def fuzz(face: Face, served: Served, tally: Tally, examples: int, seed: int | None = None) -> None:
+    """Run `examples` generated calls (hypothesis shrinks the first violation and raises it)."""
+    client = httpx.Client(timeout=30)
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=seed is not None,
+              suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate, Phase.target, Phase.shrink])
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        call = data.draw(face.calls(served), label="call")
+        status, raw = send(client, served, call)
+        problems = judge(face, call, status, raw, tally)
+        assert status != 0, f"no answer to {call}: the server is down?"
+        assert not problems, f"{call} -> {status} {raw[:300]!r}: {problems}"
+        if status == 200 and raw:
+            face.remember(served, call, json.loads(raw))
+
+    try:
+        run()
+    finally:
+        client.close()
+
+
+# -- below the faces: raw HTTP --------------------------------------------------------------
+
+_TOKENS = [b"GET", b"POST", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE", b"PATCH", b"CONNECT", b"G\x00T", b"get"]
+
+
+def raw_requests(paths: tuple[str, ...]) -> st.SearchStrategy[bytes]:
+    """Request heads made from a valid one by breaking one or more parts of it."""
+    method = st.sampled_from(_TOKENS) | st.binary(min_size=0, max_size=8)
+    target = st.sampled_from([p.encode() for p in paths]) | st.builds(
+        lambda p, junk: p.encode() + junk, st.sampled_from(paths), st.binary(max_size=40))
+    version = st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2", b"HTTP/1.1 ", b"http/1.1", b""])
+    header = st.tuples(st.sampled_from([b"Host", b"Content-Length", b"Transfer-Encoding", b"Connection", b"X-A",
+                                        b"Bad Name", b""]) | st.binary(max_size=12),
+                       st.sampled_from([b"127.0.0.1", b"0", b"-1", b"x", b"chunked", b"close", b"\xff\xfe"])
+                       | st.binary(max_size=20))
+    headers = st.lists(header, max_size=5)
+    sep = st.sampled_from([b"\r\n", b"\n", b"\r", b"\r\n "])
+
+    @st.composite
+    def build(draw: st.DrawFn) -> bytes:
+        host = [] if draw(st.booleans()) and draw(st.booleans()) else [(b"Host", b"127.0.0.1")]
+        lines = [draw(method) + b" " + draw(target) + b" " + draw(version)]
+        lines += [name + b": " + value for name, value in host + draw(headers)]
+        s = draw(sep)
+        return s.join(lines) + b"\r\n\r\n"
+
+    return build()
+
+
+def fuzz_raw(face: Face, served: Served, tally: Tally, examples: int, seed: int | None = None) -> None:
+    """Send mutated request heads; each must get a JSON answer (or, for HEAD/204, none), never a reset."""
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=seed is not None,
+              suppress_health_check=list(HealthCheck))
+    @given(raw_requests(face.paths))
+    def run(request: bytes) -> None:
+        response = exchange(served.url, request, timeout=15)
+        call = Call(request.split(b" ")[0].decode("latin-1")[:10], repr(request[:200]), check="raw")
+        assert not response.reset, f"connection reset for {request[:300]!r}"
+        assert response.status, f"no answer to {request[:300]!r}"
+        problems = judge(face, call, response.status, response.body, tally) if response.status != 200 else []
+        if response.status == 200:
+            tally.requests += 1
+            tally.statuses[200] += 1
+        assert not problems, f"{request[:300]!r} -> {response.status} {response.body[:200]!r}: {problems}"
+
+    run()
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory in MB."""
+    return float(psutil.Process(pid).memory_info().rss) / 2**20
+
+
+def alive(served: Served, probe: str) -> bool:
+    """Whether the server still answers its health probe."""
+    try:
+        return httpx.get(served.url + probe, timeout=10).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def rounds(seconds: float, examples: int) -> Iterator[int]:
+    """Round numbers until `seconds` have passed (at least one round)."""
+    end = time.monotonic() + seconds
+    n = 0
+    while n == 0 or time.monotonic() < end:
+        yield n
+        n += 1
