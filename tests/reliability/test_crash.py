@@ -1,0 +1,39 @@
+"""kill -9 at random points of `engram-index import`, many times: nothing acknowledged is lost.
+
+Bounded: CRASH_ROUNDS kills (default 6) from a fixed seed ($CRASH_SEED); by hand, more with
+`python bench/crash.py --kills 50`. Sync under kill -9 is tests/engram/sync/test_sync_crash.py.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+from pathlib import Path
+
+from .crashkit import SRC, check_acknowledged, import_command, kill_at_random
+from .records import write_file
+
+SPACE = "at://did:plc:rel2rel2rel2rel2rel2rel2/space/garden.engram.space/crash"
+ROUNDS = int(os.environ.get("CRASH_ROUNDS", "6"))
+SEED = int(os.environ.get("CRASH_SEED", "18"))
+RECORDS, BATCH = 3000, 250
+
+
+def test_every_import_batch_acknowledged_before_a_kill_9_is_there_once_and_searchable(tmp_path: Path) -> None:
+    file = write_file(tmp_path / "in.jsonl", RECORDS)
+    data = tmp_path / "data"
+    rng = random.Random(SEED)
+    acknowledged = 0
+    kills = []
+    for _ in range(ROUNDS):
+        # Each run starts over on the same data directory, as an operator would rerun the import.
+        kill = kill_at_random(import_command(data, SPACE, file, BATCH), rng, max_acks=RECORDS // BATCH)
+        kills.append(kill)
+        acknowledged = max(acknowledged, kill.through)
+        stored = check_acknowledged(data, SPACE, acknowledged, seed=rng.randint(0, 10**6))
+        assert stored >= kill.durable
+    assert any(0 < k.through < RECORDS for k in kills), "no kill landed midway through an import"
+    subprocess.run(import_command(data, SPACE, file, BATCH), check=True, capture_output=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": SRC})
+    assert check_acknowledged(data, SPACE, RECORDS) == RECORDS
