@@ -36,6 +36,8 @@ def test_generated_calls_get_no_5xx_only_enveloped_errors_and_schema_valid_answe
     tally = Tally()
     fuzz(face, running, tally, examples=EXAMPLES, seed=SEED + 1)
     after = rss_mb(running.pid)
+    print(f"\n{name}: {tally.requests} calls, statuses {dict(sorted(tally.statuses.items()))}, "
+          f"RSS {before:.0f} -> {after:.0f} MB")  # shown with pytest -s
     assert tally.violations == []
     assert tally.requests >= EXAMPLES
     assert len(tally.statuses) > 2 and tally.statuses[200] > 0  # the calls reach the handlers, not only 400s
@@ -48,6 +50,7 @@ def test_malformed_http_heads_get_an_enveloped_answer_never_a_reset(served: tupl
     face = FACES[name]
     tally = Tally()
     fuzz_raw(face, running, tally, examples=RAW_EXAMPLES, seed=SEED)
+    print(f"\n{name}: {tally.requests} raw heads, statuses {dict(sorted(tally.statuses.items()))}")
     assert tally.violations == []
     assert alive(running, face.paths[-1])
 

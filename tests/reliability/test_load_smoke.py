@@ -33,7 +33,7 @@ def test_twice_the_admitted_rate_is_refused_exactly_with_429s_and_nothing_goes_u
     port, rate = free_port(), 10.0
     proc = load.serve(tmp_path, port, rate, rate)
     try:
-        result = asyncio.run(load.open_loop(f"http://127.0.0.1:{port}", 4.0, 2 * rate, proc.pid))
+        result = asyncio.run(load.open_loop(port, 4.0, 2 * rate, proc.pid))
     finally:
         proc.terminate()
         proc.wait(30)
