@@ -10,14 +10,17 @@ acknowledged record present exactly once and found by its own word and by its ow
 from __future__ import annotations
 
 import os
+import queue
 import random
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engram_index.collections import Collections
 from engram_index.engine.types import SearchRequest
@@ -49,28 +52,46 @@ def kill_at_random(command: list[str], rng: random.Random, max_acks: int, timeou
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "PYTHONPATH": SRC})
     assert proc.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    reader = threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True)
+    reader.start()
     wanted = rng.randint(0, max_acks)
     kill = Kill(0, 0, 0, False)
     deadline = time.monotonic() + timeout
     while kill.acks < wanted and time.monotonic() < deadline:
-        text = proc.stdout.readline()
-        if not text:
+        try:
+            text = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if text is None:
             kill.finished = True
             break
-        match = ACK.match(text)
-        if match:
-            kill.acks += 1
-            kill.through, kill.durable = int(match.group(1)), int(match.group(2))
+        _count(kill, text)
     time.sleep(rng.uniform(0, 0.08))
     os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    reader.join(30)
     # What it said before the kill landed also counts: it was acknowledged.
-    rest, _ = proc.communicate(timeout=30)
-    for text in rest.splitlines():
-        match = ACK.match(text)
-        if match:
-            kill.acks += 1
-            kill.through, kill.durable = int(match.group(1)), int(match.group(2))
+    while not lines.empty():
+        text = lines.get_nowait()
+        if text is not None:
+            _count(kill, text)
     return kill
+
+
+def _lines(stream: Any, out: queue.Queue[str | None]) -> None:
+    """Copy a process's output lines into a queue, then None at its end."""
+    for text in stream:
+        out.put(text)
+    out.put(None)
+
+
+def _count(kill: Kill, text: str) -> None:
+    """Count one acknowledgement line."""
+    match = ACK.match(text)
+    if match:
+        kill.acks += 1
+        kill.through, kill.durable = int(match.group(1)), int(match.group(2))
 
 
 def check_acknowledged(data: Path, space: str, through: int, sample: int = 60, seed: int = 0) -> int:
