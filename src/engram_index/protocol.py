@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+import sys
 from typing import Any
 
 import h11
+import h11._connection
 import regex
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -61,6 +63,7 @@ class JsonH11Protocol(H11Protocol):
         self.max_connections = self.limit_concurrency
         self.limit_concurrency = None
         self.head_timeout: float = getattr(config, "head_timeout", HEAD_TIMEOUT)
+        self.head_limit = config.h11_max_incomplete_event_size or h11._connection.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
         self.head_timer: asyncio.TimerHandle | None = None
         self.start = b""  # the first bytes of the request being read
         self.lingering = -1  # bytes dropped since the connection began to close; -1 while open
@@ -101,11 +104,9 @@ class JsonH11Protocol(H11Protocol):
 
     def _protocol_error(self) -> EngramError:
         """The error for what h11 refused, from the h11 exception being handled."""
-        import sys
-
-        exc = sys.exc_info()[1]
+        exc = sys.exc_info()[1]  # called by uvicorn inside its `except h11.RemoteProtocolError`
         hint = exc.error_status_hint if isinstance(exc, h11.RemoteProtocolError) else 400
-        limit = self.conn._max_incomplete_event_size  # noqa: SLF001 (the limit h11 applied)
+        limit = self.head_limit
         if hint == 431:
             if b"\r\n" not in self.start and b"\n" not in self.start:
                 return TargetTooLong(f"the request target is longer than {limit} bytes")
@@ -126,7 +127,10 @@ class JsonH11Protocol(H11Protocol):
         match = _REQUEST_LINE.match(self.start)
         path = match.group(1).decode("ascii") if match else "/"
         body, extra = envelope_for(path)(error)
-        reason = http.HTTPStatus(error.status).phrase if error.status in http.HTTPStatus._value2member_map_ else ""
+        try:
+            reason = http.HTTPStatus(error.status).phrase
+        except ValueError:
+            reason = ""
         lines = [f"HTTP/1.1 {error.status} {reason}".encode("ascii"), b"content-type: application/json",
                  b"content-length: " + str(len(body)).encode("ascii"), b"connection: close"]
         lines += [name + b": " + value for name, value in extra]
