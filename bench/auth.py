@@ -27,11 +27,11 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 from starlette.requests import Request  # noqa: E402
 
-from engram_index.auth import httpsig, jwt  # noqa: E402
-from engram_index.auth.credentials import CREDENTIAL_TYP, SpaceCredentials  # noqa: E402
-from engram_index.auth.state import AuthState  # noqa: E402
-from engram_index.identity.did import DidResolver  # noqa: E402
-from engram_index.identity.keys import K256, P256, parse_public_key  # noqa: E402
+from engram_index.engram.auth import httpsig, jwt  # noqa: E402
+from engram_index.engram.auth.credentials import CREDENTIAL_TYP, SpaceCredentials  # noqa: E402
+from engram_index.engram.auth.state import AuthState  # noqa: E402
+from engram_index.engram.identity.did import DidResolver  # noqa: E402
+from engram_index.engram.identity.keys import K256, P256, parse_public_key  # noqa: E402
 from engram_index.testkit.authority import SpaceAuthority  # noqa: E402
 from engram_index.testkit.plc import FakePlc  # noqa: E402
 from engram_index.testkit.serve import serving  # noqa: E402

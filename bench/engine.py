@@ -32,7 +32,7 @@ from synth import make_queries, make_space  # noqa: E402
 
 from engram_index.engine.analyzer import index_terms  # noqa: E402
 from engram_index.engine.types import Document, Filters, ModelIdentity, SearchRequest  # noqa: E402
-from engram_index.spaces import Spaces  # noqa: E402
+from engram_index.collections import Collections  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
 
 SPACE = "at://did:plc:bench234bench234bench234be/space/garden.engram.space/bench"
@@ -72,7 +72,7 @@ def copy_bandwidth_gbs() -> float:
     return 2 * src.nbytes / float(np.median(times)) / 1e9
 
 
-def ingest(spaces: Spaces, synth, n: int) -> float:
+def ingest(spaces: Collections, synth, n: int) -> float:
     """Write n synthetic memories in batches of 1,000 through the real write path; returns seconds."""
     batch = 1000
     began = time.perf_counter()
@@ -108,7 +108,7 @@ def timed(index, reqs: list[SearchRequest]) -> tuple[list[float], list]:
     return samples, results
 
 
-def write_to_visible(spaces: Spaces, index, rounds: int = 20) -> list[float]:
+def write_to_visible(spaces: Collections, index, rounds: int = 20) -> list[float]:
     """Seconds from a write's acknowledgement until a keyword search finds it."""
     out = []
     for r in range(rounds):
@@ -133,7 +133,7 @@ def run_size(n: int, scifact: Path, queries: int, bandwidth: float) -> dict[str,
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     try:
         rss_before = rss_mb()
-        spaces = Spaces(tmp)
+        spaces = Collections(tmp)
         spaces.ensure_space(SPACE, MODEL)
         index = spaces.index(SPACE)
         seconds = ingest(spaces, synth, n)

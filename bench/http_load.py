@@ -41,8 +41,8 @@ from synth import SynthSpace, make_queries, make_space  # noqa: E402
 
 from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
 from engram_index.errors import UnknownSpace  # noqa: E402
-from engram_index.records import encode_query_vector  # noqa: E402
-from engram_index.spaces import Spaces  # noqa: E402
+from engram_index.engram.records import encode_query_vector  # noqa: E402
+from engram_index.collections import Collections  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
 from engram_index.testkit.authority import SpaceAuthority  # noqa: E402
 from engram_index.testkit.plc import FakePlc  # noqa: E402
@@ -69,7 +69,7 @@ def memory_batches(synth: SynthSpace, size: int = 2000) -> Iterator[list[StoredD
 
 def build(data: Path, n: int, scifact: Path) -> None:
     """Write n synthetic memories into a data directory (unless it holds them), then compact its keyword index."""
-    spaces = Spaces(data)
+    spaces = Collections(data)
     try:
         try:
             if spaces.store.count(spaces.info(SPACE).id) == n:

@@ -41,7 +41,7 @@ import json, sys
 from pathlib import Path
 import uvicorn
 from engram_index.app import create_app
-from engram_index.auth import InsecureOpen
+from engram_index.engram.auth import InsecureOpen
 from engram_index.server import uvicorn_options
 settings = json.loads(sys.argv[3])
 app = create_app(Path(sys.argv[1]), "did:web:bench.invalid", authenticator=InsecureOpen())

@@ -33,7 +33,7 @@ from synth import make_queries, make_space  # noqa: E402
 from engram_index.engine.analyzer import query_words  # noqa: E402
 from engram_index.engine.keyword import query_terms, searchable_words  # noqa: E402
 from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
-from engram_index.spaces import Spaces  # noqa: E402
+from engram_index.collections import Collections  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
 
 SPACE = "at://did:plc:kwbench/space/garden.engram.space/kw"
@@ -51,7 +51,7 @@ def p50(fn: Callable[[int], object], runs: int = 200, warmup: int = 20) -> float
     return float(np.median(samples) * 1000)
 
 
-def measure(spaces: Spaces, words: list, candidates: list[list[int]]) -> dict[str, float]:
+def measure(spaces: Collections, words: list, candidates: list[list[int]]) -> dict[str, float]:
     """Every variant's p50 on the space's current keyword index."""
     kw = spaces.index(SPACE).keyword
     schema, term, Should = kw.schema, tantivy.Query.term_query, tantivy.Occur.Should
@@ -113,7 +113,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     candidates = [rng.choice(args.n, 200, replace=False).tolist() for _ in range(200)]
     with tempfile.TemporaryDirectory() as tmp:
-        spaces = Spaces(Path(tmp), commit_interval=0.25)
+        spaces = Collections(Path(tmp), commit_interval=0.25)
         spaces.ensure_space(SPACE, ModelIdentity("m", "d", 384))
         spaces.index(SPACE)
         for start in range(0, args.n, 1000):

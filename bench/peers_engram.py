@@ -8,7 +8,7 @@ from peers_common import Corpus, Peer, Search
 
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, SearchRequest
-from engram_index.spaces import Spaces
+from engram_index.collections import Collections
 
 
 def _ordinal(memory_id: str) -> int:
@@ -29,7 +29,7 @@ class Engram(Peer):
 
     def load(self, corpus: Corpus) -> None:
         """Write through the real write path in batches of 1,000, then compact the keyword index."""
-        self.spaces = Spaces(self.workdir)
+        self.spaces = Collections(self.workdir)
         self.spaces.ensure_space(SPACE, MODEL)
         self.spaces.index(SPACE)
         ingest(self.spaces, corpus, len(corpus))

@@ -33,14 +33,14 @@ sys.path.insert(0, str(_HERE.parent / "src"))
 
 import http_load  # noqa: E402
 
-from engram_index.api import lexicon, search as api_search, xrpc  # noqa: E402
-from engram_index.api.limits import SpaceLimits  # noqa: E402
+from engram_index.engram.api import lexicon, search as api_search, xrpc  # noqa: E402
+from engram_index.engram.api.limits import SpaceLimits  # noqa: E402
 from engram_index.app import create_app, space_credentials  # noqa: E402
-from engram_index.auth.credentials import SpaceCredentials  # noqa: E402
+from engram_index.engram.auth.credentials import SpaceCredentials  # noqa: E402
 from engram_index.engine import _kernels, fusion, search as engine_search  # noqa: E402
 from engram_index.engine.keyword import KeywordIndex  # noqa: E402
 from engram_index.engine.vector import VectorIndex  # noqa: E402
-from engram_index.records import encode_query_vector  # noqa: E402
+from engram_index.engram.records import encode_query_vector  # noqa: E402
 
 spent: dict[str, float] = {}
 

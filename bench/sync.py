@@ -27,15 +27,15 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from engram_index.api.limits import SpaceLimits  # noqa: E402
+from engram_index.engram.api.limits import SpaceLimits  # noqa: E402
 from engram_index.app import create_app  # noqa: E402
-from engram_index.auth.credentials import SpaceCredentials  # noqa: E402
-from engram_index.auth.state import AuthState  # noqa: E402
-from engram_index.identity.did import DidResolver  # noqa: E402
-from engram_index.spaces import Spaces  # noqa: E402
-from engram_index.store.syncstate import SyncState  # noqa: E402
-from engram_index.sync.client import Account  # noqa: E402
-from engram_index.sync.runner import SyncConfig  # noqa: E402
+from engram_index.engram.auth.credentials import SpaceCredentials  # noqa: E402
+from engram_index.engram.auth.state import AuthState  # noqa: E402
+from engram_index.engram.identity.did import DidResolver  # noqa: E402
+from engram_index.collections import Collections  # noqa: E402
+from engram_index.engram.syncstate import SyncState  # noqa: E402
+from engram_index.engram.sync.client import Account  # noqa: E402
+from engram_index.engram.sync.runner import SyncConfig  # noqa: E402
 from engram_index.testkit.serve import free_port, serving  # noqa: E402
 from engram_index.testkit.spacenet import SpaceNetwork  # noqa: E402
 
@@ -80,7 +80,7 @@ def main() -> None:
                                                   for i in range(start, min(per, start + 1000))])
                     bar.advance(task, min(1000, per - start))
         data = Path(tmp)
-        opened = Spaces(data)
+        opened = Collections(data)
         SyncState(opened.store).add_space(space, 0)
         opened.close()
         port = free_port()

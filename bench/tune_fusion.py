@@ -23,7 +23,7 @@ from engram_index.engine.analyzer import query_words  # noqa: E402
 from engram_index.engine import keyword  # noqa: E402
 from engram_index.engine.types import Document  # noqa: E402
 from engram_index.evaluation import EVAL_SPACE, MINILM, load_scifact, ndcg_at  # noqa: E402
-from engram_index.spaces import Spaces  # noqa: E402
+from engram_index.collections import Collections  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
 
 WEIGHTS = [0.4, 0.6, 0.8, 1.0]
@@ -46,7 +46,7 @@ def main() -> None:
     query_vecs = np.load(args.scifact / "queries.minilm.f16.npy").astype(np.float32)
     judged = [(i, q) for i, q in enumerate(queries) if q["_id"] in qrels]
     with tempfile.TemporaryDirectory() as tmp:
-        spaces = Spaces(Path(tmp))
+        spaces = Collections(Path(tmp))
         spaces.ensure_space(EVAL_SPACE, MINILM)
         spaces.write(EVAL_SPACE, [
             StoredDocument(Document(id=d["_id"], author="did:plc:eval", text=(d["title"] + " " + d["text"]).strip(),

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from engram_index.cli import main
-from engram_index.records import encode_query_vector
+from engram_index.engram.records import encode_query_vector
 
 SPACE = "at://did:plc:cli234cli234cli234cli234/space/garden.engram.space/notes"
 MODEL = ["--model", "m", "--model-digest", "sha256:00", "--dims", "4"]
@@ -165,10 +165,10 @@ def test_repack_rewrites_a_store_made_with_small_pages_and_says_what_it_saved(me
 
 
 def test_repack_refuses_a_data_directory_in_use(memories: Path, tmp_path: Path) -> None:
-    from engram_index.spaces import Spaces
+    from engram_index.collections import Collections
 
     run("import", SPACE, str(memories), "--data", str(tmp_path / "d"), *MODEL)
-    spaces = Spaces(tmp_path / "d")
+    spaces = Collections(tmp_path / "d")
     try:
         result = CliRunner().invoke(main, ["repack", "--data", str(tmp_path / "d")])
         assert result.exit_code != 0

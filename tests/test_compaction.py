@@ -8,7 +8,7 @@ import numpy as np
 from engram_index.engine.keyword import KeywordIndex, document_terms, staging_path
 from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest
-from engram_index.spaces import Spaces
+from engram_index.collections import Collections
 from engram_index.store.sqlite import StoredDocument
 
 URI = "at://did:plc:compact/space/garden.engram.space/s"
@@ -18,13 +18,13 @@ def put(i: int, word: str = "") -> StoredDocument:
     return StoredDocument(Document(id=f"m{i}", author="did:plc:a", text=f"note number{i} {word}", created_ms=i))
 
 
-def found(spaces: Spaces, q: str) -> list[str]:
+def found(spaces: Collections, q: str) -> list[str]:
     req = SearchRequest(mode="keyword", q=q, limit=100_000, explain=False)
     return [h.document.id for h in spaces.search(URI, req).hits]
 
 
-def many_segments(tmp_path: Path) -> Spaces:
-    spaces = Spaces(tmp_path, commit_interval=3600)
+def many_segments(tmp_path: Path) -> Collections:
+    spaces = Collections(tmp_path, commit_interval=3600)
     spaces.ensure_space(URI, ModelIdentity("m", "d", 4))
     spaces.index(URI)
     for batch in range(8):
@@ -73,14 +73,14 @@ def test_writes_during_compaction_are_kept(tmp_path: Path) -> None:
         spaces._indexes[URI].keyword._writer = None  # a crash: nothing saved since the compaction
         spaces._indexes.clear()
         spaces.close()
-        again = Spaces(tmp_path)
+        again = Collections(tmp_path)
         assert_counts_match_records(again)  # saved at the snapshot, the rest counted again
         spaces = again
     finally:
         spaces.close()
 
 
-def assert_counts_match_records(spaces: Spaces) -> None:
+def assert_counts_match_records(spaces: Collections) -> None:
     """The term counts behind BM25 equal counts built afresh from the records."""
     info = spaces.info(URI)
     records = spaces.store.documents(info.id, range(info.next_ord))
@@ -97,7 +97,7 @@ def test_the_compacted_index_survives_reopening(tmp_path: Path) -> None:
     spaces = many_segments(tmp_path)
     spaces.maintain()
     spaces.close()
-    again = Spaces(tmp_path)
+    again = Collections(tmp_path)
     try:
         assert again.index(URI).keyword.segments() == 1
         assert found(again, "number7") == ["m7"]
@@ -131,7 +131,7 @@ def test_a_half_built_copy_is_thrown_away_on_open(tmp_path: Path) -> None:
 def test_a_write_becomes_searchable_by_keyword_without_an_explicit_commit(tmp_path: Path) -> None:
     import time
 
-    spaces = Spaces(tmp_path)  # the default committer interval
+    spaces = Collections(tmp_path)  # the default committer interval
     try:
         spaces.ensure_space(URI)
         spaces.index(URI)
@@ -149,13 +149,13 @@ def test_a_second_process_on_the_same_data_directory_is_refused_at_once(tmp_path
 
     from engram_index.errors import StorageError
 
-    first = Spaces(tmp_path)
+    first = Collections(tmp_path)
     try:
         with pytest.raises(StorageError, match="in use"):
-            Spaces(tmp_path)
+            Collections(tmp_path)
     finally:
         first.close()
-    Spaces(tmp_path).close()  # free again once the first has closed
+    Collections(tmp_path).close()  # free again once the first has closed
 
 
 def test_a_compaction_pass_that_waited_for_another_does_not_compact_again(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from engram_index.engine.keyword import document_terms
 from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import SearchRequest
-from engram_index.spaces import Spaces
+from engram_index.collections import Collections
 
 URI = "at://did:plc:crash/space/garden.engram.space/s"
 
@@ -25,12 +25,12 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     from engram_index.engine import keyword
     from engram_index.engine.types import Document, ModelIdentity
-    from engram_index.spaces import Spaces
+    from engram_index.collections import Collections
 
     keyword.COUNTS_SAVE_S = float(sys.argv[4])  # how often the term counts are saved
     from engram_index.store.sqlite import StoredDocument
 
-    spaces = Spaces(Path(sys.argv[1]), commit_interval=0.05)
+    spaces = Collections(Path(sys.argv[1]), commit_interval=0.05)
     spaces.ensure_space(sys.argv[2], ModelIdentity("m", "d", 8))
     spaces.index(sys.argv[2])
     rng = np.random.default_rng(int(sys.argv[3]))
@@ -84,7 +84,7 @@ def test_every_acknowledged_write_survives_kill_9_and_the_index_agrees(
     saved = list(tmp_path.glob("spaces/*/keyword/counts/meta.json"))
     if save_s == 0:  # saved while the writes went on: the restart starts from there
         assert saved and json.loads(saved[0].read_text())["seq"] > 0
-    spaces = Spaces(tmp_path)
+    spaces = Collections(tmp_path)
     try:
         info = spaces.info(URI)
         index = spaces.index(URI)
@@ -119,10 +119,10 @@ def test_every_acknowledged_write_survives_kill_9_and_the_index_agrees(
 
 def test_reopening_twice_replays_nothing_the_second_time(tmp_path: Path) -> None:
     run_and_kill(tmp_path, 4, 10)
-    first = Spaces(tmp_path)
+    first = Collections(tmp_path)
     seq = first.index(URI).keyword.committed_seq
     first.close()
-    second = Spaces(tmp_path)
+    second = Collections(tmp_path)
     try:
         index = second.index(URI)
         assert index.keyword.committed_seq == seq == second.info(URI).seq

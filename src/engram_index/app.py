@@ -13,23 +13,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from . import __version__
-from .api.graph import get_memory_graph
-from .api.memories import get_memory, list_memories
-from .api.search import search_memories
-from .api.status import get_space_status
-from .api.embedding import QueryEmbedding
-from .api.limits import SpaceLimits
-from .api.xrpc import error_response, xrpc
-from .api.notify import DELETED as DELETED_NSID, WRITE as WRITE_NSID, notify_space_deleted, notify_write
-from .api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
-from .auth import Authenticator, InsecureOpen
-from .auth.credentials import SpaceCredentials
-from .auth.service_auth import ServiceAuth
-from .auth.state import AuthState
-from .identity.did import PLC_DEFAULT, DidResolver
-from .spaces import Spaces
-from .sync.runner import SyncConfig, SyncRunner
+from engram_index import __version__
+from engram_index.engram.api.graph import get_memory_graph
+from engram_index.engram.api.memories import get_memory, list_memories
+from engram_index.engram.api.search import search_memories
+from engram_index.engram.api.status import get_space_status
+from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.api.limits import SpaceLimits
+from engram_index.engram.api.xrpc import error_response, xrpc
+from engram_index.engram.api.notify import DELETED as DELETED_NSID, WRITE as WRITE_NSID, notify_space_deleted, notify_write
+from engram_index.engram.api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
+from engram_index.engram.auth import Authenticator, InsecureOpen
+from engram_index.engram.auth.credentials import SpaceCredentials
+from engram_index.engram.auth.service_auth import ServiceAuth
+from engram_index.engram.auth.state import AuthState
+from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
+from engram_index.collections import Collections
+from engram_index.engram.sync.runner import SyncConfig, SyncRunner
 
 log = logging.getLogger("engram_index")
 # Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
@@ -75,7 +75,7 @@ def create_app(
         app.state.authenticator = authenticator
         app.state.limits = limits or SpaceLimits()
         app.state.embedding = embedding or QueryEmbedding()
-        app.state.spaces = Spaces(data_dir, read_only=read_only)
+        app.state.spaces = Collections(data_dir, read_only=read_only)
         app.state.sync = None
         if sync is not None:
             # The HTTP loop gets its own resolver: a resolver's in-flight futures belong to one loop.
@@ -145,7 +145,7 @@ def worker_app() -> Starlette:
     import json
     import os
 
-    from .embed.factory import embedder_from_spec
+    from engram_index.embed.factory import embedder_from_spec
 
     config = json.loads(os.environ[WORKER_CONFIG_ENV])
     authenticator: Authenticator = InsecureOpen() if config["insecure_open"] else space_credentials(

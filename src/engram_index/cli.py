@@ -21,20 +21,20 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from .embed.base import Embedder
-from .engine.types import Filters, ModelIdentity, SearchRequest
-from .errors import BadRecord, EngramError
-from .records import decode_query_vector, parse_datetime_ms, parse_space_uri
-from .spaces import Spaces
+from engram_index.embed.base import Embedder
+from engram_index.engine.types import Filters, ModelIdentity, SearchRequest
+from engram_index.errors import BadRecord, EngramError
+from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
+from engram_index.collections import Collections
 
 console = Console(stderr=True)
 DATA_HELP = "The data directory (SQLite records and index files)."
 
 
 @contextmanager
-def _spaces(data: Path) -> Iterator[Spaces]:
+def _spaces(data: Path) -> Iterator[Collections]:
     """Open a data directory for one command and close it (committing) afterwards."""
-    spaces = Spaces(data)
+    spaces = Collections(data)
     try:
         yield spaces
     finally:
@@ -90,7 +90,7 @@ def import_cmd(
     Example: engram-index import at://did:plc:abc/space/garden.engram.space/notes notes.jsonl
     --data ./data --model all-MiniLM-L6-v2 --model-digest sha256:53aa… --dims 384
     """
-    from .importer import import_jsonl
+    from engram_index.engram.importer import import_jsonl
 
     given = [model is not None, model_digest is not None, dims is not None]
     if any(given) and not all(given):
@@ -171,7 +171,7 @@ def search(
             result = spaces.search(space_uri, req)
     except (EngramError, ValueError) as exc:
         raise click.ClickException(getattr(exc, "message", str(exc))) from exc
-    from .views import hit_view
+    from engram_index.engram.views import hit_view
 
     views = [hit_view(h, result.mode) for h in result.hits]
     if as_json:
@@ -230,7 +230,7 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
 
     Example: engram-index eval scifact --data-dir ../shared/data/scifact --json
     """
-    from .evaluation import evaluate, load_scifact
+    from engram_index.evaluation import evaluate, load_scifact
 
     ids = None
     if half != "all":
@@ -293,21 +293,21 @@ def serve(
     """
     import logging
 
-    from .api.embedding import QueryEmbedding
-    from .api.limits import SpaceLimits
-    from .app import create_app, space_credentials
-    from .auth import Authenticator, InsecureOpen
-    from .server import run, run_workers
+    from engram_index.engram.api.embedding import QueryEmbedding
+    from engram_index.engram.api.limits import SpaceLimits
+    from engram_index.app import create_app, space_credentials
+    from engram_index.engram.auth import Authenticator, InsecureOpen
+    from engram_index.server import run, run_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     did = service_did or f"did:web:{host}%3A{port}"
-    from .sync.client import Account
-    from .sync.runner import SyncConfig
+    from engram_index.engram.sync.client import Account
+    from engram_index.engram.sync.runner import SyncConfig
 
     if bool(sync_account) != bool(sync_password):
         raise click.UsageError("--sync-account and --sync-password go together")
     with _spaces(data) as opened:
-        from .store.syncstate import SyncState
+        from engram_index.engram.syncstate import SyncState
 
         for space in _env_spaces():
             SyncState(opened.store).add_space(space, int(time.time() * 1000))
@@ -320,7 +320,7 @@ def serve(
         import json
         import os
 
-        from .app import WORKER_CONFIG_ENV
+        from engram_index.app import WORKER_CONFIG_ENV
 
         # Workers only read: bring every space's keyword index up to date (and compact it) first.
         with _spaces(data) as spaces:
@@ -408,7 +408,7 @@ def embed(input_path: Path, field: str, kind: str, prefix: str, out: Path, embed
 
 def make_embedder(spec: str) -> Embedder | None:
     """The embedder an operator asked for, with command-line errors."""
-    from .embed.factory import embedder_from_spec
+    from engram_index.embed.factory import embedder_from_spec
 
     try:
         return embedder_from_spec(spec)
@@ -418,7 +418,7 @@ def make_embedder(spec: str) -> Embedder | None:
         raise click.ClickException(exc.message) from exc
 
 
-from . import cli_admin  # noqa: E402,F401  (registers `spaces` and `dev-credential` on main)
+from engram_index import cli_admin  # noqa: E402,F401  (registers `spaces` and `dev-credential` on main)
 
 
 if __name__ == "__main__":  # pragma: no cover

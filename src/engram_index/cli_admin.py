@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from .cli import DATA_HELP, _spaces, console, main
-from .errors import BadRecord, EngramError
-from .records import parse_space_uri
+from engram_index.cli import DATA_HELP, _spaces, console, main
+from engram_index.errors import BadRecord, EngramError
+from engram_index.engram.records import parse_space_uri
 
 
 @main.group()
@@ -28,7 +28,7 @@ def spaces_add(space: str, data: Path) -> None:
 
     Example: engram-index spaces add at://did:plc:…/space/garden.engram.space/main --data ./data
     """
-    from .store.syncstate import SyncState
+    from engram_index.engram.syncstate import SyncState
 
     try:
         uri = str(parse_space_uri(space))
@@ -48,7 +48,7 @@ def spaces_list(data: Path, as_json: bool) -> None:
 
     Example: engram-index spaces list --data ./data --json
     """
-    from .store.syncstate import SyncState
+    from engram_index.engram.syncstate import SyncState
 
     with _spaces(data) as opened:
         state = SyncState(opened.store)
@@ -76,7 +76,7 @@ def spaces_remove(space: str, data: Path, drop: bool) -> None:
 
     Example: engram-index spaces remove at://did:plc:…/space/garden.engram.space/main --data ./data --drop
     """
-    from .store.syncstate import SyncState
+    from engram_index.engram.syncstate import SyncState
 
     with _spaces(data) as opened:
         if not SyncState(opened.store).remove_space(space):
@@ -96,8 +96,8 @@ def repack(data: Path) -> None:
     records.sqlite, and an interruption leaves the old file as it was.
     Example: engram-index repack --data ./data
     """
-    from .spaces import lock_data_dir
-    from .store.sqlite import Store
+    from engram_index.collections import lock_data_dir
+    from engram_index.store.sqlite import Store
 
     try:
         with lock_data_dir(data), closing(Store(data / "records.sqlite")) as store:
@@ -140,8 +140,8 @@ def dev_credential(
     Example: engram-index dev-credential at://did:plc:…/space/garden.engram.space/main
     --authority-key authority.pem --audience did:web:index.example.com --url https://index.example.com
     """
-    from .auth.mint import SpaceClient, curl_line, load_private_key, mint_credential
-    from .identity.keys import P256, PrivateKey
+    from engram_index.engram.auth.mint import SpaceClient, curl_line, load_private_key, mint_credential
+    from engram_index.engram.identity.keys import P256, PrivateKey
 
     try:
         authority = parse_space_uri(space).authority

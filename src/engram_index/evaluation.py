@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine.types import Document, ModelIdentity, SearchRequest
-from .spaces import Spaces
-from .store.sqlite import StoredDocument
+from engram_index.engine.types import Document, ModelIdentity, SearchRequest
+from engram_index.collections import Collections
+from engram_index.store.sqlite import StoredDocument
 
 EVAL_SPACE = "at://did:plc:evaluation0000000000000000/space/garden.engram.space/scifact"
 MINILM = ModelIdentity(
@@ -67,7 +67,7 @@ def evaluate(
     doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
     query_vecs = np.load(data_dir / "queries.minilm.f16.npy").astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="engram-eval-") as tmp:
-        spaces = Spaces(Path(tmp))
+        spaces = Collections(Path(tmp))
         try:
             spaces.ensure_space(EVAL_SPACE, MINILM)
             batch = [

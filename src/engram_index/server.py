@@ -10,7 +10,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.supervisors import Multiprocess
 
-from .api.xrpc import MAX_REQUEST_HEAD_BYTES
+from engram_index.engram.api.xrpc import MAX_REQUEST_HEAD_BYTES
 
 log = logging.getLogger("uvicorn.error")
 

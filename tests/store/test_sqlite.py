@@ -207,13 +207,13 @@ def test_repacking_a_store_that_already_has_large_pages_changes_nothing(store: S
 def test_opening_a_data_directory_whose_store_has_small_pages_says_how_to_repack_it(
     old_data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from engram_index.spaces import Spaces
+    from engram_index.collections import Collections
 
     with caplog.at_level("WARNING"):
-        Spaces(old_data_dir).close()
+        Collections(old_data_dir).close()
     assert f"engram-index repack --data {old_data_dir}" in caplog.text
     caplog.clear()
     fresh = tmp_path / "fresh"
     with caplog.at_level("WARNING"):
-        Spaces(fresh).close()
+        Collections(fresh).close()
     assert "repack" not in caplog.text

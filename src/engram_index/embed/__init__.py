@@ -12,7 +12,7 @@ Providers are imported from their modules, so that importing this package loads 
 model nor an HTTP client.
 """
 
-from .base import (
+from engram_index.embed.base import (
     DEFAULT_BATCH_SIZE,
     BadEmbedding,
     Embedder,

@@ -24,9 +24,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..engine.types import ModelIdentity
-from ..errors import EngramError, Unavailable
-from ..records import embed_text
+from engram_index.engine.types import ModelIdentity
+from engram_index.errors import EngramError, Unavailable
+from engram_index.engram.records import embed_text
 
 DEFAULT_BATCH_SIZE = 32
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
-from ..errors import EngramError
-from .base import Embedder
+from engram_index.errors import EngramError
+from engram_index.embed.base import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def embedder_from_spec(spec: str) -> Embedder | None:
     if spec == "none":
         return None
     if spec in ("auto", "local"):
-        from .local import MiniLMEmbedder
+        from engram_index.embed.local import MiniLMEmbedder
 
         try:
             return MiniLMEmbedder()
@@ -34,17 +34,17 @@ def embedder_from_spec(spec: str) -> Embedder | None:
     target, _, url = rest.partition("@")
     fields = target.split(":")
     if kind == "hashing" and len(fields) == 1:
-        from .hashing import HashingEmbedder
+        from engram_index.embed.hashing import HashingEmbedder
 
         return HashingEmbedder(int(fields[0]))
     if kind == "ollama" and len(fields) == 2:
-        from .ollama import OllamaEmbedder
+        from engram_index.embed.ollama import OllamaEmbedder
 
         if url:
             return OllamaEmbedder(fields[0], int(fields[1]), url)
         return OllamaEmbedder(fields[0], int(fields[1]))
     if kind == "openai" and len(fields) >= 3 and url:
-        from .openai import OpenAIEmbedder
+        from engram_index.embed.openai import OpenAIEmbedder
 
         return OpenAIEmbedder(
             fields[0], int(fields[1]), ":".join(fields[2:]), url, api_key=os.environ.get("ENGRAM_OPENAI_KEY")

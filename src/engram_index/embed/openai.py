@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.types import ModelIdentity
-from .base import DEFAULT_BATCH_SIZE, BadEmbedding
-from .remote import DEFAULT_BACKOFF_S, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, HttpEmbedder, vectors_from_json
+from engram_index.engine.types import ModelIdentity
+from engram_index.embed.base import DEFAULT_BATCH_SIZE, BadEmbedding
+from engram_index.embed.remote import DEFAULT_BACKOFF_S, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, HttpEmbedder, vectors_from_json
 
 
 class OpenAIEmbedder(HttpEmbedder):

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ..engine.types import ModelIdentity
-from .base import DEFAULT_BATCH_SIZE, BadEmbedding, BatchedEmbedder, EmbedderError, EmbedderRejected, EmbedderUnavailable
+from engram_index.engine.types import ModelIdentity
+from engram_index.embed.base import DEFAULT_BATCH_SIZE, BadEmbedding, BatchedEmbedder, EmbedderError, EmbedderRejected, EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 

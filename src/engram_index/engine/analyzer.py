@@ -39,7 +39,7 @@ import re
 import regex
 import Stemmer
 
-from .types import TermKind
+from engram_index.engine.types import TermKind
 
 ANALYZER_VERSION: int = 1
 STEM_PREFIX = "~"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .types import Document, Filters
+from engram_index.engine.types import Document, Filters
 
 
 class Columns:
@@ -17,6 +17,7 @@ class Columns:
         self.created = np.zeros(0, np.int64)
         self.author = np.zeros(0, np.int32)
         self.ids: list[str | None] = []
+        self._by_id: dict[str, int] = {}
         self._author_codes: dict[str, int] = {}
         self._tags: dict[str, set[int]] = {}
         self._tag_cache: dict[str, np.ndarray] = {}
@@ -46,7 +47,11 @@ class Columns:
         self.live[ord_] = True
         self.created[ord_] = doc.created_ms
         self.author[ord_] = self._author_codes.setdefault(doc.author, len(self._author_codes))
+        old_id = self.ids[ord_]
+        if old_id is not None and old_id != doc.id:
+            self._by_id.pop(old_id, None)
         self.ids[ord_] = doc.id
+        self._by_id[doc.id] = ord_
         tags = tuple(dict.fromkeys(doc.tags))
         self._doc_tags[ord_] = tags
         for tag in tags:
@@ -58,6 +63,9 @@ class Columns:
         if ord_ < self.size and self.live[ord_]:
             self._untag(ord_)
             self.live[ord_] = False
+            old_id = self.ids[ord_]
+            if old_id is not None and self._by_id.get(old_id) == ord_:
+                del self._by_id[old_id]
             self.ids[ord_] = None
             self.count -= 1
 
@@ -79,6 +87,17 @@ class Columns:
             self._tag_cache[tag] = cached
         return cached
 
+    def id_ords(self, ids: frozenset[str]) -> np.ndarray:
+        """The live ordinals of the given document ids (unknown ids are left out), ascending."""
+        by_id = self._by_id
+        return np.array(sorted(by_id[i] for i in ids if i in by_id), np.int64)
+
+    def _posting_mask(self, tag: str, n: int) -> np.ndarray:
+        """A bool mask over [0, n) of the ordinals carrying a tag."""
+        mask = np.zeros(n, bool)
+        mask[self._tag_ords(tag)] = True
+        return mask
+
     def mask(self, filters: Filters) -> np.ndarray | None:
         """The live ordinals that pass the filters (None when there are no filters)."""
         if filters.is_empty():
@@ -96,6 +115,17 @@ class Columns:
             mask &= self.live[:n]
         else:
             mask = self.live[:n].copy()
+        for group in filters.any_tags:
+            keep = np.zeros(n, bool)
+            for tag in group:
+                keep[self._tag_ords(tag)] = True
+            mask &= keep
+        for tag in filters.none_tags:
+            mask &= ~self._posting_mask(tag, n)
+        if filters.ids is not None:
+            keep = np.zeros(n, bool)
+            keep[self.id_ords(filters.ids)] = True
+            mask &= keep
         if filters.author is not None:
             code = self._author_codes.get(filters.author)
             if code is None:
@@ -103,6 +133,8 @@ class Columns:
             mask &= self.author[:n] == code
         if filters.since_ms is not None:
             mask &= self.created[:n] >= filters.since_ms
+        if filters.until_ms is not None:
+            mask &= self.created[:n] < filters.until_ms
         return mask
 
     def tie_key(self, ord_: int) -> tuple[int, str]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from .analyzer import STOPWORDS, QueryWord, TermFinder, find_terms, index_terms, normalize, term_set
-from .types import FieldName, Snippet, TermKind, TermMatch
+from engram_index.engine.analyzer import STOPWORDS, QueryWord, TermFinder, find_terms, index_terms, normalize, term_set
+from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
 _ELLIPSIS_BYTES = len(ELLIPSIS.encode("utf-8"))

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from .analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
-from ..errors import StorageError
-from .termcounts import TermCounts
-from .types import Document, Filters
+from engram_index.engine.analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
+from engram_index.errors import StorageError
+from engram_index.engine.termcounts import TermCounts
+from engram_index.engine.types import Document, Filters
 
 SCHEMA_VERSION = 1
 _META = "keyword.meta.json"
@@ -326,33 +326,47 @@ class KeywordIndex:
         term = tantivy.Query.term_query
         return tantivy.Query.boolean_query([(tantivy.Occur.Should, term(self.schema, "body", t)) for t in terms])
 
-    def _filter_clauses(self, filters: Filters) -> list[tuple[tantivy.Occur, tantivy.Query]]:
-        """Filters as clauses that must match and add nothing to the score."""
-        clauses: list[tantivy.Query] = []
+    def _filter_clauses(
+        self, filters: Filters, allowed: np.ndarray | None
+    ) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+        """Filters as clauses that must (or must not) match and add nothing to the score; `allowed`
+        holds the ordinals of `filters.ids`, which only the caller's columns can resolve."""
+        term = tantivy.Query.term_query
+        must: list[tantivy.Query] = []
+        must_not: list[tantivy.Query] = []
         if filters.author is not None:
-            clauses.append(tantivy.Query.term_query(self.schema, "author", filters.author))
+            must.append(term(self.schema, "author", filters.author))
         for tag in filters.tags:
-            clauses.append(tantivy.Query.term_query(self.schema, "tags", tag))
-        if filters.since_ms is not None:
-            clauses.append(
-                tantivy.Query.range_query(
-                    self.schema, "created", tantivy.FieldType.Integer, filters.since_ms, None
-                )
+            must.append(term(self.schema, "tags", tag))
+        for group in filters.any_tags:
+            must.append(tantivy.Query.term_set_query(self.schema, "tags", list(group)))
+        for tag in filters.none_tags:
+            must_not.append(term(self.schema, "tags", tag))
+        if filters.ids is not None:
+            keys = [str(o) for o in (allowed if allowed is not None else ())]
+            must.append(tantivy.Query.term_set_query(self.schema, "key", keys) if keys else tantivy.Query.empty_query())
+        if filters.since_ms is not None or filters.until_ms is not None:
+            # tantivy's range is inclusive at both ends; our window ends before until_ms.
+            upper = filters.until_ms - 1 if filters.until_ms is not None else None
+            must.append(
+                tantivy.Query.range_query(self.schema, "created", tantivy.FieldType.Integer, filters.since_ms, upper)
             )
-        return [(tantivy.Occur.Must, tantivy.Query.const_score_query(c, 0.0)) for c in clauses]
+        return [(tantivy.Occur.Must, tantivy.Query.const_score_query(c, 0.0)) for c in must] + [
+            (tantivy.Occur.MustNot, c) for c in must_not
+        ]
 
-    def _query(self, terms: Sequence[str], filters: Filters | None) -> tantivy.Query:
+    def _query(self, terms: Sequence[str], filters: Filters | None, allowed: np.ndarray | None = None) -> tantivy.Query:
         """The terms' query, restricted to documents matching the filters (which add nothing to the score)."""
         query = self._words_query(terms)
         if filters is not None and not filters.is_empty():
-            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), *self._filter_clauses(filters)])
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), *self._filter_clauses(filters, allowed)])
         return query
 
     def search(
-        self, words: Sequence[QueryWord], k: int, filters: Filters | None = None
+        self, words: Sequence[QueryWord], k: int, filters: Filters | None = None, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The top-k ordinals by BM25 and their scores (best first) among documents matching the filters."""
-        ords, scores, _ = self.search_and_score(words, k, filters, ())
+        ords, scores, _ = self.search_and_score(words, k, filters, (), allowed)
         return ords, scores
 
     def search_and_score(
@@ -361,6 +375,7 @@ class KeywordIndex:
         k: int,
         filters: Filters | None,
         candidates: Sequence[int] | np.ndarray,
+        allowed: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The top-k by BM25 (like `search`) and the BM25 of each candidate, scored together.
 
@@ -373,7 +388,7 @@ class KeywordIndex:
         cand = np.asarray(candidates, np.int64).reshape(-1)
         if not terms:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(cand.size, np.float32)
-        found = self._find(self._query(terms, filters), k) if k > 0 else np.empty(0, np.int64)
+        found = self._find(self._query(terms, filters, allowed), k) if k > 0 else np.empty(0, np.int64)
         scores = self._score(words, terms, np.concatenate([found, cand]))
         top, cand_scores = scores[: found.size], scores[found.size :]
         order = np.argsort(-top, kind="stable")

@@ -11,13 +11,13 @@ from typing import Iterator
 
 import numpy as np
 
-from . import fusion
-from .analyzer import QueryWord, query_words
-from .columns import Columns
-from .explain import Explainer
-from .keyword import KeywordIndex, searchable_words
-from .types import Document, Hit, SearchRequest, SearchResult
-from .vector import VectorIndex
+from engram_index.engine import fusion
+from engram_index.engine.analyzer import QueryWord, query_words
+from engram_index.engine.columns import Columns
+from engram_index.engine.explain import Explainer
+from engram_index.engine.keyword import KeywordIndex, searchable_words
+from engram_index.engine.types import Document, Hit, SearchRequest, SearchResult
+from engram_index.engine.vector import VectorIndex
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
 MIN_CANDIDATES = 200
@@ -206,6 +206,11 @@ class SpaceIndex:
             raise ValueError(f"query has {query.size} dimensions, the space {self.vectors.dims}")
         return query
 
+    def _allowed(self, req: SearchRequest) -> np.ndarray | None:
+        """The ordinals of the request's id allow-list (None without one), for the keyword side."""
+        ids = req.filters.ids
+        return None if ids is None else self.columns.id_ords(ids)
+
     def _order(self, ords: np.ndarray, scores: np.ndarray, limit: int) -> list[int]:
         """Indexes into `ords` of the best `limit`, ties broken by older first, then id."""
         if not len(ords):
@@ -243,7 +248,7 @@ class SpaceIndex:
         # a window of 5x the limit keeps SciFact's recall@100 (0.9216; 2x gave 0.9149).
         k = max(KEYWORD_WINDOW * req.limit, 50)
         while True:
-            ords, bm25 = self.keyword.search(words, k, req.filters)
+            ords, bm25 = self.keyword.search(words, k, req.filters, self._allowed(req))
             # Widen until the cut falls below the last kept score, so ties resolve by our rule
             # (older first, then id) and not by where tantivy happened to stop.
             if len(ords) < k or bm25[-1] < bm25[min(req.limit, len(bm25)) - 1]:
@@ -284,7 +289,7 @@ class SpaceIndex:
         vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
         # One keyword pass gives both the top n by BM25 and the exact BM25 of every vector
         # candidate (docs/design/engine.md); deleted-but-uncommitted matches are dropped.
-        kw_ords, kw_scores, vec_bm25 = self.keyword.search_and_score(words, n, req.filters, vec.ords)
+        kw_ords, kw_scores, vec_bm25 = self.keyword.search_and_score(words, n, req.filters, vec.ords, self._allowed(req))
         kw_ords, kw_scores = self._live(kw_ords, kw_scores)
 
         ords = np.unique(np.concatenate([vec.ords, kw_ords]))

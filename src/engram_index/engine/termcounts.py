@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _kernels
-from .saved import read_saved, write_saved
+from engram_index.engine import _kernels
+from engram_index.engine.saved import read_saved, write_saved
 
 K1 = 1.2
 B = 0.75

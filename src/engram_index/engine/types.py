@@ -43,15 +43,33 @@ class Document:
 
 @dataclass(frozen=True, slots=True)
 class Filters:
-    """Exact filters: every given condition must hold."""
+    """Exact filters: every given condition must hold.
+
+    `tags`: all of them; `any_tags`: for each group, at least one of its tags (a conjunction of
+    disjunctions, which is how faces say "one of these containers" per kind); `none_tags`: none of
+    them; `since_ms` / `until_ms`: created at or after / before; `ids`: only these document ids
+    (for predicates a face evaluates over its own tables).
+    """
 
     author: str | None = None
     tags: tuple[str, ...] = ()
     since_ms: int | None = None
+    any_tags: tuple[tuple[str, ...], ...] = ()
+    none_tags: tuple[str, ...] = ()
+    until_ms: int | None = None
+    ids: frozenset[str] | None = None
 
     def is_empty(self) -> bool:
         """Say whether no condition is set."""
-        return self.author is None and not self.tags and self.since_ms is None
+        return (
+            self.author is None
+            and not self.tags
+            and self.since_ms is None
+            and not self.any_tags
+            and not self.none_tags
+            and self.until_ms is None
+            and self.ids is None
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _kernels
-from .saved import read_saved, write_saved
+from engram_index.engine import _kernels
+from engram_index.engine.saved import read_saved, write_saved
 
 # Candidates: max(MIN_CANDIDATES, CANDIDATES_PER_K * k) + CANDIDATES_PER_SQRT_SIZE * sqrt(size).
 # Measured recall@10 against exact cosine: 0.998 on SciFact (5k), 0.985 / 0.983 / 0.984 on the

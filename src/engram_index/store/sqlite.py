@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine.types import Document, ModelIdentity
-from ..errors import StorageError, UnknownSpace
+from engram_index.engine.types import Document, ModelIdentity
+from engram_index.errors import StorageError, UnknownSpace
 
 # Append-only: a database at user_version N has run migrations [0, N).
 MIGRATIONS: tuple[str, ...] = (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..auth.mint import SpaceClient, mint_credential
-from ..identity.keys import P256, PrivateKey
-from .plc import FakePlc, did_document, new_plc_did
+from engram_index.engram.auth.mint import SpaceClient, mint_credential
+from engram_index.engram.identity.keys import P256, PrivateKey
+from engram_index.testkit.plc import FakePlc, did_document, new_plc_did
 
 
 @dataclass

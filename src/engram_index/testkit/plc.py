@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..identity.keys import PrivateKey
+from engram_index.engram.identity.keys import PrivateKey
 
 _B32 = "abcdefghijklmnopqrstuvwxyz234567"
 

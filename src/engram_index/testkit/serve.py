@@ -12,7 +12,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
-from ..server import uvicorn_options  # as `engram-index serve` runs it
+from engram_index.server import uvicorn_options  # as `engram-index serve` runs it
 
 
 def free_port() -> int:

@@ -24,15 +24,15 @@ from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
-from ..auth.service_auth import SYNCER_FRAGMENT, mint_service_auth
-from ..identity.did import DidResolver
-from ..identity.keys import P256, PrivateKey
-from .authority import SpaceAuthority
-from .plc import FakePlc, did_document, new_plc_did
-from .serve import free_port, serving
-from .spacenet_hosts import AuthorityHost, PdsHost
-from .spacenet_notify import Delivery, Notifier
-from .spacenet_repo import Account, LogOp, Repo, Space, TidClock, Write
+from engram_index.engram.auth.service_auth import SYNCER_FRAGMENT, mint_service_auth
+from engram_index.engram.identity.did import DidResolver
+from engram_index.engram.identity.keys import P256, PrivateKey
+from engram_index.testkit.authority import SpaceAuthority
+from engram_index.testkit.plc import FakePlc, did_document, new_plc_did
+from engram_index.testkit.serve import free_port, serving
+from engram_index.testkit.spacenet_hosts import AuthorityHost, PdsHost
+from engram_index.testkit.spacenet_notify import Delivery, Notifier
+from engram_index.testkit.spacenet_repo import Account, LogOp, Repo, Space, TidClock, Write
 
 NOTIFY_WRITE = "com.atproto.space.notifyWrite"
 NOTIFY_SPACE_DELETED = "com.atproto.space.notifySpaceDeleted"

@@ -15,19 +15,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..auth import httpsig, jwt
-from ..auth.credentials import SpaceCredentials
-from ..auth.mint import mint_credential
-from ..auth.state import AuthState
-from ..errors import BadRecord, EngramError, ExpiredToken, InvalidToken
-from ..identity.did import DidResolver, ResolveError
-from ..identity.keys import P256, BadKey, PrivateKey, PublicKey, parse_public_key
-from ..records import format_datetime_ms, is_did, parse_space_uri
-from ..sync.verify import commit_to_json
-from .spacenet_repo import Account, Faults, LogOp, Registration, Repo, SinceNotFound, Space
+from engram_index.engram.auth import httpsig, jwt
+from engram_index.engram.auth.credentials import SpaceCredentials
+from engram_index.engram.auth.mint import mint_credential
+from engram_index.engram.auth.state import AuthState
+from engram_index.errors import BadRecord, EngramError, ExpiredToken, InvalidToken
+from engram_index.engram.identity.did import DidResolver, ResolveError
+from engram_index.engram.identity.keys import P256, BadKey, PrivateKey, PublicKey, parse_public_key
+from engram_index.engram.records import format_datetime_ms, is_did, parse_space_uri
+from engram_index.engram.sync.verify import commit_to_json
+from engram_index.testkit.spacenet_repo import Account, Faults, LogOp, Registration, Repo, SinceNotFound, Space
 
 if TYPE_CHECKING:
-    from .spacenet import SpaceNetwork
+    from engram_index.testkit.spacenet import SpaceNetwork
 
 DELEGATION_TYP = "atproto-space-delegation+jwt"
 ACCESS_TYP = "at+jwt"

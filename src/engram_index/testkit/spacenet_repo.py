@@ -17,11 +17,11 @@ from typing import Any
 
 import libipld
 
-from ..identity.keys import PrivateKey
-from ..records import _to_ipld, is_rkey, record_cid, tid_from
-from ..sync.car import write_car
-from ..sync.commit import SignedCommit
-from ..sync.lthash import LtHash, element
+from engram_index.engram.identity.keys import PrivateKey
+from engram_index.engram.records import _to_ipld, is_rkey, record_cid, tid_from
+from engram_index.engram.sync.car import write_car
+from engram_index.engram.sync.commit import SignedCommit
+from engram_index.engram.sync.lthash import LtHash, element
 
 # One write of a batch: (collection, rkey, value in JSON form), value None for a delete.
 Write = tuple[str, str, dict[str, Any] | None]

@@ -1,0 +1,80 @@
+"""Server-side query embedding for searchMemories: who may have q embedded, and how many at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import numpy as np
+from starlette.concurrency import run_in_threadpool
+
+from engram_index.embed.base import Embedder, EmbedderBusy, query_text
+from engram_index.engine.types import ModelIdentity
+from engram_index.errors import ModelNotHosted, NoModel, RateLimited, SpaceError
+from engram_index.engram.api.limits import TokenBucket
+
+MAX_EMBED_CHARS = 1000  # seed 000: a service embeds q of at most 1000 characters
+
+
+class TextSearchNotAllowed(SpaceError):
+    """This service does not embed queries for the space's authority."""
+
+    xrpc_name = "TextSearchNotAllowed"
+    status = 403
+
+
+@dataclass
+class QueryEmbedding:
+    """The embedder (if any), the authorities it serves, and its admission limits.
+
+    At most `concurrent` queries are embedded at once and at most `queue` more wait (for at
+    most `queue_wait_s`); beyond that callers get EmbedderBusy at once. Each authority gets
+    `rate` embeddings a second, `burst` at most (RateLimitExceeded beyond).
+    """
+
+    embedder: Embedder | None = None
+    authorities: Collection[str] | None = None  # None: every authority
+    concurrent: int = 4
+    queue: int = 8
+    queue_wait_s: float = 0.25
+    rate: float = 2.0
+    burst: float = 20.0
+    _slots: asyncio.Semaphore | None = None
+    _waiting: int = 0
+    _buckets: dict[str, TokenBucket] = field(default_factory=dict)
+
+    def refusal(self, model: ModelIdentity | None, authority: str, q: str) -> SpaceError | None:
+        """Why q cannot be embedded for this space (None when it can)."""
+        if model is None:  # nothing to embed with, here or at the client: not ModelNotHosted
+            return NoModel("the space's authority has not declared an embedding model")
+        if self.embedder is None or self.embedder.identity != model:
+            return ModelNotHosted("this service does not run the space's model: embed q and send the vector")
+        if self.authorities is not None and authority not in self.authorities:
+            return TextSearchNotAllowed("this service does not embed queries for the space's authority")
+        if len(q) > MAX_EMBED_CHARS:
+            return ModelNotHosted(f"q is longer than the {MAX_EMBED_CHARS} characters this service embeds")
+        return None
+
+    async def embed(self, authority: str, prefix: str, q: str) -> np.ndarray:
+        """Embed one query (prefix + q) within the limits."""
+        assert self.embedder is not None
+        bucket = self._buckets.setdefault(authority, TokenBucket(self.rate, self.burst))
+        if not bucket.take():
+            raise RateLimited("too many queries embedded for this space's authority")
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.concurrent)
+        if self._slots.locked() and self._waiting >= self.queue:
+            raise EmbedderBusy("too many queries are being embedded; retry shortly")
+        self._waiting += 1
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.queue_wait_s)
+        except TimeoutError:
+            raise EmbedderBusy("too many queries are being embedded; retry shortly") from None
+        finally:
+            self._waiting -= 1
+        try:
+            vectors = await run_in_threadpool(self.embedder.embed_queries, [query_text(prefix, q)])
+        finally:
+            self._slots.release()
+        return np.asarray(vectors[0], np.float32)

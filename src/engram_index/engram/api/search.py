@@ -1,0 +1,96 @@
+"""garden.engram.searchMemories: parameters, mode rules (seed 000) and the response."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.requests import Request
+
+from engram_index.engine.types import Filters, Mode, SearchRequest
+from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
+from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
+from engram_index.store.sqlite import SpaceInfo
+from engram_index.engram.views import hit_view
+from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.api.xrpc import checked_space
+
+NSID = "garden.engram.searchMemories"
+RERANK_DEADLINE_S = 3.0  # exact re-ranking after this: rank by the coarse scan, say approximate
+HARD_DEADLINE_S = 10.0  # a search still running after this is answered with 503
+
+
+def _query_vector(params: dict[str, Any], info: SpaceInfo) -> Any:
+    """The caller's vector, checked against the space's model (None when none was sent)."""
+    if "vector" not in params:
+        return None
+    if "model" not in params or "modelDigest" not in params:
+        raise InvalidInput("a vector needs model and modelDigest")
+    if info.model is None:
+        raise NoModel("the space's authority has not declared an embedding model")
+    vector = decode_query_vector(params["vector"])
+    same = (params["model"], params["modelDigest"]) == (info.model.model, info.model.digest)
+    if not same or vector.size != info.model.dims:
+        raise ModelMismatch(
+            f"the space's model is {info.model.model} ({info.model.digest}, {info.model.dims} dims)"
+        )
+    return vector
+
+
+async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: QueryEmbedding) -> SearchRequest:
+    """Decide what runs, per seed 000: an explicit mode never falls back; q alone is embedded
+    when this service runs the space's model for its authority, else searched by keyword."""
+    q = params.get("q")
+    q = q if q and q.strip() else None
+    mode: Mode | None = params.get("mode")
+    vector = _query_vector(params, info)
+    if vector is None and q is not None and mode != "keyword":
+        authority = parse_space_uri(info.uri).authority
+        refusal = embedding.refusal(info.model, authority, q)
+        if refusal is None:
+            vector = await embedding.embed(authority, info.query_prefix, q)
+        elif mode is not None:
+            raise refusal  # hybrid or vector asked for explicitly: no keyword fallback
+    if mode is None:
+        if vector is not None:
+            mode = "hybrid" if q else "vector"
+        elif q:
+            mode = "keyword"
+        else:
+            raise InvalidInput("send q, a vector, or both")
+    elif mode == "vector" and vector is None:
+        raise InvalidInput("mode vector needs a vector or q")
+    elif mode in ("hybrid", "keyword") and not q:
+        raise InvalidInput(f"mode {mode} needs q")
+    elif mode == "hybrid" and vector is None:
+        raise InvalidInput("mode hybrid needs a vector")
+    since = params.get("since")
+    return SearchRequest(
+        mode=mode,
+        q=q,
+        vector=vector,
+        limit=params["limit"],
+        filters=Filters(
+            params.get("author"),
+            tuple(params.get("tags", ())),
+            parse_datetime_ms(since, "since") if since is not None else None,
+        ),
+        rerank_deadline_s=RERANK_DEADLINE_S,
+    )
+
+
+async def search_memories(request: Request) -> dict[str, Any]:
+    """Answer garden.engram.searchMemories."""
+    params, spaces, info = await checked_space(request, NSID)
+    index = spaces.index_if_loaded(params["space"])
+    async with request.app.state.limits.admit(params["space"]):
+        req = await build_request(params, info, request.app.state.embedding)
+        try:
+            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, index.search, req)
+            result = await asyncio.wait_for(running, HARD_DEADLINE_S)
+        except TimeoutError:
+            raise Unavailable(f"the search did not finish within {HARD_DEADLINE_S:g} s") from None
+    out: dict[str, Any] = {"memories": [hit_view(h, result.mode) for h in result.hits], "mode": result.mode}
+    if result.approximate:
+        out["approximate"] = True
+    return out

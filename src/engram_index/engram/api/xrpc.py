@@ -1,0 +1,86 @@
+"""XRPC plumbing: authentication, size limits, and the one place that turns errors into responses."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from engram_index.errors import BadRecord, EngramError, InvalidInput, TooLarge
+from engram_index.engram.records import parse_space_uri
+from engram_index.collections import Collections
+from engram_index.store.sqlite import SpaceInfo
+from engram_index.engram.api.lexicon import Lexicons
+
+log = logging.getLogger("engram_index.engram.api")
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+# The largest valid query string: a 43,000-character vector, a 4,000-byte q percent-encoded
+# (3 characters a byte), 16 tags of 128 bytes and the rest, with room to spare.
+MAX_QUERY_BYTES = 96 * 1024
+# What the HTTP server must buffer for one request head: above MAX_QUERY_BYTES, so that every
+# valid request reaches the app and an oversized one gets our 413 (uvicorn's h11 default of
+# 16 KiB rejects valid 43,000-character vectors whenever a request arrives in pieces).
+MAX_REQUEST_HEAD_BYTES = 256 * 1024
+
+
+class XrpcResponse(JSONResponse):
+    """A JSON response encoded by orjson: the same compact UTF-8 bytes as the standard library's, ~20x sooner."""
+
+    def render(self, content: Any) -> bytes:
+        """Encode the body (non-finite floats and lone surrogates fail here, as they did before)."""
+        return orjson.dumps(content)
+
+
+def xrpc(handler: Handler, *, authenticated: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a query handler: size check, authentication for the space, JSON out, XRPC errors.
+
+    Authentication runs before the handler looks the space up, so only a caller who proved
+    membership can learn whether a space is indexed here.
+    """
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            if len(request.scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+                raise TooLarge(f"the query string is longer than {MAX_QUERY_BYTES} bytes")
+            if authenticated:
+                spaces = request.query_params.getlist("space")
+                if len(spaces) != 1:
+                    raise InvalidInput("space is required, once")
+                await request.app.state.authenticator.authenticate(request, spaces[0])
+            return XrpcResponse(await handler(request))
+        except EngramError as exc:
+            return error_response(exc.status, exc.xrpc_name, exc.message)
+        except Exception:
+            request_id = uuid.uuid4().hex[:16]
+            log.exception("request %s failed", request_id)
+            return error_response(500, "InternalServerError", f"internal error (request id {request_id})")
+
+    return endpoint
+
+
+async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Collections, SpaceInfo]:
+    """The query's checked parameters, the spaces and the space asked for.
+
+    A malformed space URI is InvalidRequest; a well-formed one not indexed here is UnknownSpace.
+    """
+    spaces: Collections = request.app.state.spaces
+    params = Lexicons.bundled().params(nsid, request.query_params)
+    try:
+        parse_space_uri(params["space"])
+    except BadRecord as exc:
+        raise InvalidInput(exc.message) from exc
+    # One indexed read of SQLite (WAL: readers never wait for the writer), cheaper than a thread hop.
+    info = spaces.info(params["space"])
+    return params, spaces, info
+
+
+def error_response(status: int, name: str, message: str) -> JSONResponse:
+    """An XRPC error: {"error": name, "message": message}."""
+    return XrpcResponse({"error": name, "message": message}, status_code=status)

@@ -1,0 +1,229 @@
+"""The space-credential check: an authority-signed JWT bound to the caller's key, plus an RFC 9421
+signature addressed to this service's DID (the protocol's §3), and the guards it leaves out.
+
+Order matters: everything that needs no network (headers, token shape, claims, revocation, the
+request signature with the caller's own key) is checked before the authority's DID is
+resolved, so junk requests never make this service fetch documents. Beyond the protocol:
+`created`/`expires` signature parameters, when sent, must be fresh; a `nonce`, when sent, may be
+used once per credential; revoked credentials are refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from starlette.requests import Request
+
+from engram_index.errors import (
+    AuthError,
+    AuthorityUnreachable,
+    BadRecord,
+    BadSpaceAudience,
+    BadSpaceSignature,
+    ExpiredToken,
+    InvalidToken,
+    RevokedToken,
+)
+from engram_index.engram.identity.did import DidDoc, DidResolver, ResolveError
+from engram_index.engram.identity.keys import P256, BadKey, PublicKey, parse_public_key
+from engram_index.engram.records import parse_space_uri
+from engram_index.engram.auth import Caller, httpsig, jwt
+from engram_index.engram.auth.state import AuthState
+
+SCHEME = "atproto-space"
+CREDENTIAL_TYP = "atproto-space-credential+jwt"
+AUDIENCE_HEADER = "atproto-space-audience"
+COVERED = frozenset({"authorization", AUDIENCE_HEADER})
+SPACE_KEY, REPO_KEY = "#atproto_space", "#atproto"
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """The checked claims of a credential that the rest of the check needs."""
+
+    issuer: str
+    jti: str
+    exp: float
+    holder: PublicKey
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The numbers of the check (seconds)."""
+
+    skew: float = 5.0
+    max_lifetime: float = 3600.0
+    max_signature_age: float = 300.0  # `created` older than this is stale
+    max_jti_chars: int = 256
+    max_nonce_chars: int = 256
+
+
+class SpaceCredentials:
+    """Authenticates members of a space for this service (`did`)."""
+
+    def __init__(
+        self,
+        service_did: str,
+        resolver: DidResolver,
+        state: AuthState,
+        *,
+        policy: Policy = Policy(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.service_did = service_did
+        self.resolver = resolver
+        self.state = state
+        self.policy = policy
+        self.clock = clock
+
+    async def authenticate(self, request: Request, space: str) -> Caller:
+        """Return the caller when the request proves membership of `space`; raise an AuthError when not."""
+        headers = request.headers
+        authorizations = headers.getlist("authorization")
+        if not authorizations:
+            raise AuthError("this space is private: send a space credential (Authorization: Atproto-Space …)")
+        if len(authorizations) > 1:
+            raise InvalidToken("send exactly one Authorization header")
+        scheme, _, token = authorizations[0].strip().partition(" ")
+        if scheme.lower() != SCHEME or not token.strip():
+            raise AuthError("Authorization must be 'Atproto-Space <credential>'")
+        audiences = headers.getlist(AUDIENCE_HEADER)
+        if len(audiences) != 1:
+            raise BadSpaceAudience("send exactly one Atproto-Space-Audience header")
+        if audiences[0].strip() != self.service_did:
+            raise BadSpaceAudience(f"Atproto-Space-Audience must be this service's DID, {self.service_did}")
+        now = self.clock()
+        token_ = jwt.decode(token.strip(), typ=CREDENTIAL_TYP)
+        claims = self._check_claims(token_, space, now)
+        nonce = self._check_request_signature(request, claims.holder, now)
+        if self.state.is_revoked(claims.issuer, claims.jti):
+            raise RevokedToken("the space's authority revoked this credential")
+        await self._check_token_signature(token_, claims.issuer)
+        if nonce is not None and not self.state.use_nonce(
+            f"{claims.issuer} {claims.jti}", nonce, claims.exp + self.policy.skew
+        ):
+            raise BadSpaceSignature("this request's nonce was already used")
+        return Caller(None, space, key=claims.holder.did_key)
+
+    def _check_claims(self, token: jwt.Jwt, space: str, now: float) -> Claims:
+        """iss, sub, iat/exp, lifetime, jti and cnf, exactly as the protocol says."""
+        claims = token.claims
+        try:
+            authority = parse_space_uri(space).authority
+        except BadRecord as exc:
+            raise InvalidToken(f"space is not a space URI: {exc.message}") from exc
+        if claims.get("sub") != space:
+            raise InvalidToken("the credential's sub is not the space asked for")
+        if claims.get("iss") != authority:
+            raise InvalidToken("the credential's iss is not the space's authority")
+        iat, exp = jwt.numeric_date(claims, "iat"), jwt.numeric_date(claims, "exp")
+        if exp <= iat:
+            raise InvalidToken("the credential expires before it was issued")
+        if exp - iat > self.policy.max_lifetime:
+            raise InvalidToken(f"the credential lives longer than {self.policy.max_lifetime:g} s")
+        if now + self.policy.skew < iat:
+            raise InvalidToken("the credential is not valid yet (iat is in the future)")
+        if now - self.policy.skew > exp:
+            raise ExpiredToken("the credential has expired")
+        jti = claims.get("jti")
+        if not isinstance(jti, str) or not jti or len(jti) > self.policy.max_jti_chars:
+            raise InvalidToken("the credential needs a jti")
+        cnf = claims.get("cnf")
+        kid = cnf.get("kid") if isinstance(cnf, dict) else None
+        if not isinstance(kid, str):
+            raise InvalidToken("the credential needs cnf.kid, the caller's did:key")
+        try:
+            key = parse_public_key(kid)
+        except BadKey as exc:
+            raise InvalidToken(f"cnf.kid: {exc}") from exc
+        if key.alg != P256:
+            raise InvalidToken("cnf.kid must be a P-256 did:key")
+        return Claims(authority, jti, exp, key)
+
+    def _check_request_signature(self, request: Request, key: PublicKey, now: float) -> str | None:
+        """The RFC 9421 signature by the credential's cnf key; returns its nonce, if any."""
+        inputs, signatures = request.headers.getlist("signature-input"), request.headers.getlist("signature")
+        if not inputs or not signatures:
+            raise BadSpaceSignature("sign the request (Signature-Input and Signature, label atproto-space)")
+        if len(inputs) > 1 or len(signatures) > 1:
+            raise BadSpaceSignature("send exactly one Signature-Input and one Signature header")
+        params = _verified_signature(
+            inputs[0], signatures[0], request.headers["authorization"], request.headers[AUDIENCE_HEADER], key.did_key)
+        created, expires = _int_param(params, "created"), _int_param(params, "expires")
+        if created is not None:
+            if created > now + self.policy.skew:
+                raise BadSpaceSignature("the signature was created in the future")
+            if created < now - self.policy.max_signature_age:
+                raise BadSpaceSignature(f"the signature is older than {self.policy.max_signature_age:g} s")
+        if expires is not None and expires < now - self.policy.skew:
+            raise BadSpaceSignature("the signature has expired")
+        nonce = params.get("nonce")
+        if nonce is not None and (not isinstance(nonce, str) or not nonce or len(nonce) > self.policy.max_nonce_chars):
+            raise BadSpaceSignature("the signature's nonce must be a short string")
+        return nonce if isinstance(nonce, str) else None
+
+    async def _check_token_signature(self, token: jwt.Jwt, issuer: str) -> None:
+        """The authority's signature, with its current key: on failure with a cached document, resolve again."""
+        doc = await self._resolve(issuer, fresh=False)
+        if self._signed_by(token, doc):
+            return
+        newer = await self._resolve(issuer, fresh=True)
+        if newer is doc or not self._signed_by(token, newer):
+            raise InvalidToken("the credential is not signed by the space authority's key")
+
+    def _signed_by(self, token: jwt.Jwt, doc: DidDoc) -> bool:
+        kid = token.header.get("kid")
+        method = SPACE_KEY if doc.key(SPACE_KEY) is not None else REPO_KEY
+        if kid is not None and kid not in (method, f"{doc.did}{method}"):
+            return False
+        key = doc.key(method)
+        return key is not None and _token_signed_by(token.signing_input, token.signature, token.alg, key.did_key)
+
+    async def _resolve(self, did: str, *, fresh: bool) -> DidDoc:
+        try:
+            return await self.resolver.resolve(did, fresh=fresh)
+        except ResolveError as exc:
+            if exc.temporary:
+                raise AuthorityUnreachable(f"could not resolve the space's authority: {exc}") from exc
+            raise InvalidToken(f"the space's authority cannot be resolved: {exc}") from exc
+
+
+# A member reuses one credential, and (without a nonce) the very same signature headers, for many
+# requests: remembering what verified spares the two ECDSA checks that dominate a check's cost.
+# Both functions are pure (same inputs, same answer); failures raise and are never cached.
+@functools.lru_cache(maxsize=8192)
+def _verified_signature(
+    signature_input: str, signature: str, authorization: str, audience: str, holder: str
+) -> dict[str, object]:
+    """The parameters of a request signature that verified with the `holder` key."""
+    sig = httpsig.parse(signature_input, signature)
+    if len(sig.components) != len(COVERED) or set(sig.components) != COVERED:
+        raise BadSpaceSignature('the signature must cover exactly ("authorization" "atproto-space-audience")')
+    params = sig.params
+    if "keyid" in params and params["keyid"] != holder:
+        raise BadSpaceSignature("the signature's keyid is not the credential's cnf.kid")
+    if "alg" in params and params["alg"] != httpsig.ECDSA_P256:
+        raise BadSpaceSignature(f"the signature's alg must be {httpsig.ECDSA_P256}")
+    if not parse_public_key(holder).verify(sig.base({"authorization": authorization, AUDIENCE_HEADER: audience}),
+                                           sig.signature):
+        raise BadSpaceSignature("the request signature does not verify with the credential's cnf.kid")
+    return params
+
+
+@functools.lru_cache(maxsize=8192)
+def _token_signed_by(signing_input: bytes, signature: bytes, alg: str, key: str) -> bool:
+    """Whether a JWT's signature verifies with the did:key `key` under `alg`."""
+    public = parse_public_key(key)
+    return public.alg == alg and public.verify(signing_input, signature)
+
+
+def _int_param(params: dict[str, object], name: str) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadSpaceSignature(f"the signature's {name} must be an integer")
+    return value

@@ -1,0 +1,313 @@
+"""garden.engram records: space and memory URIs, the memory lexicon's limits, vectors, CIDs.
+
+This is the AT Protocol side of documents; the engine only ever sees `Document`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import libipld
+import numpy as np
+import regex
+
+from engram_index.engine.types import Document, ModelIdentity
+from engram_index.errors import BadRecord, BadVector
+
+MEMORY_COLLECTION = "garden.engram.memory"
+SPACE_TYPE = "garden.engram.space"
+MAX_TEXT_BYTES, MAX_TEXT_GRAPHEMES = 30000, 10000
+MAX_TAGS, MAX_TAG_BYTES, MAX_TAG_GRAPHEMES = 16, 128, 64
+MAX_SOURCE_BYTES = 2000
+MAX_VECTOR_BYTES = 32000
+MAX_DIMS = 16000
+
+_DID = regex.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]{1,2048}$")
+_RKEY = regex.compile(r"^[A-Za-z0-9._:~-]{1,512}$")
+_NSID = regex.compile(r"^[a-zA-Z]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+$")
+_TID_ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceURI:
+    """`at://{authority}/space/{spaceType}/{skey}`."""
+
+    authority: str
+    space_type: str
+    skey: str
+
+    def __str__(self) -> str:
+        """The URI text."""
+        return f"at://{self.authority}/space/{self.space_type}/{self.skey}"
+
+    def record_uri(self, author: str, collection: str, rkey: str) -> str:
+        """The URI of a record of this space."""
+        return f"{self}/{author}/{collection}/{rkey}"
+
+
+def is_did(value: str) -> bool:
+    """Whether a string has DID syntax."""
+    return bool(_DID.match(value)) and not value.endswith(":")
+
+
+def is_rkey(value: str) -> bool:
+    """Whether a string has record-key syntax."""
+    return bool(_RKEY.match(value)) and value not in (".", "..")
+
+
+def parse_space_uri(uri: str) -> SpaceURI:
+    """Parse and check a space URI."""
+    parts = uri.split("/")
+    if (
+        len(parts) != 6
+        or parts[0] != "at:"
+        or parts[1] != ""
+        or parts[3] != "space"
+        or not is_did(parts[2])
+        or not _NSID.match(parts[4])
+        or not is_rkey(parts[5])
+    ):
+        raise BadRecord(f"not a space URI (at://<did>/space/<type>/<key>): {uri!r}")
+    return SpaceURI(parts[2], parts[4], parts[5])
+
+
+_GRAPHEME = regex.compile(r"\X")
+
+
+def graphemes(text: str) -> int:
+    """The number of extended grapheme clusters."""
+    return len(_GRAPHEME.findall(text))
+
+
+def within_graphemes(text: str, limit: int) -> bool:
+    """Whether `text` has at most `limit` grapheme clusters (a cluster holds at least one code point)."""
+    return len(text) <= limit or graphemes(text) <= limit
+
+
+def _utf8_len(text: str) -> int:
+    """UTF-8 length, counting lone surrogates as the 3 bytes they would take."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def parse_datetime_ms(value: Any, name: str = "createdAt") -> int:
+    """An RFC 3339 datetime with a time zone, as milliseconds since the epoch."""
+    if not isinstance(value, str) or "T" not in value.upper():
+        raise BadRecord(f"{name} must be an RFC 3339 datetime, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError as exc:
+        raise BadRecord(f"{name} must be an RFC 3339 datetime, got {value!r}") from exc
+    if parsed.tzinfo is None:
+        raise BadRecord(f"{name} needs a time zone, got {value!r}")
+    return int(parsed.timestamp() * 1000)
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def format_datetime_ms(ms: int) -> str:
+    """Milliseconds since the epoch as RFC 3339 with milliseconds and Z."""
+    # Integer arithmetic (no float seconds to round) and one C call: every hit formats two.
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds") + "Z"
+
+
+# -- vectors ----------------------------------------------------------------------------------
+
+
+def f16le(values: np.ndarray) -> bytes:
+    """Float values as little-endian IEEE half precision bytes."""
+    return np.asarray(values, np.float32).astype("<f2").tobytes()
+
+
+def encode_query_vector(values: np.ndarray) -> str:
+    """The query-parameter form of a vector: f16le, base64url without padding."""
+    return base64.urlsafe_b64encode(f16le(values)).rstrip(b"=").decode()
+
+
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*").fullmatch
+
+
+def decode_query_vector(text: str) -> np.ndarray:
+    """Decode a query-parameter vector (base64url f16le, unpadded) into float32."""
+    if not _BASE64URL(text):
+        raise BadVector("vector must be base64url without padding")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise BadVector(f"vector is not valid base64url: {exc}") from exc
+    if not raw or len(raw) % 2:
+        raise BadVector("vector must hold a whole number of 2-byte half floats")
+    values = np.frombuffer(raw, "<f2").astype(np.float32)
+    if not np.all(np.isfinite(values)):
+        raise BadVector("vector holds NaN or infinite values")
+    return values
+
+
+def decode_record_bytes(value: Any, name: str) -> bytes:
+    """A lexicon `bytes` value: JSON form ({"$bytes": standard base64, unpadded}) or, decoded from
+    DAG-CBOR, the bytes themselves."""
+    if isinstance(value, bytes):
+        return value
+    if not isinstance(value, dict) or not isinstance(value.get("$bytes"), str):
+        raise BadRecord(f'{name} must be {{"$bytes": "<base64>"}}')
+    text = value["$bytes"]
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BadRecord(f"{name} is not valid base64: {exc}") from exc
+
+
+def embed_text(prefix: str, text: str, tags: list[str] | tuple[str, ...] | None) -> str:
+    """The text a memory is embedded as: prefix + text, then a blank line and `Tags: a, b`."""
+    out = prefix + text
+    if tags:
+        out += "\n\nTags: " + ", ".join(tags)
+    return out
+
+
+# -- identifiers ---------------------------------------------------------------------------
+
+
+def record_cid(record: dict[str, Any]) -> str:
+    """The CIDv1 (dag-cbor, sha-256) of a record given in its JSON form."""
+    digest = hashlib.sha256(libipld.encode_dag_cbor(_to_ipld(record))).digest()
+    return libipld.encode_cid(bytes([0x01, 0x71, 0x12, 0x20]) + digest)
+
+
+def _to_ipld(value: Any) -> Any:
+    """JSON-form lexicon data to the IPLD data model ($bytes to bytes)."""
+    if isinstance(value, dict):
+        if set(value) == {"$bytes"}:
+            return decode_record_bytes(value, "$bytes")
+        return {k: _to_ipld(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_ipld(v) for v in value]
+    return value
+
+
+def tid_from(micros: int, clock_id: int) -> str:
+    """A record key in TID form for a time (µs since the epoch) and a 10-bit clock id."""
+    value = ((micros & ((1 << 53) - 1)) << 10) | (clock_id & 0x3FF)
+    chars = []
+    for _ in range(13):
+        chars.append(_TID_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+# -- memories -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedMemory:
+    """A checked memory record: the document to index and why its vector is not used, if so."""
+
+    document: Document
+    skip_reason: str | None
+
+
+def _check_string(record: dict[str, Any], name: str, max_bytes: int, required: bool) -> str | None:
+    """A string field of the record, checked for type and UTF-8 length."""
+    value = record.get(name)
+    if value is None:
+        if required:
+            raise BadRecord(f"{name} is required")
+        return None
+    if not isinstance(value, str):
+        raise BadRecord(f"{name} must be a string")
+    if _utf8_len(value) > max_bytes:
+        raise BadRecord(f"{name} is longer than {max_bytes} bytes")
+    return value
+
+
+def parse_memory(
+    record: dict[str, Any],
+    *,
+    space: SpaceURI,
+    author: str,
+    rkey: str,
+    model: ModelIdentity | None,
+    now_ms: int,
+    cid: str | None = None,
+    next_model: ModelIdentity | None = None,
+) -> ParsedMemory:
+    """Check a garden.engram.memory record against the lexicon and turn it into a document.
+
+    `cid`, when the caller already verified the record's CID, spares computing it again.
+    """
+    if not isinstance(record, dict):
+        raise BadRecord("a record must be a JSON object")
+    if not is_did(author):
+        raise BadRecord(f"author must be a DID, got {author!r}")
+    if not is_rkey(rkey):
+        raise BadRecord(f"rkey is not a valid record key: {rkey!r}")
+    text = _check_string(record, "text", MAX_TEXT_BYTES, required=True) or ""
+    if not within_graphemes(text, MAX_TEXT_GRAPHEMES):
+        raise BadRecord(f"text is longer than {MAX_TEXT_GRAPHEMES} graphemes")
+    source = _check_string(record, "source", MAX_SOURCE_BYTES, required=False)
+    tags = record.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise BadRecord("tags must be an array of strings")
+    if len(tags) > MAX_TAGS:
+        raise BadRecord(f"at most {MAX_TAGS} tags")
+    for tag in tags:
+        if _utf8_len(tag) > MAX_TAG_BYTES or not within_graphemes(tag, MAX_TAG_GRAPHEMES):
+            raise BadRecord(f"tag longer than {MAX_TAG_BYTES} bytes / {MAX_TAG_GRAPHEMES} graphemes")
+    created_ms = parse_datetime_ms(record.get("createdAt"))
+    vector, skip = _check_embedding(record.get("embedding"), model)
+    next_vector = None
+    if record.get("nextEmbedding") is not None:
+        checked, _ = _check_embedding(record["nextEmbedding"], next_model)
+        next_vector = checked if next_model is not None else None
+    if cid is None:
+        cid = record_cid({"$type": MEMORY_COLLECTION, **{k: v for k, v in record.items() if k != "$type"}})
+    doc = Document(
+        id=space.record_uri(author, MEMORY_COLLECTION, rkey),
+        author=author,
+        text=text,
+        tags=tuple(tags),
+        source=source,
+        created_ms=created_ms,
+        indexed_ms=now_ms,
+        metadata={"cid": cid},
+        vector=vector,
+        next_vector=next_vector,
+    )
+    return ParsedMemory(doc, skip)
+
+
+def _check_embedding(value: Any, model: ModelIdentity | None) -> tuple[bytes | None, str | None]:
+    """The record's vector when it is usable in this space, else None and the reason."""
+    if value is None:
+        raise BadRecord("embedding is required")
+    if not isinstance(value, dict):
+        raise BadRecord("embedding must be an object")
+    for name in ("model", "modelDigest"):
+        if not isinstance(value.get(name), str) or _utf8_len(value[name]) > 256:
+            raise BadRecord(f"embedding.{name} must be a string of at most 256 bytes")
+    dims = value.get("dims")
+    if not isinstance(dims, int) or isinstance(dims, bool) or not 1 <= dims <= MAX_DIMS:
+        raise BadRecord(f"embedding.dims must be an integer 1-{MAX_DIMS}")
+    if not isinstance(value.get("encoding"), str):
+        raise BadRecord("embedding.encoding is required")
+    raw = decode_record_bytes(value.get("vector"), "embedding.vector")
+    if len(raw) > MAX_VECTOR_BYTES:
+        raise BadRecord(f"embedding.vector is longer than {MAX_VECTOR_BYTES} bytes")
+    if value["encoding"] != "f16le":
+        return None, f"unknown encoding {value['encoding']!r}"
+    if len(raw) != 2 * dims:
+        return None, f"vector has {len(raw)} bytes, dims {dims} needs {2 * dims}"
+    if model is None:
+        return None, "the space has no model"
+    if (value["model"], value["modelDigest"], dims) != (model.model, model.digest, model.dims):
+        return None, "model mismatch"
+    values = np.frombuffer(raw, "<f2")
+    if not np.all(np.isfinite(values)):
+        return None, "vector holds NaN or infinite values"
+    return raw, None

@@ -1,0 +1,57 @@
+"""Search hits as garden.engram.defs#memoryView objects (JSON-ready dicts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engram_index.engine.types import Document, Hit, Mode
+from engram_index.engram.records import format_datetime_ms
+
+
+def scaled_similarity(cosine: float) -> int:
+    """Cosine similarity as the lexicon's integer 0-1000 (clamped)."""
+    return max(0, min(1000, round(cosine * 1000)))
+
+
+def memory_view(doc: Document) -> dict[str, Any]:
+    """The memoryView fields every memory has."""
+    view: dict[str, Any] = {
+        "uri": doc.id,
+        "cid": (doc.metadata or {}).get("cid", ""),
+        "author": doc.author,
+        "text": doc.text,
+        "tags": list(doc.tags),
+        "createdAt": format_datetime_ms(doc.created_ms),
+        "indexedAt": format_datetime_ms(doc.indexed_ms),
+    }
+    if doc.source is not None:
+        view["source"] = doc.source
+    return view
+
+
+def hit_view(hit: Hit, mode: Mode) -> dict[str, Any]:
+    """A search result: the memory, its similarity (not for keyword-only) and its match."""
+    view = memory_view(hit.document)
+    if mode != "keyword" and hit.similarity is not None:
+        view["similarity"] = scaled_similarity(hit.similarity)
+    if mode == "vector":
+        return view
+    match: dict[str, Any] = {}
+    if mode == "hybrid" and hit.similarity is not None and hit.vector_rank is not None:
+        match["vector"] = {"rank": hit.vector_rank, "similarity": scaled_similarity(hit.similarity)}
+    if hit.keyword_rank is not None and hit.bm25:
+        match["keyword"] = {
+            "rank": hit.keyword_rank,
+            "score": max(0, round(hit.bm25 * 100)),
+            "terms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
+        }
+    if hit.snippet is not None:
+        match["snippet"] = {
+            "field": hit.snippet.field,
+            "text": hit.snippet.text,
+            "highlights": [{"byteStart": s, "byteEnd": e} for s, e in hit.snippet.highlights],
+        }
+    if hit.fusion is not None:
+        match["fusion"] = hit.fusion
+    view["match"] = match
+    return view
