@@ -69,6 +69,18 @@ def _empty_hits() -> VectorHits:
     return VectorHits(np.zeros(0, np.int64), np.zeros(0, np.float32), False)
 
 
+def vector_problem(values: np.ndarray, dims: int | None = None) -> str | None:
+    """Say why a vector cannot be searched with (None when it can): the wrong size, a NaN or
+    infinite component (as float16), or all zeros (no direction for a cosine)."""
+    if dims is not None and values.size != dims:
+        return f"vector has {values.size} components, the space's model has {dims}"
+    if not np.isfinite(values).all():
+        return "vector holds NaN or infinite values"
+    if not values.any():
+        return "vector is all zeros: it has no direction"
+    return None
+
+
 def _sign_codes(vectors: np.ndarray) -> np.ndarray:
     """Return the packed sign bits (1 where a component is > 0) of float16 rows."""
     # Reading float16 as int16 keeps the sign test exact and avoids a float conversion;
