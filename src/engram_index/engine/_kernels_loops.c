@@ -1,5 +1,6 @@
 /* The inner loops behind _kernels.c: the coarse scan and its pick, and the float16 dot products of
- * the exact re-rank. Plain C over raw arrays; the module checks every buffer before calling them. */
+ * the exact re-rank and the squared norms, each a vectorised loop and a portable one (chosen at run
+ * time, or forced). Plain C over raw arrays; the module checks every buffer before calling them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -254,8 +255,13 @@ static double self_dot_x86(const uint16_t *v, Py_ssize_t d)
 
 static int have_x86_dot(void)
 {
-    /* F16C comes with AVX2 and FMA on every CPU that has both, but ask: a hypervisor may hide it. */
+    /* F16C comes with AVX2 and FMA on every CPU that has both; GCC can ask (a hypervisor may hide
+     * it), clang's __builtin_cpu_supports does not know the name. */
+#if defined(__clang__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#endif
 }
 #endif
 
