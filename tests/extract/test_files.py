@@ -40,6 +40,11 @@ def test_html_is_sniffed_without_a_name_or_type_and_main_content_is_preferred() 
     assert extract_text(page, None, None) == Extracted("The content.", "webpage", None)
 
 
+def test_xhtml_with_an_xml_declaration_is_sniffed_as_html() -> None:
+    page = b'<?xml version="1.0"?>\n<!DOCTYPE html><html><body><p>x</p></body></html>'
+    assert extract_text(page, None, None).type == "webpage"
+
+
 def test_deeply_nested_html_is_extracted_without_recursion() -> None:
     page = b"<html><body>" + b"<div>" * 20000 + b"deep" + b"</div>" * 20000 + b"</body></html>"
     assert extract_text(page, "x.html", None).text == "deep"

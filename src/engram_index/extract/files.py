@@ -30,7 +30,8 @@ _MAGIC: list[tuple[bytes, int, str]] = [
     (b"7z\xbc\xaf", 0, "a 7z archive"), (b"Rar!", 0, "a RAR archive"), (b"\x7fELF", 0, "an executable"),
     (b"MZ", 0, "an executable"), (b"SQLite format 3\x00", 0, "an SQLite database"),
 ]
-_HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*(<!doctype\s+html|<html|<head|<body|<meta|<title)", re.I | re.S)
+_HTML_START = re.compile(rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*(<!doctype\s+html|<html|<head|<body|<meta|<title)",
+                         re.I | re.S)
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
 _TEXT_TYPES = ("text/plain", "text/csv", "application/json", "text/x-rst", "application/x-ndjson", "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from typing import Any
 
 import httpx
@@ -96,6 +97,7 @@ class OpenAICompatibleLLM:
             raise LLMUnavailable(f"{service} answered without JSON: {content[:120]!r}") from None
 
     def _post(self, body: dict[str, Any], service: str, timeout_s: float) -> Any:
+        start = time.monotonic()
         if self.json_mode:
             try:
                 return post_json(self._client, "/chat/completions", {**body, "response_format": {"type": "json_object"}},
@@ -104,8 +106,11 @@ class OpenAICompatibleLLM:
                 if "response_format" not in exc.detail and "json" not in exc.detail.lower():
                     raise
                 self.json_mode = False  # an older server: the prompt alone asks for JSON
+        remaining = timeout_s - (time.monotonic() - start)  # one deadline for both tries
+        if remaining <= 0:
+            raise LLMUnavailable(f"{service} did not answer within {timeout_s:g} s")
         return post_json(self._client, "/chat/completions", body, service=service, error=LLMUnavailable,
-                         timeout_s=timeout_s, policy=self.policy)
+                         timeout_s=remaining, policy=self.policy)
 
 
 def _content(answer: Any, service: str) -> str:

@@ -169,7 +169,10 @@ class FakeLLM:
 
     async def _front(self, request: Request) -> tuple[Any, Response | None, tuple[str, Any] | None]:
         """Record the request, apply delay, auth and faults; the body, an early response, the fault."""
-        body = await request.json() if request.method == "POST" else None
+        try:
+            body = await request.json() if request.method == "POST" else None
+        except ValueError:
+            body = None  # answered 400 by the route, as the real servers do
         with self._lock:
             self.requests.append({"path": request.url.path, "body": body,
                                   "authorization": request.headers.get("authorization")})
