@@ -19,6 +19,7 @@ def test_every_query_of_the_protocol_is_bundled() -> None:
         "garden.engram.searchMemories", "garden.engram.listMemories", "garden.engram.getMemory",
         "garden.engram.getSpaceStatus", "garden.engram.getMemoryGraph", "garden.engram.describeService",
     }
+    assert set(nsids(LEX, "procedure")) == {"garden.engram.warmSpace", "garden.engram.registerSpace"}
     assert set(nsids(LEX, "record")) == {"garden.engram.memory", "garden.engram.config"}
 
 
@@ -51,7 +52,7 @@ def test_defaults_types_and_repeated_parameters_are_parsed() -> None:
         (SEARCH, "space=s&q=a&q=b", "more than once"),
         (SEARCH, "space=s&" + "&".join(f"tags=t{i}" for i in range(17)), "at most 16"),
         ("garden.engram.getMemoryGraph", "space=at://did:plc:x/space/t/k&neighbors=9", "at most 8"),
-        ("garden.engram.getMemory", "space=at://did:plc:x/space/t/k&uri=nope", "valid at-uri"),
+        ("garden.engram.listMemories", "space=at://did:plc:x/space/t/k&author=bob", "valid did"),
     ],
 )
 def test_bad_parameters_are_refused_with_a_reason(nsid: str, qs: str, message: str) -> None:

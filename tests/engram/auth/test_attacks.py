@@ -332,7 +332,7 @@ def test_unknown_space_is_said_only_to_a_member(net: Network) -> None:
     assert (stranger.status_code, stranger.json()["error"]) == (401, "AuthRequired")
     member = net.p256.member(unindexed, SERVICE_DID)
     known = search(net, member.headers(), space=unindexed)
-    assert (known.status_code, known.json()["error"]) == (404, "UnknownSpace")
+    assert (known.status_code, known.json()["error"]) == (400, "UnknownSpace")
 
 
 def test_every_query_but_describe_service_needs_a_credential(net: Network) -> None:

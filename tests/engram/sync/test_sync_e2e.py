@@ -208,7 +208,7 @@ def test_a_member_who_leaves_takes_their_memories_along_at_the_next_poll(tmp_pat
 
 def test_a_deleted_space_is_forgotten(w: World) -> None:
     w.net.delete_space(w.space)
-    eventually(lambda: w.search("memory").status_code == 404, "the space gone")
+    eventually(lambda: w.search("memory").status_code == 400, "the space gone")
     assert w.search("memory").json()["error"] == "UnknownSpace"
 
 
