@@ -253,7 +253,7 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8080, show_default=True)
-@click.option("--service-did", default=None, help="This service's DID (default: did:web:<host>%3A<port>).")
+@click.option("--service-did", default=None, help="This service's DID (default: did:web:<host>, as clients derive it from the URL).")
 @click.option("--insecure-open", is_flag=True, help="Serve without checking space credentials (trusted networks only).")
 @click.option("--plc-url", envvar="ENGRAM_PLC_URL", default="https://plc.directory", show_default=True,
               help="PLC directory that resolves did:plc authorities ($ENGRAM_PLC_URL).")
@@ -300,7 +300,10 @@ def serve(
     from engram_index.server import run, run_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    did = service_did or f"did:web:{host}%3A{port}"
+    did = service_did or default_service_did(host)
+    logging.getLogger("engram_index").info(
+        "service DID %s: members address requests to it (Atproto-Space-Audience)%s", did,
+        "" if service_did else "; set --service-did for a public name")
     from engram_index.engram.sync.client import Account
     from engram_index.engram.sync.runner import SyncConfig
 
@@ -342,6 +345,11 @@ def serve(
         search_threads=search_threads,
     )
     run(app, host, port, access_log=access_log)
+
+
+def default_service_did(host: str) -> str:
+    """did:web of the host alone: what a client derives from the service's URL (the port is not part of it)."""
+    return f"did:web:{host}"
 
 
 def _env_spaces() -> list[str]:
