@@ -427,6 +427,7 @@ def make_embedder(spec: str) -> Embedder | None:
 
 
 from engram_index import cli_admin  # noqa: E402,F401  (registers `spaces` and `dev-credential` on main)
+from engram_index import cli_dev  # noqa: E402,F401  (registers `dev-network` on main)
 
 
 if __name__ == "__main__":  # pragma: no cover
