@@ -52,16 +52,21 @@ def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
 class Collections:
     """Every space of a data directory, opened lazily, with a background committer."""
 
-    def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False) -> None:
+    def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
+                 lock: bool = True) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
-        every space's keyword index must already have caught up with its records.
+        every space's keyword index must already have caught up with its records. Read-only
+        without the lock: a one-off reader beside the process that owns the directory (SQLite's
+        WAL and tantivy's committed segments both let a reader in while a writer works).
         """
+        if not lock and not read_only:
+            raise StorageError("only a read-only opening may go without the data directory's lock")
         self.data_dir = data_dir
         self.read_only = read_only
         data_dir.mkdir(parents=True, exist_ok=True)
-        self._dir_lock = lock_data_dir(data_dir, read_only)
+        self._dir_lock = lock_data_dir(data_dir, read_only) if lock else None
         self.store = Store(data_dir / "records.sqlite", read_only=read_only)
         page_size = self.store.page_size()
         if not read_only and page_size < PAGE_SIZE:
@@ -178,15 +183,20 @@ class Collections:
     def _load(self, info: SpaceInfo, progress: Progress | None) -> SpaceIndex:
         """Build a space's index from its records and its keyword files."""
         dims = info.model.dims if info.model else None
-        index = SpaceIndex(
-            self.data_dir / "spaces" / str(info.id),
-            dims,
-            # Results and explanations need text and fields, not the vector blobs.
-            lambda ords: self.store.documents(info.id, ords, vectors=False),
-            read_only=self.read_only,
-        )
-        if self.read_only and index.keyword.committed_seq != info.seq:
-            raise StorageError(f"the keyword index of {info.uri} is behind its records: open it for writing first")
+        # Results and explanations need text and fields, not the vector blobs.
+        fetch = lambda ords: self.store.documents(info.id, ords, vectors=False)  # noqa: E731
+        try:
+            index = SpaceIndex(self.data_dir / "spaces" / str(info.id), dims, fetch, read_only=self.read_only)
+            if self.read_only and index.keyword.committed_seq != info.seq:
+                index.close(save_counts=False)
+                raise StorageError(f"the keyword index of {info.uri} is behind its records: open it for writing first")
+        except StorageError:
+            if self._dir_lock is not None:
+                raise
+            # A one-off reader beside the directory's owner, whose keyword index is not (yet) on
+            # disk at this sequence: build one in memory from the records, as a load after a crash would.
+            log.info("the keyword index of %s is not current on disk: building it in memory", info.uri)
+            index = SpaceIndex(None, dims, fetch)
         # Read-only processes share one copy of the vectors the writer saved for this sequence
         # (serve --workers); without one, each rebuilds its own from the records.
         mapped = VectorIndex.open(self._vectors_path(info), info.seq) if self.read_only and dims else None
@@ -432,7 +442,8 @@ class Collections:
             index.close()
         self._indexes.clear()
         self.store.close()
-        self._dir_lock.close()  # releases the lock
+        if self._dir_lock is not None:
+            self._dir_lock.close()  # releases the lock
 
 
 def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:
