@@ -153,3 +153,15 @@ def test_with_closed_registration_members_are_told_registration_closed(tmp_path:
         with pytest.raises(XrpcError) as refused:
             closed.agent(closed.readable).register()
         assert (refused.value.status, refused.value.name) == (403, "RegistrationClosed")
+
+
+def test_a_notification_from_an_account_that_is_not_the_authority_is_forbidden(open_world: World) -> None:
+    from engram_index.engram.auth.service_auth import mint_service_auth
+
+    stranger = open_world.net.account()  # a real, resolvable DID: its token verifies, it is just not the authority
+    token = mint_service_auth(stranger.key, stranger.did, "did:web:127.0.0.1#atproto_space_syncer",
+                              "com.atproto.space.notifyWrite")
+    r = httpx.post(f"{open_world.url}/xrpc/com.atproto.space.notifyWrite",
+                   json={"space": open_world.readable, "repo": stranger.did, "spaceRev": "1"},
+                   headers={"authorization": f"Bearer {token}"})
+    assert (r.status_code, r.json()["error"]) == (403, "Forbidden")
