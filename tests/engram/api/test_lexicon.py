@@ -80,3 +80,31 @@ def test_output_checks_find_missing_fields_bad_types_and_bounds_through_refs() -
     assert any("author" in e for e in errors)
     assert any("vector.similarity: required" in e for e in errors)
     assert any("rank" in e for e in errors)
+
+
+def test_our_extensions_of_the_published_lexicons_are_optional_and_marked() -> None:
+    # The published lexicons are served as published; what we add is an optional property marked "Extension".
+    def objects(node: object) -> list[dict]:
+        found = []
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                found.append(node)
+            for value in node.values():
+                found += objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                found += objects(value)
+        return found
+
+    marked = []
+    for nsid, doc in LEX.docs.items():
+        for obj in objects(doc["defs"]):
+            for name, prop in obj.get("properties", {}).items():
+                if prop.get("description", "").startswith("Extension"):
+                    assert name not in obj.get("required", []), (nsid, name)
+                    marked.append((nsid, name))
+    assert ("garden.engram.getSpaceStatus", "access") in marked and ("garden.engram.describeService", "version") in marked
+    status = LEX.main("garden.engram.getSpaceStatus")["output"]["schema"]
+    assert status["required"] == ["memories", "skipped"]
+    assert status["properties"]["building"] == {"type": "ref", "ref": "garden.engram.defs#model"}
+    assert LEX.main("garden.engram.describeService")["output"]["schema"]["required"] == ["did", "registration"]
