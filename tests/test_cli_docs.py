@@ -106,13 +106,17 @@ def test_every_engram_index_command_of_the_readme_runs_as_written(tmp_path: Path
             skipped.add(command)
             continue
         args = [os.path.expandvars(w.replace("$VEC", env.get("VEC", "$VEC"))) for w in words[1:]]
+        if args[:2] == ["keys", "revoke"]:
+            args[2] = env["KEY_ID"]  # the README's id stands for one `keys create` printed
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, f"{line}\n{result.output}"
         if assignment:
             env[assignment.group(1)] = result.stdout.strip()
+        if created := re.search(r"^created \w+ key (\S+)", result.stdout, flags=re.M):
+            env["KEY_ID"] = created.group(1)
         ran.append(command)
     assert skipped == set(NOT_RUN_HERE), "every command not run here is in the README"
-    assert {"import", "embed", "search", "dev-credential", "spaces", "repack"} <= set(ran)
+    assert {"import", "embed", "search", "dev-credential", "spaces", "repack", "keys"} <= set(ran)
 
 
 def test_every_curl_request_of_the_readme_is_answered_by_make_runs_service(tmp_path: Path) -> None:

@@ -379,7 +379,7 @@ def make_embedder(spec: str) -> Embedder | None:
         raise click.ClickException(exc.message) from exc
 
 
-from engram_index import cli_admin  # noqa: E402,F401  (registers `spaces` and `dev-credential` on main)
+from engram_index import cli_admin, cli_keys  # noqa: E402,F401  (register `spaces`, `dev-credential` and `keys` on main)
 from engram_index import cli_dev  # noqa: E402,F401  (registers `dev-network` on main)
 from engram_index import cli_search  # noqa: E402,F401  (registers `search` on main)
 
