@@ -77,6 +77,7 @@ class Collections:
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
         self._loading: set[str] = set()
+        self._loaders: set[threading.Thread] = set()  # background loads, joined by close()
         self._space_locks: dict[str, threading.RLock] = {}
         self._last_write: dict[str, float] = {}
         self._maintainer: threading.Thread | None = None
@@ -156,9 +157,11 @@ class Collections:
             return index
         info = self.store.space(uri)
         with self._lock:
-            if uri not in self._loading:
+            if uri not in self._loading and not self._stop.is_set():
                 self._loading.add(uri)
-                threading.Thread(target=self._load_background, args=(info.uri,), daemon=True).start()
+                loader = threading.Thread(target=self._load_background, args=(info.uri,), daemon=True)
+                self._loaders.add(loader)
+                loader.start()
         raise IndexLoading(f"the index of {uri} is loading")
 
     def _load_background(self, uri: str) -> None:
@@ -174,11 +177,14 @@ class Collections:
         try:
             index = self.index(uri, report)
             log.info("loaded %s: %d memories in %.1f s", uri, len(index), time.monotonic() - began)
+        except _Closing:
+            log.info("stopped loading %s: the data directory is closing", uri)
         except Exception:
             log.exception("loading %s failed", uri)
         finally:
             with self._lock:
                 self._loading.discard(uri)
+                self._loaders.discard(threading.current_thread())
 
     def _load(self, info: SpaceInfo, progress: Progress | None) -> SpaceIndex:
         """Build a space's index from its records and its keyword files."""
@@ -213,6 +219,10 @@ class Collections:
         done = 0
         replayed = False
         for batch in self.store.changes_since(info.id, 0):
+            if self._stop.is_set():
+                # Closing: stop before the store closes under this read (its uncommitted keyword
+                # writes are dropped; the next open replays them from the change log).
+                raise _Closing(info.uri)
             live = [(c.ord, c.document) for c in batch if c.document is not None]
             # Columns and vectors are rebuilt from every record; the keyword index keeps its own.
             index.apply(live, index.seq, keyword=False, vectors=not shared)
@@ -438,12 +448,20 @@ class Collections:
             self._committer.join()
         if self._maintainer is not None:
             self._maintainer.join()
+        with self._lock:
+            loaders = list(self._loaders)
+        for loader in loaders:
+            loader.join()  # a load reads the store: it must stop before the store closes
         for index in self._indexes.values():
             index.close()
         self._indexes.clear()
         self.store.close()
         if self._dir_lock is not None:
             self._dir_lock.close()  # releases the lock
+
+
+class _Closing(Exception):
+    """A background load stopped because the data directory is closing."""
 
 
 def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:
