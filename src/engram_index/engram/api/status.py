@@ -7,16 +7,18 @@ published object leaves room for, present for spaces kept current from the netwo
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from engram_index.collections import Collections
 from engram_index.engine.types import ModelIdentity
 from engram_index.engram.records import format_datetime_ms
 from engram_index.engram.syncstate import SyncState
 from engram_index.engram.api.xrpc import checked_space
-from engram_index.store.sqlite import SpaceInfo, Store
+from engram_index.store.sqlite import SpaceInfo
 
 NSID = "garden.engram.getSpaceStatus"
 
@@ -39,11 +41,18 @@ def config_view(info: SpaceInfo) -> dict[str, Any]:
     return out
 
 
-def status(store: Store, info: SpaceInfo) -> dict[str, Any]:
+def status(spaces: Collections, info: SpaceInfo) -> dict[str, Any]:
     """The status body of one space (blocking: SQLite reads)."""
+    store = spaces.store
+    skipped = Counter({(a, r): n for a, r, n in store.skipped(info.id)})
+    # Stored vectors the loaded index left out (written before the entry checks refused such
+    # vectors): reported with the skipped records, never a reason for the space to fail.
+    index = spaces.loaded(info.uri)
+    for author, reason, n in index.unusable_vectors() if index is not None else []:
+        skipped[(author, reason)] += n
     out: dict[str, Any] = {
         "memories": store.count(info.id),
-        "skipped": [{"author": a, "count": n, "reason": r} for a, r, n in store.skipped(info.id)],
+        "skipped": [{"author": a, "count": n, "reason": r} for (a, r), n in sorted(skipped.items())],
     }
     if info.model is not None:
         out["config"] = config_view(info)
@@ -74,4 +83,4 @@ def status(store: Store, info: SpaceInfo) -> dict[str, Any]:
 async def get_space_status(request: Request) -> dict[str, Any]:
     """Answer garden.engram.getSpaceStatus."""
     _, spaces, info = await checked_space(request, NSID)
-    return await run_in_threadpool(status, spaces.store, info)
+    return await run_in_threadpool(status, spaces, info)
