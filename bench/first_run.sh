@@ -10,7 +10,10 @@ port="${PORT:-18123}"
 git clone -q "$repo" "$work/clone"
 cd "$work/clone"
 start=$(date +%s.%N)
-make run PORT="$port" > "$work/make-run.log" 2>&1 &
+# Each line of make's output stamped with the seconds since the start, to see where the time goes.
+make run PORT="$port" > >(python3 -u -c 'import sys, time
+t0 = time.time()
+for line in sys.stdin: print(f"{time.time() - t0:6.1f} {line}", end="", flush=True)' > "$work/make-run.log") 2>&1 &
 make_pid=$!
 space='at://did:plc:demo2demo2demo2demo2demo2/space/garden.engram.space/demo'
 until curl -sf "http://127.0.0.1:$port/xrpc/garden.engram.searchMemories?space=$space&q=white+matter&limit=1" >/dev/null; do
@@ -18,6 +21,8 @@ until curl -sf "http://127.0.0.1:$port/xrpc/garden.engram.searchMemories?space=$
   sleep 0.2
 done
 end=$(date +%s.%N)
+grep -E '==>' "$work/make-run.log"
 echo "first search answered $(python3 -c "print(round($end - $start, 1))") s after make run began (log: $work/make-run.log)"
-pkill -P "$make_pid" || true
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+pkill -P "$make_pid" || true  # the service make started
 wait "$make_pid" 2>/dev/null || true
