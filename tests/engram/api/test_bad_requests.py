@@ -110,9 +110,9 @@ def test_head_on_a_query_answers_its_status_without_a_body(url: str) -> None:
     assert r.status_code == 400 and r.content == b""
 
 
-def test_an_unknown_route_is_a_json_method_not_implemented(url: str) -> None:
+def test_an_unknown_route_is_a_json_404(url: str) -> None:
     assert_error(httpx.post(f"{url}/xrpc/garden.engram.nothing"), 404, "MethodNotImplemented")
-    assert_error(httpx.get(f"{url}/elsewhere"), 404, "MethodNotImplemented")
+    assert_error(httpx.get(f"{url}/elsewhere"), 404, "NotFound")
 
 
 @pytest.mark.parametrize("limit", [" 5", "5 ", "+5", "١٣", "５", "1_0", "0x5", "5.0", "", "-", "1e1", "05a",
