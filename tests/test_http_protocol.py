@@ -57,10 +57,11 @@ def test_malformed_http_is_answered_with_a_json_400(url: str, request_bytes: byt
     assert b"\x00" not in response.body and "é".encode() not in response.body  # never echoed
 
 
-def test_an_unsupported_transfer_coding_is_a_json_501(url: str) -> None:
-    response = exchange(url, b"POST /xrpc/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n")
-    assert response.status == 501
-    assert response.json()["error"] == "InvalidRequest"
+@pytest.mark.parametrize("coding", [b"gzip", b"x", b"-1", b"", b"chunked, gzip"])
+def test_a_transfer_coding_other_than_chunked_is_a_json_400_not_a_5xx(url: str, coding: bytes) -> None:
+    response = exchange(url, b"GET /xrpc/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " + coding + b"\r\n\r\n")
+    assert response.status == 400
+    assert_xrpc_error(response.json(), "InvalidRequest")
 
 
 @pytest.mark.parametrize("size", [600_000, 2_000_000])

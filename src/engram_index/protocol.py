@@ -3,7 +3,7 @@
 uvicorn answers a request h11 cannot parse (no or two Host headers, a bad Content-Length, NUL or
 raw non-ASCII in the request line, a head over the buffer limit) with a plain-text 400 and closes
 at once, so a client still sending a long head gets a TCP reset instead of the answer. Here the
-answer is the face's JSON envelope with the right status (400, 414, 431, 501), and the connection
+answer is the face's JSON envelope with the right status (400, 414, 431), and the connection
 closes gracefully: the answer is sent, the write side shut, and what the client still sends is
 read and dropped for a bounded time and size (a "lingering close").
 
@@ -113,10 +113,9 @@ class JsonH11Protocol(H11Protocol):
             return HeadTooLarge(f"the request head is larger than {limit} bytes")
         # h11's message, without the bytes it quotes (never echo a request back).
         detail = str(exc).split(": b'")[0].split(": bytearray(")[0][:MAX_LOGGED_MESSAGE] if exc else "unreadable"
-        error = InvalidInput(f"malformed HTTP request: {detail}")
-        if hint != 400:
-            error.status = hint
-        return error
+        # h11 hints 501 for a transfer coding other than chunked: a request this service will never
+        # accept is a 4xx (retrying cannot help), so every other refusal is a 400.
+        return InvalidInput(f"malformed HTTP request: {detail}")
 
     def refuse(self, error: EngramError) -> None:
         """Answer `error` in the face's envelope and close gracefully (a lingering close)."""
