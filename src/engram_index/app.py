@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from engram_index import __version__
@@ -30,6 +30,8 @@ from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
 from engram_index.collections import Collections
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
+from engram_index.kindgi.face import KindgiFace
+from engram_index.kindgi.routes import PREFIX as KINDGI_PREFIX, not_found as kindgi_not_found, routes as kindgi_routes
 
 log = logging.getLogger("engram_index")
 # Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
@@ -84,6 +86,7 @@ def create_app(
             app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
             app.state.sync.start()
         app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
+        app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.embedding.embedder)
         for uri in app.state.spaces.store.spaces():
             try:
                 app.state.spaces.index_if_loaded(uri)
@@ -93,6 +96,7 @@ def create_app(
         if app.state.sync is not None:
             app.state.sync.stop()
         app.state.search_executor.shutdown(wait=True)
+        app.state.kindgi.close()
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
             app.state.embedding.embedder.close()
@@ -106,8 +110,18 @@ def create_app(
     async def well_known(request: Request) -> JSONResponse:
         return JSONResponse(did_document(service_did))
 
-    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+    async def not_found(request: Request, exc: Exception) -> Response:
+        # kindgi: its paths answer in its envelope (the other faces keep theirs).
+        if request.url.path.startswith(KINDGI_PREFIX):
+            return kindgi_not_found(request, 404)
         return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        # kindgi: a 405 on its paths in its envelope; elsewhere Starlette's own answer, as before.
+        if request.url.path.startswith(KINDGI_PREFIX):
+            return kindgi_not_found(request, 405)
+        detail = getattr(exc, "detail", "Method Not Allowed")
+        return PlainTextResponse(detail, status_code=405, headers=getattr(exc, "headers", None))
 
     routes = [
         Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
@@ -121,8 +135,9 @@ def create_app(
         Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
+        *kindgi_routes(),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
 
 
 AUTH_STATE_FILE = "auth.sqlite"
