@@ -23,6 +23,7 @@ from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts, decode_cursor, encode_cursor
 from engram_index.kindgi.models import format_ms
+from engram_index.store.sqlite import Statement
 
 log = logging.getLogger(__name__)
 UNMATCHABLE = {"code": "erasure-unmatchable",
@@ -128,7 +129,7 @@ class Erasures:
         try:
             ids = self._reached(tenant, selector)
             revisions = 0
-            statements = []
+            statements: list[Statement] = []
             for start in range(0, len(ids), 400):
                 chunk = ids[start:start + 400]
                 marks = ",".join("?" * len(chunk))
@@ -164,7 +165,8 @@ class Erasures:
     def page(self, principal: Principal, limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """Erasures newest first, one page, and the next page's cursor."""
         require_admin(principal)
-        where, params = "tenant=?", [principal.tenant]
+        where = "tenant=?"
+        params: list[Any] = [principal.tenant]
         if cursor is not None:
             at, last = decode_cursor(cursor)
             where += " AND created_ms <= ? AND (created_ms, id) < (?, ?)"
