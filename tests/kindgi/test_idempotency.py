@@ -94,7 +94,10 @@ def test_kept_answers_survive_a_restart(tmp_path: Path) -> None:
     with kindgi_server(data) as server:
         token = server.token(user="alice", projects=["web"])
         first = _post(server.url, token, "k-3", FACT)
+        found = _post(server.url, token, "r-3", {"mode": "list"}, "/v1/memory/retrieve")
     with kindgi_server(data) as again:
+        replayed = _post(again.url, token, "r-3", {"mode": "list"}, "/v1/memory/retrieve")
+        assert replayed.content == found.content and replayed.headers["x-idempotent-replay"] == "true"
         replay = _post(again.url, token, "k-3", FACT)
         assert replay.status_code == 201 and replay.content == first.content
         assert replay.headers["x-idempotent-replay"] == "true"

@@ -41,4 +41,6 @@ class KindgiFace:
         """Let running erasures finish and close the keys file."""
         if self.erasures is not None:
             self.erasures.join()
+        if self.idempotency is not None:
+            self.idempotency.close()
         self.keys.close()

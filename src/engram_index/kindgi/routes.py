@@ -58,8 +58,11 @@ class Call:
 Handler = Callable[[Call], tuple[int, dict[str, Any]]]
 
 
-def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route: everything but the handler's own work, done the same way for each."""
+def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    """A route: everything but the handler's own work, done the same way for each.
+
+    A route that `changes` nothing (retrieve) keeps its idempotent answer behind the response.
+    """
 
     async def run(request: Request) -> Response:
         rid = request_id(request)
@@ -86,7 +89,10 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
                 answer = claim.answer[1]
             else:
                 answer = orjson.dumps(payload)
-            if claim is not None:
+            if claim is not None and not changes:
+                assert face.idempotency is not None
+                face.idempotency.keep_behind(claim, status, answer)
+            elif claim is not None:
                 assert face.idempotency is not None
                 await run_in_threadpool(face.idempotency.keep, claim, status, answer)
             return json_response(status, answer, rid)
@@ -251,7 +257,7 @@ def routes() -> list[Route]:
         Route(f"{PREFIX}/facts/{{factId}}/revisions", e(list_revisions), methods=["GET"]),
         Route(f"{PREFIX}/facts/{{factId}}/supersede", e(supersede_fact), methods=["POST"]),
         Route(f"{PREFIX}/facts/{{factId}}/verify", e(verify_fact), methods=["POST"]),
-        Route(f"{PREFIX}/retrieve", e(retrieve), methods=["POST"]),
+        Route(f"{PREFIX}/retrieve", e(retrieve, changes=False), methods=["POST"]),
         Route(f"{PREFIX}/erasures", e(list_erasures), methods=["GET"]),
         Route(f"{PREFIX}/erasures", e(create_erasure), methods=["POST"]),
         Route(f"{PREFIX}/erasures/export", e(export_erasures), methods=["GET"]),
