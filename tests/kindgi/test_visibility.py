@@ -111,3 +111,16 @@ def test_a_limit_of_10_returns_10_visible_facts_when_there_are(server: Server, m
         bob.memory.write_fact(type="note", scope={"tenantId": "acme", "userId": "bob"}, content=f"bob tea later {i}")
     found = _ids(alice, mode, limit=10)
     assert len(found) == 10 and found <= set(mine)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_token_with_many_projects_sees_exactly_its_facts_too(server: Server, mode: str) -> None:
+    many = [f"p{i}" for i in range(130)]  # past the combined-tag limit: the per-kind groups filter
+    reader = server.client(user="erin", projects=many)
+    writer = server.client(admin=True)
+    seen = {writer.memory.write_fact(type="note", scope={"tenantId": "acme", "projectId": p}, content=f"tea {p}").id
+            for p in ("p0", "p129")}
+    seen.add(writer.memory.write_fact(type="note", scope={"tenantId": "acme", "userId": "erin"}, content="erin tea").id)
+    writer.memory.write_fact(type="note", scope={"tenantId": "acme", "projectId": "p130"}, content="tea elsewhere")
+    writer.memory.write_fact(type="note", scope={"tenantId": "acme", "userId": "frank"}, content="frank tea")
+    assert _ids(reader, mode) == seen

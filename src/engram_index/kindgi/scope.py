@@ -9,6 +9,11 @@ In the index each fact carries one visibility tag per container kind (`v:org:<id
 `v:org:-` when absent) and a caller is given one group per kind (`v:org:-` plus each org it
 holds): the engine's any-of groups then admit exactly the visible facts, inside the search and
 before the limit. A retrieve's own `scope` filter is all-of `s:<key>=<value>` tags.
+
+Each fact also carries ONE tag naming all four at once (`w:["<user>","<org>","<project>","<conv>"]`),
+and a caller with few grants is given the one group of every combination it may see instead:
+a single clause of rare terms costs tantivy a fraction of four clauses of common ones
+(bench/retrieve.py at 100k: keyword 37 → 13 ms with the filter, on a busy machine).
 """
 
 from __future__ import annotations
@@ -85,14 +90,29 @@ def _tag_value(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
+# Above this many combinations a caller is given the four per-kind groups instead of one.
+MAX_COMBINED = 256
+
+
+def _combined(user: str, org: str, project: str, conv: str) -> str:
+    """The one tag of a visibility combination (JSON: ids may hold any character)."""
+    return "w:" + orjson.dumps([user, org, project, conv]).decode()
+
+
+def _conv(scope: dict[str, Any]) -> str:
+    """`-` for a fact of no conversation, `y` for one inside its project, `!` for one outside any."""
+    if not any(k in scope for k in CONVERSATION):
+        return "-"
+    return "y" if "projectId" in scope else "!"
+
+
 def visibility_tags(scope: dict[str, Any]) -> list[str]:
     """The index tags that say who may see a fact of this scope."""
+    conv = _conv(scope)
     tags = [f"v:user:{scope.get('userId', '-')}", f"v:org:{scope.get('orgId', '-')}",
-            f"v:project:{scope.get('projectId', '-')}"]
-    if not any(k in scope for k in CONVERSATION):
-        tags.append("v:conv:-")
-    else:
-        tags.append(f"v:conv:{scope['projectId']}" if "projectId" in scope else "v:conv:!")
+            f"v:project:{scope.get('projectId', '-')}",
+            {"-": "v:conv:-", "!": "v:conv:!"}.get(conv, f"v:conv:{scope.get('projectId')}"),
+            _combined(scope.get("userId", "-"), scope.get("orgId", "-"), scope.get("projectId", "-"), conv)]
     return tags
 
 
@@ -105,6 +125,11 @@ def reader_groups(principal: Principal) -> tuple[tuple[str, ...], ...]:
     """The any-of tag groups that admit the facts a caller may see (none for a tenant admin)."""
     if principal.admin:
         return ()
+    users_ = ["-"] + ([principal.user] if principal.user else [])
+    orgs_ = ["-", *sorted(principal.orgs)]
+    places = [("-", "-"), *((p, c) for p in sorted(principal.projects) for c in ("-", "y"))]
+    if len(users_) * len(orgs_) * len(places) <= MAX_COMBINED:
+        return (tuple(_combined(u, o, p, c) for u in users_ for o in orgs_ for p, c in places),)
     users = ("v:user:-",) + ((f"v:user:{principal.user}",) if principal.user else ())
     return (
         users,
