@@ -43,4 +43,6 @@ class KindgiFace:
             self.erasures.join()
         if self.idempotency is not None:
             self.idempotency.close()
+        if self.retriever is not None:
+            self.retriever.close()
         self.keys.close()

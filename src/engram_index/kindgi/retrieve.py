@@ -14,6 +14,7 @@ answered (docs/design/kindgi.md has the cost).
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from engram_index.engine.fusion import RRF_K
@@ -51,6 +52,12 @@ class Retriever:
     def __init__(self, facts: Facts) -> None:
         """Retrieve from `facts` (its embedder embeds queries too)."""
         self.facts = facts
+        # The query's embedding runs here while the keyword leg searches (both release the GIL).
+        self._embedding = ThreadPoolExecutor(2, thread_name_prefix="kindgi-embed")
+
+    def close(self) -> None:
+        """Stop the embedding threads."""
+        self._embedding.shutdown(wait=True)
 
     def check(self, intent: Intent) -> None:
         """422 semantic-unavailable when the intent searches by meaning and this deployment cannot."""
@@ -82,17 +89,20 @@ class Retriever:
         query = intent.query or ""
         legs: dict[str, list[Hit]] = {}
         depth = intent.limit if intent.mode != "both" else max(2 * intent.limit, MIN_LEG_DEPTH)
+        vector: Future[Any] | None = None
+        if intent.mode in ("semantic", "both"):
+            embedder = self.facts.embedder
+            assert embedder is not None
+            vector = self._embedding.submit(lambda: embedder.embed_queries([query])[0])
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)
             if index.keyword.pending or index.keyword.committed_seq != index.seq:
                 index.commit()
             legs["keyword"] = self.facts.collections.search(name, SearchRequest(
                 "keyword", q=query, limit=depth, filters=filters, explain=explain)).hits
-        if intent.mode in ("semantic", "both"):
-            assert self.facts.embedder is not None
-            vector = self.facts.embedder.embed_queries([query])[0]
+        if vector is not None:
             legs["semantic"] = self.facts.collections.search(name, SearchRequest(
-                "vector", vector=vector, limit=depth, filters=filters, explain=False)).hits
+                "vector", vector=vector.result(), limit=depth, filters=filters, explain=False)).hits
         ranked = self._rank(intent.mode, legs)[: intent.limit]
         found = self.facts.retrievable(tenant, [fid for fid, _, _ in ranked])
         out: list[dict[str, Any]] = []
