@@ -133,6 +133,26 @@ def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], coun
     return p50, p99, found / count
 
 
+def fresh_keyword(url: str, token: str, count: int) -> tuple[float, float]:
+    """p50, p99 (ms) of a keyword retrieve sent right after a write answered (it commits that write first)."""
+    from kindgi.client import Kindgi
+
+    samples: list[float] = []
+    with Kindgi(base_url=url, token=token, max_retries=0) as client, httpx.Client(base_url=url, timeout=60) as http:
+        for i in range(count):
+            word = f"fresh{i}word{uuid.uuid4().hex[:6]}"
+            client.memory.write_fact(type="note", scope={"tenantId": TENANT, "projectId": "p0"}, content=word)
+            headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4()),
+                       "Content-Type": "application/json"}
+            began = time.perf_counter()
+            answer = http.post("/v1/memory/retrieve", headers=headers,
+                               content=orjson.dumps({"mode": "keyword", "query": word, "limit": 10}))
+            samples.append(time.perf_counter() - began)
+            if len(answer.json()["results"]) != 1:
+                raise RuntimeError("a fact just written was not retrieved")
+    return percentiles(samples)
+
+
 def write_rate(url: str, token: str, texts: list[str], threads: int) -> float:
     """Facts written a second through the SDK, from `threads` threads at once."""
     from kindgi.client import Kindgi
@@ -179,6 +199,9 @@ def main() -> None:
                 p50, p99, found = retrieve_latencies(url, token, mode, queries, args.requests)
                 rows.append(f"| {n:>7,} | {mode:<8} | {p50:7.2f} | {p99:7.2f} | {found:5.1f} |")
                 print(rows[-1], flush=True)
+            p50, p99 = fresh_keyword(url, token, 50)
+            rows.append(f"| {n:>7,} | keyword right after a write | {p50:7.2f} | {p99:7.2f} | 1.0 |")
+            print(rows[-1], flush=True)
             texts = [f"write bench fact {i}: {q}" for i, q in enumerate(queries * (args.writes // len(queries) + 1))]
             one = write_rate(url, token, texts[: args.writes], 1)
             four = write_rate(url, token, texts[: args.writes], 4)

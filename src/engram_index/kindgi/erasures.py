@@ -127,32 +127,39 @@ class Erasures:
         self.store.execute([("UPDATE kindgi_erasures SET status='running', phase='erase', started_ms=?,"
                              " attempts=attempts WHERE tenant=? AND id=?", (now, tenant, eid))])
         try:
-            ids = self._reached(tenant, selector)
-            revisions = 0
-            statements: list[Statement] = []
-            for start in range(0, len(ids), 400):
-                chunk = ids[start:start + 400]
-                marks = ",".join("?" * len(chunk))
-                revisions += int(self.store.query(
-                    f"SELECT count(*) FROM kindgi_revisions WHERE tenant=? AND fact_id IN ({marks})",
-                    (tenant, *chunk))[0][0])
-                statements += [(f"DELETE FROM kindgi_revisions WHERE tenant=? AND fact_id IN ({marks})", (tenant, *chunk)),
-                               (f"DELETE FROM kindgi_subjects WHERE tenant=? AND fact_id IN ({marks})", (tenant, *chunk))]
-            counts = {"facts": len(ids), "revisions": revisions}
-            statements.append((
-                "UPDATE kindgi_erasures SET status='completed', phase='done', selector=NULL, counts=?, completed_ms=?"
-                " WHERE tenant=? AND id=?", (orjson.dumps(counts).decode(), self.clock(), tenant, eid)))
-            if self.facts.has_space(tenant):
-                name = self.facts.space(tenant)
-                self.facts.collections.write(name, [], ids, also=statements)
-                if ids:
-                    self.facts.collections.compact(name)  # no keyword segment keeps the erased words
-            else:
-                self.store.execute(statements)
+            with self.facts.tenant_lock(tenant):  # no change of these facts lands in between
+                ids = self._erase(tenant, eid, selector)
+            if ids and self.facts.has_space(tenant):
+                self.facts.collections.compact(self.facts.space(tenant))  # no keyword segment keeps the words
+            # Completed only now: a restart before this runs it again (finding nothing more to delete).
+            self.store.execute([("UPDATE kindgi_erasures SET status='completed', phase='done', selector=NULL,"
+                                 " completed_ms=? WHERE tenant=? AND id=?", (self.clock(), tenant, eid))])
         except Exception as exc:  # recorded on the erasure; `resume` runs it again
             log.exception("erasure %s failed", eid)
             self.store.execute([("UPDATE kindgi_erasures SET status='failed', attempts=attempts+1, last_error=?"
                                  " WHERE tenant=? AND id=?", (type(exc).__name__, tenant, eid))])
+
+    def _erase(self, tenant: str, eid: str, selector: dict[str, Any]) -> list[str]:
+        """Delete the reached facts' rows and index documents and record the counts, in one transaction."""
+        ids = self._reached(tenant, selector)
+        revisions = 0
+        statements: list[Statement] = []
+        for start in range(0, len(ids), 400):
+            chunk = ids[start:start + 400]
+            marks = ",".join("?" * len(chunk))
+            revisions += int(self.store.query(
+                f"SELECT count(*) FROM kindgi_revisions WHERE tenant=? AND fact_id IN ({marks})", (tenant, *chunk))[0][0])
+            statements += [(f"DELETE FROM kindgi_revisions WHERE tenant=? AND fact_id IN ({marks})", (tenant, *chunk)),
+                           (f"DELETE FROM kindgi_subjects WHERE tenant=? AND fact_id IN ({marks})", (tenant, *chunk))]
+        if ids:  # a run again after a restart finds nothing and keeps the first run's counts
+            counts = {"facts": len(ids), "revisions": revisions}
+            statements.append(("UPDATE kindgi_erasures SET phase='settle', counts=? WHERE tenant=? AND id=?",
+                               (orjson.dumps(counts).decode(), tenant, eid)))
+        if self.facts.has_space(tenant):
+            self.facts.collections.write(self.facts.space(tenant), [], ids, also=statements)
+        else:
+            self.store.execute(statements)
+        return ids
 
     def get(self, principal: Principal, eid: str) -> dict[str, Any]:
         """One erasure of the caller's tenant, or 404 not-found."""

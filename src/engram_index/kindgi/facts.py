@@ -56,8 +56,8 @@ class Facts:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def _lock(self, tenant: str) -> threading.Lock:
-        """The lock that orders a tenant's read-check-write changes."""
+    def tenant_lock(self, tenant: str) -> threading.Lock:
+        """The lock that orders a tenant's read-check-write changes (erasures take it too)."""
         with self._guard:
             return self._locks.setdefault(tenant, threading.Lock())
 
@@ -220,7 +220,7 @@ class Facts:
     def _next(self, principal: Principal, fact_id: str, expect: int | None, seal: Seal,
               change: Callable[[dict[str, Any], int], dict[str, Any]]) -> dict[str, Any]:
         """Write the revision after the current one (`change` makes it) and close the current one."""
-        with self._lock(principal.tenant):
+        with self.tenant_lock(principal.tenant):
             current, first_ms = self._writable(principal, fact_id, expect)
             now = max(self.clock(), rev_ms(current) + 1)  # revisions never share a time: asOf stays exact
             _, close = rev.close_row(principal.tenant, current, now, principal.ref, "superseded")
@@ -266,7 +266,7 @@ class Facts:
 
     def delete(self, principal: Principal, fact_id: str, expect: int | None, seal: Seal = _no_seal) -> dict[str, Any]:
         """Close the current revision as deleted (a tombstone): no read finds the fact after."""
-        with self._lock(principal.tenant):
+        with self.tenant_lock(principal.tenant):
             current, _ = self._writable(principal, fact_id, expect)
             if (current.get("retention") or {}).get("legalHold"):
                 raise KindgiError("legal-hold", f'Fact "{fact_id}" is under legal hold: it cannot be deleted.',
@@ -284,7 +284,7 @@ class Facts:
             " AND expires_ms IS NOT NULL AND expires_ms <= ?", (tenant, now))
         if not rows:
             return 0
-        with self._lock(tenant):
+        with self.tenant_lock(tenant):
             statements = [rev.close_row(tenant, orjson.loads(body), int(at), "service:retention", "expired")[1]
                           for body, at in rows]
             ids = [orjson.loads(body)["id"] for body, _ in rows]
