@@ -142,3 +142,28 @@ def test_a_read_only_worker_answers_501_memory_operation_unsupported(tmp_path: P
             with pytest.raises(ServerError) as err:
                 call()
             assert err.value.status == 501 and err.value.server_code == "memory-operation-unsupported"
+
+
+def test_an_embedder_that_is_down_is_503_and_one_that_answers_garbage_is_500_never_plain_text(tmp_path: Path) -> None:
+    from engram_index.embed.ollama import OllamaEmbedder
+    from tests.embed.fake_provider import FakeProvider
+
+    provider = FakeProvider(16)
+    try:
+        embedder = OllamaEmbedder("nomic-embed-text", 16, provider.url, retries=1, backoff=0.01)
+        with kindgi_server(tmp_path / "data", embedder) as server:
+            token = server.token(user="alice", projects=["web"])
+            headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "k-down"}
+            body = {"type": "note", "scope": SCOPE, "content": "needs a vector"}
+            provider.reset()
+            provider.plan += ["503", "503"]
+            down = httpx.post(f"{server.url}/v1/memory/facts", json=body, headers=headers)
+            _envelope(down, 503, "service-unavailable")
+            provider.plan += ["malformed"]
+            broken = httpx.post(f"{server.url}/v1/memory/facts", json=body, headers=headers)
+            _envelope(broken, 500, "internal-server-error")
+            client = Kindgi(base_url=server.url, token=token)
+            assert client.memory.list_facts().data == []  # nothing was written by either
+            assert httpx.post(f"{server.url}/v1/memory/facts", json=body, headers=headers).status_code == 201
+    finally:
+        provider.close()
