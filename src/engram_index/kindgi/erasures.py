@@ -113,6 +113,7 @@ class Erasures:
         return {**view, "warnings": [UNMATCHABLE]}
 
     def _start(self, tenant: str, eid: str) -> None:
+        """Run an erasure on a thread of its own."""
         thread = threading.Thread(target=self._run, args=(tenant, eid), daemon=True, name="erasure")
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()

@@ -45,6 +45,7 @@ class KindgiError(EngramError):
     """An error the Kindgi face answers with its own code."""
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        """An error with its wire code, a message and optional details."""
         super().__init__(message)
         self.code = code
         self.status = STATUS.get(code, 500)

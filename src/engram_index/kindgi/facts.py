@@ -39,6 +39,7 @@ def space_name(tenant: str) -> str:
 
 
 def _no_seal(status: int, payload: dict[str, Any]) -> list[Statement]:
+    """Keep no answer (a change made without an Idempotency-Key)."""
     return []
 
 
@@ -80,6 +81,7 @@ class Facts:
     # -- reads ----------------------------------------------------------------------------
 
     def _bodies(self, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        """The answers (Fact JSON) of the rows a query selects."""
         return [orjson.loads(r[0]) for r in self.store.query(sql, tuple(params))]
 
     def current(self, principal: Principal, fact_id: str, *, version: int | None = None,
@@ -240,6 +242,7 @@ class Facts:
         """The fact's next content: same id, version + 1, the old revision closed as superseded."""
 
         def change(current: dict[str, Any], now: int) -> dict[str, Any]:
+            """The next revision's fields, from the current one."""
             fields: FactFields = body.fields
             nxt = {k: v for k, v in current.items() if k not in _PER_REVISION}
             nxt.update(content=body.content, **rev.content_facts(body.content), trust="asserted",
@@ -258,6 +261,7 @@ class Facts:
         """The next revision, same content, `trust: verified` by the caller (approving a pending review)."""
 
         def change(current: dict[str, Any], now: int) -> dict[str, Any]:
+            """The next revision's fields, from the current one."""
             nxt = {k: v for k, v in current.items() if k not in _PER_REVISION and k != "review"}
             nxt.update(trust="verified", verifiedBy=principal.ref, verifiedAt=format_ms(now))
             return nxt

@@ -172,5 +172,6 @@ class Idempotency:
 
 
 def _mismatch() -> KindgiError:
+    """The 409 for a key reused with another body."""
     return KindgiError("idempotency-key-body-mismatch",
                        "This Idempotency-Key was used with another request body.")

@@ -84,6 +84,7 @@ class FactFields:
 
 
 def _retention(raw: Any) -> dict[str, Any] | None:
+    """A retention object checked, times normalised to UTC."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -108,6 +109,7 @@ def _retention(raw: Any) -> dict[str, Any] | None:
 
 
 def _subjects(raw: Any) -> list[dict[str, str]] | None:
+    """A subjects list checked: at most 20 `{kind, id}`."""
     if raw is None:
         return None
     shape = "Field `subjects` is a list of whom the fact is about: [{kind: participant | user | external, id}]"
@@ -249,6 +251,7 @@ def erasure_selector(body: dict[str, Any]) -> dict[str, Any]:
         raise KindgiError("bad-input", "Name exactly one of `factId`, `subject` (`{kind, id}`) or `conversationId`")
 
     def ident(value: Any, name: str) -> str:
+        """A selector id checked."""
         if not isinstance(value, str) or not value.strip() or len(value) > 256:
             raise KindgiError("bad-input", f"`{name}` must be a non-empty string of at most 256 characters")
         return value

@@ -40,6 +40,7 @@ def _explanation(hit: Hit | None, rank: int, leg: str) -> dict[str, Any]:
 
 
 def _snippet(hit: Hit | None) -> dict[str, Any] | None:
+    """A hit's snippet with its byte highlights, if it has one."""
     if hit is None or hit.snippet is None:
         return None
     return {"text": hit.snippet.text,

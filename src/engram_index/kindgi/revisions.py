@@ -39,6 +39,7 @@ def content_text(content: Any) -> str:
     parts: list[str] = []
 
     def walk(value: Any) -> None:
+        """Collect the strings and numbers under a value."""
         if isinstance(value, str):
             parts.append(value)
         elif isinstance(value, bool) or value is None:

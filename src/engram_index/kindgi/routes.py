@@ -48,9 +48,11 @@ class Call:
         return self.face.idempotency.seal(self.claim, status, payload)
 
     def param(self, name: str) -> str:
+        """A path parameter."""
         return str(self.request.path_params[name])
 
     def query(self, name: str) -> str | None:
+        """A query parameter (an empty one counts as absent)."""
         value = self.request.query_params.get(name)
         return value if value else None
 
@@ -65,6 +67,7 @@ def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], A
     """
 
     async def run(request: Request) -> Response:
+        """Answer one request."""
         rid = request_id(request)
         face: KindgiFace = request.app.state.kindgi
         claim: Claim | None = None
@@ -109,6 +112,7 @@ def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], A
 
 
 def _facts(call: Call) -> Any:
+    """The face's facts (absent only in a read-only worker, refused before this)."""
     assert call.face.facts is not None
     return call.face.facts
 
@@ -117,12 +121,14 @@ def _facts(call: Call) -> Any:
 
 
 def write_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/facts: a new fact, 201."""
     body = models.write_body(parse_object(call.body))
     check_tenant(body.scope, call.principal)
     return 201, _facts(call).write(call.principal, body, call.seal)
 
 
 def get_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/facts/{factId}: current, `?version` or `?asOf`."""
     version = models.parse_version(call.query("version"), "version")
     as_of = models.parse_time(call.query("asOf"), "asOf")
     return 200, _facts(call).current(call.principal, call.param("factId"), version=version, as_of=as_of)
@@ -156,6 +162,7 @@ def _platform(call: Call) -> tuple[str, list[Any]]:
 
 
 def list_facts(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/facts: a page of the facts the caller may see."""
     scope = None
     raw = call.query("scope")
     if raw is not None:
@@ -174,20 +181,24 @@ def list_facts(call: Call) -> tuple[int, dict[str, Any]]:
 
 
 def list_revisions(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/facts/{factId}/revisions: newest first."""
     return 200, {"data": _facts(call).revisions(call.principal, call.param("factId"))}
 
 
 def supersede_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/facts/{factId}/supersede: the next content."""
     body = models.supersede_body(parse_object(call.body))
     return 200, _facts(call).supersede(call.principal, call.param("factId"), body, call.seal)
 
 
 def verify_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/facts/{factId}/verify: the next revision, verified."""
     expect = models.verify_body(parse_object(call.body, empty_is_object=True))
     return 200, _facts(call).verify(call.principal, call.param("factId"), expect, call.seal)
 
 
 def delete_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """DELETE /v1/memory/facts/{factId}: the tombstoned revision."""
     expect = models.parse_version(call.query("expectVersion"), "expectVersion")
     return 200, _facts(call).delete(call.principal, call.param("factId"), expect, call.seal)
 
@@ -196,6 +207,7 @@ def delete_fact(call: Call) -> tuple[int, dict[str, Any]]:
 
 
 def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/retrieve: seed 004."""
     intent = models.retrieve_intent(parse_object(call.body))
     check_tenant(intent.scope, call.principal)
     assert call.face.retriever is not None
@@ -207,16 +219,19 @@ def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
 
 
 def _erasures(call: Call) -> Any:
+    """The face's erasures (absent only in a read-only worker, refused before this)."""
     assert call.face.erasures is not None
     return call.face.erasures
 
 
 def create_erasure(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/erasures: started, 202."""
     selector = models.erasure_selector(parse_object(call.body))
     return 202, _erasures(call).create(call.principal, selector)
 
 
 def list_erasures(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/erasures: newest first, in pages."""
     data, cursor = _erasures(call).page(call.principal, _limit(call.query("limit")), call.query("cursor"))
     page: dict[str, Any] = {"data": data, "hasMore": cursor is not None}
     if cursor is not None:
@@ -225,18 +240,22 @@ def list_erasures(call: Call) -> tuple[int, dict[str, Any]]:
 
 
 def get_erasure(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/erasures/{erasureId}: one, and how far it got."""
     return 200, _erasures(call).get(call.principal, call.param("erasureId"))
 
 
 def export_erasures(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/erasures/export: the ledger, oldest first."""
     return 200, {"data": _erasures(call).ledger(call.principal)}
 
 
 def replay_erasures(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/erasures/replay: not offered without a ledger key (501)."""
     raise unsupported("replaying erasures (no erasure ledger key is kept, so no erased person can be found again)")
 
 
 def resume_erasure(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/erasures/{erasureId}/resume: run an unfinished one again."""
     body = parse_object(call.body, empty_is_object=True)
     if set(body) - {"force"}:
         raise KindgiError("unknown-field", f"Unknown field `{sorted(set(body) - {'force'})[0]}`")
