@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,13 +13,11 @@ from kindgi.client import ConflictError, Kindgi
 
 from engram_index.embed.ollama import OllamaEmbedder
 from engram_index.keys import KeyStore
-from engram_index.testkit.serve import free_port
 from tests.embed.fake_provider import FakeProvider
-from tests.kindgi.server import Server, kindgi_server
+from tests.kindgi.server import ServeProcess, Server, kindgi_server
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 FACT = {"type": "note", "scope": SCOPE, "content": "idempotent words"}
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _post(url: str, token: str, key: str, body: dict[str, object], path: str = "/v1/memory/facts") -> httpx.Response:
@@ -144,39 +138,21 @@ def test_a_repeat_while_the_first_runs_is_409_in_flight_with_retry_after(tmp_pat
 def test_a_request_killed_mid_way_frees_its_key(tmp_path: Path, slow_provider: FakeProvider) -> None:
     data = tmp_path / "data"
     token, _ = KeyStore(data).create("kindgi", {"tenant": "acme", "user": "alice", "projects": ["web"]})
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    command = [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-               "--insecure-open", "--no-access-log", "--embedder", f"ollama:nomic-embed-text:16@{slow_provider.url}"]
-
-    def start() -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/xrpc/_health")
-                return proc
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and proc.poll() is None, "the server did not start"
-                time.sleep(0.05)
-
-    url = f"http://127.0.0.1:{port}"
-    proc = start()
+    server = ServeProcess(data, "--embedder", f"ollama:nomic-embed-text:16@{slow_provider.url}")
+    server.start()
     try:
         slow_provider.reset()
         slow_provider.plan.append("slow")
-        threading.Thread(target=lambda: _try_post(url, token), daemon=True).start()
+        threading.Thread(target=lambda: _try_post(server.url, token), daemon=True).start()
         _embed_started(slow_provider)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc = start()
-        retry = _post(url, token, "k-5", FACT)
+        server.kill()
+        server.start()
+        retry = _post(server.url, token, "k-5", FACT)
         assert retry.status_code == 201 and "x-idempotent-replay" not in retry.headers
-        listed = httpx.get(f"{url}/v1/memory/facts", headers={"Authorization": f"Bearer {token}"}).json()
+        listed = httpx.get(f"{server.url}/v1/memory/facts", headers={"Authorization": f"Bearer {token}"}).json()
         assert [f["id"] for f in listed["data"]] == [retry.json()["id"]]
     finally:
-        proc.kill()
-        proc.wait()
+        server.kill()
 
 
 def _try_post(url: str, token: str) -> None:
