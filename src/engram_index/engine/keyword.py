@@ -165,6 +165,8 @@ class KeywordIndex:
         )
         self._writer = None if read_only else self.index.writer(heap_size=heap_bytes, num_threads=1)
         self._pending = False
+        # Ordinals written (or deleted) since the last commit: searched from the term counts until then.
+        self._pending_ords: set[int] = set()
         self._current: Any = None  # the searcher of the last commit, once asked for
         self._searcher_lock = threading.Lock()
         self.counts, self.counts_seq = counts if counts is not None else self._open_counts()
@@ -190,6 +192,7 @@ class KeywordIndex:
         with self._lock:
             writer = self._writable()
             for ord_, doc, replace in changes:
+                self._pending_ords.add(ord_)
                 if doc is None:
                     writer.delete_documents_by_term("key", str(ord_))
                     rows.append((ord_, None))
@@ -257,6 +260,11 @@ class KeywordIndex:
         """Whether writes are waiting for a commit."""
         return self._pending
 
+    def pending_ords(self) -> np.ndarray:
+        """The ordinals written or deleted since the last commit (which tantivy cannot find yet)."""
+        with self._lock:
+            return np.fromiter(self._pending_ords, np.int64, len(self._pending_ords))
+
     def commit(self, seq: int) -> None:
         """Make every write so far durable and searchable, and record `seq` as applied."""
         if self.read_only:
@@ -264,6 +272,7 @@ class KeywordIndex:
         with self._lock:
             self._writable().commit()
             self._pending = False
+            self._pending_ords.clear()
             if self.path is not None:
                 self._write_meta(seq)
             self.committed_seq = seq

@@ -7,9 +7,9 @@
   ranks per leg; ties keep the order in which the legs (keyword first) found them.
 
 Visibility, `scope` and `type` are engine filters, applied inside each search before its limit.
-Keyword writes become searchable at the index's next commit (≤ 0.25 s); a retrieve that finds
-writes not yet committed commits them first, so a fact is retrievable as soon as its write is
-answered (docs/design/kindgi.md has the cost).
+A fact is retrievable as soon as its write is answered: vectors are searchable at once, and the
+keyword search scores the documents written since its last commit from the term counts (which
+hold them at once); past `PENDING_SCAN` of those it commits first (docs/design/kindgi.md).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from engram_index.engine.fusion import RRF_K
+from engram_index.engine.search import PENDING_SCAN
 from engram_index.engine.types import Filters, Hit, SearchRequest
 from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.errors import KindgiError
@@ -97,8 +98,8 @@ class Retriever:
             vector = self._embedding.submit(lambda: embedder.embed_queries([query])[0])
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)
-            if index.keyword.pending or index.keyword.committed_seq != index.seq:
-                index.commit()
+            if index.keyword.pending_ords().size > PENDING_SCAN:
+                index.commit()  # more uncommitted writes than a search scores itself: commit them first
             legs["keyword"] = self.facts.collections.search(name, SearchRequest(
                 "keyword", q=query, limit=depth, filters=filters, explain=explain)).hits
         if vector is not None:
