@@ -169,6 +169,30 @@ def test_a_keyword_search_finds_writes_before_the_keyword_commit_and_respects_fi
     assert set(ids(index.search(SearchRequest(mode="keyword", q="quokka")))) == {"m9", "m3"}
 
 
+def test_a_write_stays_findable_while_commits_race_with_searches(space) -> None:
+    import threading
+
+    index, docs = space
+    stop = threading.Event()
+
+    def commit_loop() -> None:
+        while not stop.wait(0.0005):  # a breath between commits: a spinning reader would starve writes
+            index.commit()
+
+    committer = threading.Thread(target=commit_loop)
+    committer.start()
+    try:
+        for i in range(300):
+            word = "zq" + "".join("abcdefghij"[int(c)] for c in str(1000 + i))
+            doc = Document(id=f"r{i}", author="did:plc:a", text=f"{word} here", created_ms=100 + i)
+            docs.docs[100 + i] = doc
+            index.apply([(100 + i, doc)], seq=2 + i)
+            assert ids(index.search(SearchRequest(mode="keyword", q=word))) == [f"r{i}"], i
+    finally:
+        stop.set()
+        committer.join()
+
+
 def test_replacing_a_document_moves_its_vector_and_words(space) -> None:
     index, docs = space
     doc = Document(id="m3", author="did:plc:b", text="now about kubernetes", created_ms=40,

@@ -270,15 +270,18 @@ class KeywordIndex:
         if self.read_only:
             return
         with self._lock:
+            committed = set(self._pending_ords)
             self._writable().commit()
             self._pending = False
-            self._pending_ords.clear()
             if self.path is not None:
                 self._write_meta(seq)
             self.committed_seq = seq
         self.index.reload()
         with self._searcher_lock:
             self._current = None
+        # Only now, with searchers that see them: until here a search still scores them itself.
+        with self._lock:
+            self._pending_ords -= committed
 
     def reset(self) -> None:
         """Drop every document (durably), as before a full rebuild."""

@@ -250,6 +250,8 @@ class SpaceIndex:
         # tantivy ranks by its own sum (every alternative at full weight), our counts re-score:
         # a window of 5x the limit keeps SciFact's recall@100 (0.9216; 2x gave 0.9149).
         k = max(KEYWORD_WINDOW * req.limit, 50)
+        # Taken before tantivy's searcher: a commit in between leaves them found one way or the other.
+        pending = self.keyword.pending_ords()
         while True:
             ords, bm25 = self.keyword.search(words, k, req.filters, self._allowed(req))
             # Widen until the cut falls below the last kept score, so ties resolve by our rule
@@ -257,7 +259,7 @@ class SpaceIndex:
             if len(ords) < k or bm25[-1] < bm25[min(req.limit, len(bm25)) - 1]:
                 break
             k *= 4
-        ords, bm25 = self._with_pending(words, req, ords, bm25)
+        ords, bm25 = self._with_pending(words, req, pending, ords, bm25)
         ords, bm25 = self._live(ords, bm25)
         top = self._order(ords, bm25, req.limit)
         docs = self.fetch([int(ords[i]) for i in top])
@@ -272,7 +274,8 @@ class SpaceIndex:
         return SearchResult(out, "keyword")
 
     def _with_pending(
-        self, words: Sequence[QueryWord], req: SearchRequest, ords: np.ndarray, bm25: np.ndarray
+        self, words: Sequence[QueryWord], req: SearchRequest, pending: np.ndarray, ords: np.ndarray,
+        bm25: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Add the matching documents written since the last commit, scored by the same term counts.
 
@@ -280,7 +283,6 @@ class SpaceIndex:
         document is found by its words as soon as it is applied (and a rewritten one by its new
         words only: its committed copy scores by the counts too).
         """
-        pending = self.keyword.pending_ords()
         if not pending.size or pending.size > PENDING_SCAN:
             return ords, bm25
         mask = self.columns.mask(req.filters)
