@@ -6,7 +6,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from engram_index import __version__
 from engram_index.engram.api.graph import get_memory_graph
 from engram_index.engram.api.memories import get_memory, list_memories
 from engram_index.engram.api.search import search_memories
+from engram_index.engram.api.spaces import REGISTER_NSID, WARM_NSID, describe, register_space, warm_space
 from engram_index.engram.api.status import get_space_status
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
@@ -28,10 +29,12 @@ from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.service_auth import ServiceAuth
 from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
+from engram_index.engram.records import is_space_uri
 from engram_index.collections import Collections
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
 from engram_index.kindgi.face import KindgiFace
 from engram_index.kindgi.routes import PREFIX as KINDGI_PREFIX, not_found as kindgi_not_found, routes as kindgi_routes
+from engram_index.llm.base import LLM, Reranker
 
 log = logging.getLogger("engram_index")
 # Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
@@ -39,16 +42,39 @@ log = logging.getLogger("engram_index")
 SEARCH_THREADS = 2
 
 
-def did_document(service_did: str) -> dict[str, Any]:
-    """The service's did:web document."""
-    host = service_did.removeprefix("did:web:").replace("%3A", ":")
+def did_document(service_did: str, endpoint: str) -> dict[str, Any]:
+    """The service's did:web document, naming where it is served (`endpoint`: scheme, host and port)."""
     return {
         "@context": ["https://www.w3.org/ns/did/v1"],
         "id": service_did,
         "service": [
-            {"id": "#engram_index", "type": "EngramIndex", "serviceEndpoint": f"https://{host}"}
+            {"id": "#engram_index", "type": "EngramIndex", "serviceEndpoint": endpoint}
         ],
     }
+
+
+def xrpc_not_found(request: Request) -> Response:
+    """An unknown XRPC method, in the XRPC envelope."""
+    return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+
+
+def json_not_found(request: Request) -> Response:
+    """A path no face serves: a JSON 404 in no face's envelope."""
+    return JSONResponse({"error": "NotFound", "message": f"nothing at {request.url.path}"}, status_code=404)
+
+
+# The one place a 404 is shaped: each face registers the envelope of its own path prefix here (the
+# longest matching prefix wins); anything else gets json_not_found.
+NOT_FOUND_BY_PREFIX: dict[str, Callable[[Request], Response]] = {
+    "/xrpc/": xrpc_not_found,
+    KINDGI_PREFIX: lambda request: kindgi_not_found(request, 404),  # kindgi: its own envelope
+}
+
+
+def not_found_for(path: str) -> Callable[[Request], Response]:
+    """The 404 answer of the face owning `path`."""
+    owners = [prefix for prefix in NOT_FOUND_BY_PREFIX if path.startswith(prefix)]
+    return NOT_FOUND_BY_PREFIX[max(owners, key=len)] if owners else json_not_found
 
 
 def create_app(
@@ -61,13 +87,17 @@ def create_app(
     read_only: bool = False,
     sync: SyncConfig | None = None,
     search_threads: int = SEARCH_THREADS,
+    public_url: str | None = None,
+    llm: LLM | None = None,
+    reranker: Reranker | None = None,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
     With `sync`, the configured spaces are kept current from the network in the background and
     the write notifications of space hosts are accepted. Searches run on `search_threads` threads
     of their own: one computes while another waits in tantivy or a vector scan (both release the
-    GIL); more threads only contend for the GIL.
+    GIL); more threads only contend for the GIL. `llm` and `reranker` (None when not configured)
+    are on `app.state` for the faces that use them.
     """
 
     @asynccontextmanager
@@ -75,8 +105,10 @@ def create_app(
         if isinstance(authenticator, InsecureOpen):
             log.warning("serving WITHOUT authentication (--insecure-open): every caller can query every space")
         app.state.authenticator = authenticator
+        app.state.service_did = service_did
         app.state.limits = limits or SpaceLimits()
         app.state.embedding = embedding or QueryEmbedding()
+        app.state.llm, app.state.reranker = llm, reranker
         app.state.spaces = Collections(data_dir, read_only=read_only)
         app.state.sync = None
         if sync is not None:
@@ -87,7 +119,8 @@ def create_app(
             app.state.sync.start()
         app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
         app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.embedding.embedder)
-        for uri in app.state.spaces.store.spaces():
+        # Only the garden.engram spaces: other faces keep collections of their own in the same store.
+        for uri in filter(is_space_uri, app.state.spaces.store.spaces()):
             try:
                 app.state.spaces.index_if_loaded(uri)
             except Exception:
@@ -100,21 +133,24 @@ def create_app(
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
             app.state.embedding.embedder.close()
+        for client in (llm, reranker):
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
 
-    async def describe(request: Request) -> dict[str, Any]:
-        return {"did": service_did, "version": __version__}  # kept in step with describeService.json
+    async def describe_service(request: Request) -> dict[str, Any]:
+        return describe(request)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"version": __version__})
 
     async def well_known(request: Request) -> JSONResponse:
-        return JSONResponse(did_document(service_did))
+        # Where this request reached us (http for a plain server), unless the operator named a public URL.
+        endpoint = public_url or (sync.public_url if sync is not None else None) or str(request.base_url)
+        return JSONResponse(did_document(service_did, endpoint.rstrip("/")))
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        # kindgi: its paths answer in its envelope (the other faces keep theirs).
-        if request.url.path.startswith(KINDGI_PREFIX):
-            return kindgi_not_found(request, 404)
-        return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+        return not_found_for(request.url.path)(request)
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
         # kindgi: a 405 on its paths in its envelope; elsewhere Starlette's own answer, as before.
@@ -129,7 +165,9 @@ def create_app(
         Route("/xrpc/garden.engram.getMemory", xrpc(get_memory)),
         Route("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
         Route("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
-        Route("/xrpc/garden.engram.describeService", xrpc(describe, authenticated=False)),
+        Route("/xrpc/garden.engram.describeService", xrpc(describe_service, authenticated=False)),
+        Route(f"/xrpc/{WARM_NSID}", xrpc(warm_space, procedure=True), methods=["POST"]),
+        Route(f"/xrpc/{REGISTER_NSID}", xrpc(register_space, procedure=True), methods=["POST"]),
         Route(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
         Route(f"/xrpc/{WRITE_NSID}", xrpc(notify_write, authenticated=False), methods=["POST"]),
         Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
@@ -161,6 +199,8 @@ def worker_app() -> Starlette:
     import os
 
     from engram_index.embed.factory import embedder_from_spec
+    from engram_index.llm.openai_compat import llm_from_spec
+    from engram_index.rerank import reranker_from_spec
 
     config = json.loads(os.environ[WORKER_CONFIG_ENV])
     authenticator: Authenticator = InsecureOpen() if config["insecure_open"] else space_credentials(
@@ -170,6 +210,8 @@ def worker_app() -> Starlette:
     embedding = QueryEmbedding(
         embedder_from_spec(config["embedder"]), frozenset(config["embed_authorities"]) or None
     )
+    llm = llm_from_spec(config["llm"]) if config.get("llm") else None
+    reranker = reranker_from_spec(config["rerank"], llm) if config.get("rerank") else None
     return create_app(
         Path(config["data"]),
         config["service_did"],
@@ -178,4 +220,6 @@ def worker_app() -> Starlette:
         embedding=embedding,
         read_only=True,
         search_threads=config["search_threads"],
+        llm=llm,
+        reranker=reranker,
     )

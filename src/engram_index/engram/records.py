@@ -9,6 +9,7 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 import regex
 
 from engram_index.engine.types import Document, ModelIdentity
+from engram_index.engine.vector import vector_problem
 from engram_index.errors import BadRecord, BadVector
 
 MEMORY_COLLECTION = "garden.engram.memory"
@@ -77,6 +79,11 @@ def parse_space_uri(uri: str) -> SpaceURI:
     return SpaceURI(parts[2], parts[4], parts[5])
 
 
+def is_space_uri(name: str) -> bool:
+    """Whether a collection name of the shared store is a garden.engram space (other faces' names never start with at://)."""
+    return name.startswith("at://")
+
+
 _GRAPHEME = regex.compile(r"\X")
 
 
@@ -120,9 +127,14 @@ def format_datetime_ms(ms: int) -> str:
 # -- vectors ----------------------------------------------------------------------------------
 
 
-def f16le(values: np.ndarray) -> bytes:
-    """Float values as little-endian IEEE half precision bytes."""
-    return np.asarray(values, np.float32).astype("<f2").tobytes()
+def f16le(values: np.ndarray | Sequence[float]) -> bytes:
+    """Float values as little-endian IEEE half precision bytes, each rounded once to nearest."""
+    # Straight from the values' own type: float64 through float32 first rounds twice, and
+    # lands one unit off where the float32 value falls on a tie between two halves.
+    array = np.asarray(values)
+    if array.dtype.kind != "f":
+        array = array.astype(np.float64)
+    return array.astype("<f2").tobytes()
 
 
 def encode_query_vector(values: np.ndarray) -> str:
@@ -143,10 +155,11 @@ def decode_query_vector(text: str) -> np.ndarray:
         raise BadVector(f"vector is not valid base64url: {exc}") from exc
     if not raw or len(raw) % 2:
         raise BadVector("vector must hold a whole number of 2-byte half floats")
-    values = np.frombuffer(raw, "<f2").astype(np.float32)
-    if not np.all(np.isfinite(values)):
-        raise BadVector("vector holds NaN or infinite values")
-    return values
+    values = np.frombuffer(raw, "<f2")
+    problem = vector_problem(values)
+    if problem is not None:
+        raise BadVector(problem)
+    return values.astype(np.float32)
 
 
 def decode_record_bytes(value: Any, name: str) -> bytes:
@@ -163,8 +176,17 @@ def decode_record_bytes(value: Any, name: str) -> bytes:
         raise BadRecord(f"{name} is not valid base64: {exc}") from exc
 
 
+# The reference client cuts a memory's text to this many UTF-8 bytes before embedding it, to stay
+# within common models' input limits; an import must embed the same text as an author would.
+MAX_EMBED_BYTES = 24000
+
+
 def embed_text(prefix: str, text: str, tags: list[str] | tuple[str, ...] | None) -> str:
-    """The text a memory is embedded as: prefix + text, then a blank line and `Tags: a, b`."""
+    """The text a memory is embedded as: prefix + text (cut to MAX_EMBED_BYTES on a character
+    boundary), then a blank line and `Tags: a, b`."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_EMBED_BYTES:
+        text = raw[:MAX_EMBED_BYTES].decode("utf-8", "ignore")
     out = prefix + text
     if tags:
         out += "\n\nTags: " + ", ".join(tags)
@@ -307,7 +329,5 @@ def _check_embedding(value: Any, model: ModelIdentity | None) -> tuple[bytes | N
         return None, "the space has no model"
     if (value["model"], value["modelDigest"], dims) != (model.model, model.digest, model.dims):
         return None, "model mismatch"
-    values = np.frombuffer(raw, "<f2")
-    if not np.all(np.isfinite(values)):
-        return None, "vector holds NaN or infinite values"
-    return raw, None
+    problem = vector_problem(np.frombuffer(raw, "<f2"), dims)
+    return (None, problem) if problem else (raw, None)

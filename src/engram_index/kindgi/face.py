@@ -8,7 +8,8 @@ from engram_index.collections import Collections
 from engram_index.embed.base import Embedder
 from engram_index.keys import KeyStore
 from engram_index.kindgi.erasures import Erasures
-from engram_index.kindgi.facts import Facts
+from engram_index.errors import IndexLoading
+from engram_index.kindgi.facts import SPACE_PREFIX, Facts
 from engram_index.kindgi.idempotency import Idempotency
 from engram_index.kindgi.retrieve import Retriever
 from engram_index.kindgi.schema import migrate
@@ -32,6 +33,12 @@ class KindgiFace:
         if collections.read_only:
             return cls(keys, None, None, None, None, read_only=True)
         migrate(collections.store)
+        for name in collections.store.spaces():
+            if name.startswith(SPACE_PREFIX):
+                try:  # load each tenant's index in the background, so that no first retrieve waits for it
+                    collections.index_if_loaded(name)
+                except IndexLoading:
+                    pass
         facts = Facts(collections, embedder)
         erasures = Erasures(facts)
         erasures.resume_pending()

@@ -33,9 +33,12 @@ LIVE = "(expires_ms IS NULL OR expires_ms > ?)"
 DEFAULT_PAGE, MAX_PAGE = 25, 100
 
 
+SPACE_PREFIX = "kindgi:"
+
+
 def space_name(tenant: str) -> str:
     """The collection of a tenant's facts (never `at://`, which the garden face reads)."""
-    return f"kindgi:{tenant}"
+    return SPACE_PREFIX + tenant
 
 
 def _no_seal(status: int, payload: dict[str, Any]) -> list[Statement]:
