@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engram_index import __version__
@@ -30,6 +30,11 @@ from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
 from engram_index.collections import Collections
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
+from engram_index.keys import KeyStore
+from engram_index.supermemory import http as supermemory_http
+from engram_index.supermemory.face import Face as SupermemoryFace
+from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
+from engram_index.supermemory.routes import routes as supermemory_routes
 
 log = logging.getLogger("engram_index")
 # Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
@@ -84,6 +89,14 @@ def create_app(
             app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
             app.state.sync.start()
         app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
+        # The supermemory v5 face: its tables, and (when this process writes) its processing pipeline,
+        # which first queues again every document a previous run acknowledged but did not finish.
+        app.state.supermemory = SupermemoryFace(
+            app.state.spaces, KeyStore(data_dir), app.state.embedding.embedder, state=app.state,
+            read_only=read_only)
+        app.state.supermemory_pipeline = None if read_only else SupermemoryPipeline(app.state.supermemory)
+        if app.state.supermemory_pipeline is not None:
+            app.state.supermemory_pipeline.start()
         for uri in app.state.spaces.store.spaces():
             try:
                 app.state.spaces.index_if_loaded(uri)
@@ -92,6 +105,8 @@ def create_app(
         yield
         if app.state.sync is not None:
             app.state.sync.stop()
+        if app.state.supermemory_pipeline is not None:
+            app.state.supermemory_pipeline.stop()
         app.state.search_executor.shutdown(wait=True)
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
@@ -106,8 +121,15 @@ def create_app(
     async def well_known(request: Request) -> JSONResponse:
         return JSONResponse(did_document(service_did))
 
-    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+    async def not_found(request: Request, exc: Exception) -> Response:
+        if supermemory_http.owns(request.url.path):  # supermemory v5: its own error body under its prefixes
+            return supermemory_http.http_error(request, 404)
         return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        if supermemory_http.owns(request.url.path):  # supermemory v5: its own error body under its prefixes
+            return supermemory_http.http_error(request, 405)
+        return error_response(405, "InvalidRequest", f"method {request.method} not allowed on {request.url.path}")
 
     routes = [
         Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
@@ -121,8 +143,9 @@ def create_app(
         Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
+        *supermemory_routes(),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
 
 
 AUTH_STATE_FILE = "auth.sqlite"
