@@ -114,9 +114,14 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         request = SearchRequest("hybrid" if use_vector else "keyword", q=query,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
                                 explain=True)
+        excluded = set(engine_filters.none_tags)
+        required = set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
         for hit in face.collections.search(name, request).hits:
             doc = hit.document
-            if doc.id in skip:
+            # The record is read fresh from the store: its tags are current even while the keyword
+            # index has not yet committed a retagging (a forget, a new version), so check them again.
+            if doc.id in skip or excluded.intersection(doc.tags) or (
+                    required is not None and not required.intersection(doc.tags)):
                 continue
             cov = coverage(hit, words)
             if use_vector:
