@@ -1,8 +1,9 @@
 """Profile buckets: the namespace's own taxonomy, and which memories fall in each bucket.
 
-Without an LLM, a memory falls in a bucket when it shares a content word (or its stem) with the
-bucket's name or description: a bucket `diet` described as "food, meals, allergies" collects
-"I am allergic to peanuts" by "allergic" ~ "allergies".
+Without an LLM, a memory falls in a bucket when it shares a content word with the bucket's name or
+description: the same word, or stems of at least PREFIX letters one of which begins the other (a
+bucket `diet` described as "food, meals, allergies" collects "I am allergic to peanuts": the
+stems allerg- and allergi- meet).
 """
 
 from __future__ import annotations
@@ -20,20 +21,27 @@ def effective_buckets(face: Face, ns: str) -> dict[str, str]:
     return dict(face.store.query("SELECT name, description FROM sm_buckets WHERE ns=? ORDER BY name", (ns,)))
 
 
+PREFIX = 5
+
+
 def _terms(text: str) -> set[str]:
-    """A text's content words, as exact forms and stems."""
-    out: set[str] = set()
-    for word in searchable_words(query_words(text.replace("-", " ").replace("_", " "))):
-        out.add(word.exact)
-        if word.stem:
-            out.add(word.stem)
-    return out
+    """A text's content words, as stems (or exact forms where there is no stem)."""
+    return {(word.stem or word.exact).lstrip("~")
+            for word in searchable_words(query_words(text.replace("-", " ").replace("_", " ")))}
+
+
+def _meet(mine: set[str], wanted: set[str]) -> bool:
+    """Whether two sets of stems share a word (see the module doc)."""
+    if mine & wanted:
+        return True
+    return any(len(a) >= PREFIX and len(b) >= PREFIX and (a.startswith(b) or b.startswith(a))
+               for a in mine for b in wanted)
 
 
 def bucket_members(memories: Sequence[MemoryRow], name: str, description: str) -> list[MemoryRow]:
     """The memories that fall in a bucket."""
     wanted = _terms(f"{name} {description}")
-    return [m for m in memories if _terms(m.memory) & wanted]
+    return [m for m in memories if _meet(_terms(m.memory), wanted)]
 
 
 def put_buckets(face: Face, ns: str, buckets: dict[str, str]) -> dict[str, str]:

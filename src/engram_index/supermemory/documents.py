@@ -17,6 +17,7 @@ from typing import Any
 from engram_index.store.sqlite import Statement
 from engram_index.supermemory.errors import Conflict, V5Error, invalid
 from engram_index.supermemory.face import PROCESSING, Face, doc_tag, stamp
+from engram_index.supermemory.memories_form import forget_after
 from engram_index.supermemory.models import CHANGES, is_url
 from engram_index.supermemory.tables import (
     CHUNK_COLUMNS, MEMORY_COLUMNS, ChunkRow, DocRow, MemoryRow, chunks_collection, memories_collection,
@@ -167,7 +168,13 @@ def patch(face: Face, ns: str, ref: str, body: dict[str, Any], *, merge_metadata
     params: list[Any] = [*sets.values(), now]
     if reprocess:
         assignments += ["revision=revision+1", "status='queued'", "error=NULL"]
-    face.store.execute([(f"UPDATE sm_documents SET {', '.join(assignments)} WHERE ns=? AND id=?", (*params, ns, doc.id))])
+    statements: list[Statement] = [
+        (f"UPDATE sm_documents SET {', '.join(assignments)} WHERE ns=? AND id=?", (*params, ns, doc.id))]
+    if "metadata" in sets:  # the memories' expiry follows the document's forgetAfter
+        changed = DocRow(**{**{f: getattr(doc, f) for f in DocRow.__slots__}, "metadata": json.loads(sets["metadata"])})
+        statements.append(("UPDATE sm_memories SET forget_after_ms=? WHERE ns=? AND doc_id=?",
+                           (forget_after(changed), ns, doc.id)))
+    face.store.execute(statements)
     face.changed(ns)
     if reprocess:
         face.on_queued(ns, doc.id)
