@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from engram_index.supermemory.tables import (
 )
 
 PROCESSING = ("queued", "extracting", "chunking", "embedding", "indexing")
+EMBED_SPLIT = 16
 
 
 def hidden_tag(kind: str, value: str) -> str:
@@ -212,11 +214,27 @@ class Face:
     # -- embedding -------------------------------------------------------------------------------
 
     def embed_documents(self, texts: Sequence[str]) -> list[np.ndarray | None]:
-        """Embed chunk or memory texts (None each without an embedder)."""
-        if self.embedder is None or not texts:
+        """Embed chunk or memory texts (None each without an embedder).
+
+        A large batch is split in two halves of alike lengths embedded at once: a model's
+        forward pass releases the GIL, and one pass uses one core.
+        """
+        embedder = self.embedder
+        if embedder is None or not texts:
             return [None] * len(texts)
-        matrix = self.embedder.embed_documents([document_text("", t, None) for t in texts])
-        return [matrix[i] for i in range(len(texts))]
+        final = [document_text("", t, None) for t in texts]
+        if len(final) < EMBED_SPLIT:
+            matrix = embedder.embed_documents(final)
+            return [matrix[i] for i in range(len(final))]
+        order = sorted(range(len(final)), key=lambda i: len(final[i]))
+        halves = [order[0::2], order[1::2]]
+        with ThreadPoolExecutor(2, thread_name_prefix="embed") as pool:
+            parts = list(pool.map(lambda half: embedder.embed_documents([final[i] for i in half]), halves))
+        out: list[np.ndarray | None] = [None] * len(final)
+        for half, matrix in zip(halves, parts):
+            for row, i in enumerate(half):
+                out[i] = matrix[row]
+        return out
 
     def embed_query(self, text: str) -> np.ndarray | None:
         """Embed a query (None without an embedder)."""
