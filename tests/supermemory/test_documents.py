@@ -181,3 +181,22 @@ def test_a_url_document_fails_clearly_when_it_cannot_be_fetched(client: Supermem
     assert doc.system.status == "failed"
     raw = httpx.get(f"{client.base_url}/ns/{ns}/document/{ref.id}", headers={"Authorization": f"Bearer {client.api_key}"})
     assert raw.json()["error"]
+
+
+def test_a_batch_that_repeats_an_id_updates_the_same_document(client: Supermemory, ns: str) -> None:
+    result = client.documents.batch_add(ns, documents=[
+        {"content": "The first part is here.", "id": "twice"}, {"content": "Another document stands alone."},
+        {"content": "The first part is here. The second part follows.", "id": "twice"}])
+    assert result.count == 3 and result.results[0].id == result.results[2].id
+    doc = wait_done(client, ns, "twice")
+    assert doc.content == "The first part is here. The second part follows."
+    assert client.list(ns, "documents").pagination.total_items == 2
+
+
+def test_concurrent_adds_of_one_new_id_make_one_document(client: Supermemory, ns: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        refs = list(pool.map(lambda i: client.add(ns, content=f"Racing writer {i} was here.", id="race"), range(8)))
+    assert len({r.id for r in refs}) == 1
+    assert client.list(ns, "documents").pagination.total_items == 1

@@ -45,15 +45,29 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
         file_type: str | None = None) -> tuple[str, str]:
     """Add (or resubmit under its id) one document; returns its id and status."""
     face.writable()
-    now = stamp()
+    face.ensure_collections(ns)
+    with face.intake:
+        now = stamp()
+        doc_id, status, statements = _prepare(face, ns, item, task_type, now, file, file_type)
+        if statements:
+            face.store.execute([face.namespace_statement(ns, now), *statements])
+    face.changed(ns)
+    if status == "queued":
+        face.on_queued(ns, doc_id)
+    return doc_id, status
+
+
+def _prepare(face: Face, ns: str, item: dict[str, Any], task_type: str | None, now: int,
+             file: tuple[bytes, str, str] | None = None, file_type: str | None = None
+             ) -> tuple[str, str, list[Statement]]:
+    """The id, status and statements of one add (no statements: an unchanged resubmission)."""
     content = item.get("content", "")
     doc = face.document(ns, item["id"]) if item.get("id") else None
     url = content.strip() if file is None and is_url(content) else None
-    statements: list[Statement] = [face.namespace_statement(ns, now)]
     if doc is None:
         doc_id = new_id()
         kind = _file_kind(file, file_type) if file is not None else ("webpage" if url else "text")
-        statements.append((
+        return doc_id, "queued", [(
             "INSERT INTO sm_documents(ns, id, custom_id, content, type, url, metadata, grp, supporting_context,"
             " date, task_type, status, raw, filename, content_type, created_ms, updated_ms)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
@@ -61,27 +75,18 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
              json.dumps(item.get("metadata") or {}), json.dumps(item.get("group") or {}),
              item.get("supportingContext"), item.get("date"), task_type or "memory",
              file[0] if file else None, file[1] if file else None, file[2] if file else None, now, now),
-        ))
-        status = "queued"
-    else:
-        doc_id = doc.id
-        fields = _fields(doc, item, task_type)
-        new_content = merged_content(doc.content, content) if not url else (None if url == doc.url else "")
-        if new_content is None and not fields:
-            return doc.id, doc.status
-        sets = [f"{k}=?" for k in fields] + ["updated_ms=?"]
-        params: list[Any] = [*fields.values(), now]
-        if new_content is not None:
-            sets += ["content=?", "url=?", "revision=revision+1", "status='queued'", "error=NULL"]
-            params += [new_content if not url else "", url]
-        statements.append((f"UPDATE sm_documents SET {', '.join(sets)} WHERE ns=? AND id=?", (*params, ns, doc_id)))
-        status = "queued" if new_content is not None else doc.status
-    face.ensure_collections(ns)
-    face.store.execute(statements)
-    face.changed(ns)
-    if status == "queued":
-        face.on_queued(ns, doc_id)
-    return doc_id, status
+        )]
+    fields = _fields(doc, item, task_type)
+    new_content = merged_content(doc.content, content) if not url else (None if url == doc.url else "")
+    if new_content is None and not fields:
+        return doc.id, doc.status, []
+    sets = [f"{k}=?" for k in fields] + ["updated_ms=?"]
+    params: list[Any] = [*fields.values(), now]
+    if new_content is not None:
+        sets += ["content=?", "url=?", "revision=revision+1", "status='queued'", "error=NULL"]
+        params += [new_content if not url else "", url]
+    statement = (f"UPDATE sm_documents SET {', '.join(sets)} WHERE ns=? AND id=?", (*params, ns, doc.id))
+    return doc.id, "queued" if new_content is not None else doc.status, [statement]
 
 
 def _fields(doc: DocRow, item: dict[str, Any], task_type: str | None) -> dict[str, Any]:
@@ -114,17 +119,42 @@ def _file_kind(file: tuple[bytes, str, str], file_type: str | None) -> str:
 
 
 def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Add up to 600 documents; each succeeds or fails alone, results in request order."""
+    """Add up to 600 documents in one transaction; each succeeds or fails alone, results in request order.
+
+    An id given twice is committed at its second sight first, so that the second one finds the
+    first and updates it as a resubmission would.
+    """
+    face.writable()
+    face.ensure_collections(ns)
     results: list[dict[str, Any]] = []
+    queued: list[str] = []
     failed = 0
-    for item in body["documents"]:
-        try:
-            doc_id, status = add(face, ns, item, body.get("taskType"))
+    with face.intake:
+        now = stamp()
+        pending: list[Statement] = []
+        ids: set[str] = set()
+        for item in body["documents"]:
+            if item.get("id") in ids:
+                face.store.execute([face.namespace_statement(ns, now), *pending])
+                pending, ids = [], set()
+            try:
+                doc_id, status, statements = _prepare(face, ns, item, body.get("taskType"), now)
+            except V5Error as exc:
+                failed += 1
+                results.append({"id": item.get("id", ""), "status": "error", "error": exc.message,
+                                **({"details": exc.details} if exc.details else {})})
+                continue
+            if item.get("id"):
+                ids.add(item["id"])
+            pending += statements
+            if status == "queued":
+                queued.append(doc_id)
             results.append({"id": doc_id, "status": status})
-        except V5Error as exc:
-            failed += 1
-            results.append({"id": item.get("id", ""), "status": "error", "error": exc.message,
-                            **({"details": exc.details} if exc.details else {})})
+        if pending:
+            face.store.execute([face.namespace_statement(ns, now), *pending])
+    face.changed(ns)
+    for doc_id in dict.fromkeys(queued):
+        face.on_queued(ns, doc_id)
     return {"results": results, "count": len(results) - failed, "failed": failed}
 
 

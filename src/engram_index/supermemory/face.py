@@ -78,6 +78,8 @@ class Face:
         if not read_only:
             migrate(self.store)
         self._lock = threading.Lock()
+        # Orders document intake: two adds of one new caller id must not both insert it.
+        self.intake = threading.Lock()
         self._ns_locks: dict[str, threading.RLock] = {}
         self._ensured: set[str] = set()
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
