@@ -31,8 +31,11 @@ def test_a_version_chain_is_walked_nearest_first_in_both_directions(client: Supe
                               related_limit=2)
     assert not red.is_latest and [c.memory for c in red.included.related.children] == [
         "My favourite colour is green.", "My favourite colour is blue."]
-    assert [m.memory for m in client.search(ns, query="favourite colour", search_mode="memories",
-                                            threshold=0).results] == ["My favourite colour is black."]
+    found = client.search(ns, query="favourite colour", search_mode="memories", threshold=0,
+                          include={"related": True}).results
+    assert [m.memory for m in found] == ["My favourite colour is black."]
+    assert [p.memory for p in found[0].included.related.parents][:1] == ["My favourite colour is blue."]
+    assert found[0].included.related.children == []
     with pytest.raises(supermemory.BadRequestError):
         client.memories.get(ns, black.id, related_limit=0)
     with pytest.raises(supermemory.NotFoundError):
