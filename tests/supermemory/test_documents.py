@@ -200,3 +200,14 @@ def test_concurrent_adds_of_one_new_id_make_one_document(client: Supermemory, ns
         refs = list(pool.map(lambda i: client.add(ns, content=f"Racing writer {i} was here.", id="race"), range(8)))
     assert len({r.id for r in refs}) == 1
     assert client.list(ns, "documents").pagination.total_items == 1
+
+
+def test_a_file_that_cannot_become_text_fails_with_a_reason(client: Supermemory, ns: str, server: Server) -> None:
+    ref = client.documents.upload_file(ns, file=("bad.txt", io.BytesIO(b"\xff\xfe\xfa not utf-8"), "text/plain"))
+    doc = wait_done(client, ns, ref.id)
+    assert doc.system.status == "failed"
+    raw = httpx.get(f"{server.url}/ns/{ns}/document/{ref.id}", headers={"Authorization": f"Bearer {server.key}"})
+    assert "UTF-8" in raw.json()["error"]
+    fixed = client.documents.replace_with_file(ns, ref.id, file=("good.txt", io.BytesIO(b"Now it reads fine."),
+                                                                  "text/plain"))
+    assert fixed.status == "queued" and wait_done(client, ns, ref.id).system.status == "done"

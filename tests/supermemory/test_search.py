@@ -230,3 +230,11 @@ def test_keyword_only_servers_search_and_scale_similarity_by_coverage(keyword_se
     results = client.search(ns, query="parking garage hours", search_mode="memories").results
     assert [round(r.similarity, 4) for r in results] == [0.6667]
     assert client.search(ns, query="parking", search_mode="chunks").results[0].similarity == 1.0
+
+
+@pytest.mark.parametrize("query", ["???", "the", "a" * 10000, "naïve café ünïcode", "日本語のテキスト", "x\u0000y"])
+def test_odd_queries_answer_a_list(server: Server, keyword_server: Server, filled: str, query: str) -> None:
+    for srv in (server, keyword_server):
+        response = _post(srv, filled, {"query": query, "threshold": 0})
+        assert response.status_code == 200, response.text
+        assert isinstance(response.json()["results"], list)

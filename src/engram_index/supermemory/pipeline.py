@@ -99,9 +99,11 @@ class Pipeline:
                 for ns, doc_id in taken:
                     by_ns.setdefault(ns, []).append(doc_id)
                 for ns, ids in by_ns.items():
-                    self._process(ns, ids)
-            except Exception:  # the documents stay unfinished and are retried at the next start
-                log.exception("supermemory processing failed")
+                    try:
+                        self._process(ns, ids)
+                    except Exception as exc:  # a bug or a broken store: say so on the documents
+                        log.exception("supermemory processing failed")
+                        self._give_up(ns, ids, f"processing failed: {exc}")
             finally:
                 with self._cond:
                     self._busy = False
@@ -121,6 +123,9 @@ class Pipeline:
                 job.text = extract_document(face, job.doc)
             except EngramError as exc:
                 job.error = exc.message
+            except Exception as exc:  # an extractor's own failure on a malformed file
+                log.warning("extracting %s/%s failed", ns, job.doc.id, exc_info=True)
+                job.error = f"cannot extract text: {exc}"
         self._fail(ns, jobs)
         jobs = [j for j in jobs if j.error is None]
         self._status(ns, jobs, "chunking")
@@ -152,6 +157,16 @@ class Pipeline:
                 at += len(job.formed.new)
         self._status(ns, jobs, "indexing")
         memories_form.index(face, ns, jobs)
+
+    def _give_up(self, ns: str, ids: Sequence[str], error: str) -> None:
+        """Mark unfinished documents failed (a PATCH or a resubmission queues them again)."""
+        marks = ",".join("?" * len(PROCESSING))
+        try:
+            self.face.store.execute([
+                (f"UPDATE sm_documents SET status='failed', error=? WHERE ns=? AND id=? AND status IN ({marks})",
+                 (error, ns, doc_id, *PROCESSING)) for doc_id in ids])
+        except Exception:  # the store itself is failing: the documents resume at the next start
+            log.exception("could not mark documents failed")
 
     def _status(self, ns: str, jobs: Sequence[Job], status: str) -> None:
         """Move the batch's documents to a status (each only at the revision it started with)."""
