@@ -103,6 +103,10 @@ def test_lists_page_sort_and_filter(client: Supermemory, ns: str) -> None:
     assert {c.metadata["i"] for c in chunks.chunks} == {1, 2} and all(c.document_id for c in chunks.chunks)
     memories = client.list(ns, "memories", filter={"field": "i", "operator": "eq", "value": 2}, limit=100)
     assert len(memories.memories) == 2 and memories.pagination.total_items == 2
+    for kind in ("documents", "chunks", "memories"):
+        for sort in ("createdAt", "updatedAt"):
+            for order in ("asc", "desc"):
+                assert client.list(ns, kind, sort=sort, order=order).pagination.total_items > 0
     for bad in ({"sort": "position"}, {"limit": 0}, {"limit": 101}, {"page": 0}):
         with pytest.raises(supermemory.BadRequestError):
             client.list(ns, "documents", **bad)  # type: ignore[arg-type]

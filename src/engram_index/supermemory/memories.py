@@ -102,7 +102,9 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
     expr = body.get("filter")
     test = v5filters.compile_filter(expr) if expr is not None else None
     passing = None if test is None else {d for d, md in face.metadata(ns).items() if test(md)}
-    column = {"createdAt": "created_ms", "updatedAt": "updated_ms", "position": "doc_id, position"}[sort]
+    # A chunk is never updated in place (a revision writes new chunks): its updatedAt is its createdAt.
+    column = {"createdAt": "created_ms", "updatedAt": "created_ms" if kind == "chunks" else "updated_ms",
+              "position": "doc_id, position"}[sort]
     direction = "ASC" if order == "asc" else "DESC"
     if kind == "chunks" and sort == "position":
         order_by = f"doc_id {direction}, position {direction}"
