@@ -149,6 +149,11 @@ class Face:
         """Whether the namespace has been created."""
         return bool(self.store.query("SELECT 1 FROM sm_namespaces WHERE name=?", (ns,)))
 
+    def namespace_context(self, ns: str) -> str | None:
+        """The namespace's supporting context (it guides memory forming, with the document's own)."""
+        rows = self.store.query("SELECT supporting_context FROM sm_namespaces WHERE name=?", (ns,))
+        return rows[0][0] if rows else None
+
     def forget_namespace(self, ns: str) -> None:
         """Forget the in-memory state of a dropped namespace."""
         self._ensured.discard(ns)

@@ -36,8 +36,9 @@ def form_with_llm(face: Face, ns: str, doc: DocRow, text: str, own: list[MemoryR
 
     assert face.llm is not None
     known = known_memories(face, ns, text, own)
-    prompt_text = text if not doc.supporting_context else f"{text}\n\n(Context: {doc.supporting_context})"
-    proposals = form_memories(face.llm, prompt_text, [KnownMemory(m.id, m.memory) for m in known.values()])
+    context = "\n".join(c for c in (face.namespace_context(ns), doc.supporting_context) if c) or None
+    proposals = form_memories(face.llm, text, [KnownMemory(m.id, m.memory) for m in known.values()],
+                              context=context)
     own_by_key = {extract.normalized(m.memory): m for m in own}
     kept: set[str] = set()
     out = Formed()
