@@ -111,33 +111,43 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
     else:
         order_by = f"{column} {direction}, id {direction}"
     now = stamp()
+    table, columns, doc_column = {
+        "documents": ("sm_documents", DOC_COLUMNS, "id"),
+        "chunks": ("sm_chunks", CHUNK_COLUMNS, "doc_id"),
+        "memories": ("sm_memories", MEMORY_COLUMNS, "doc_id"),
+    }[kind]
+    where = "ns=?"
+    params: list[Any] = [ns]
+    if kind == "memories" and not include.get("forgotten"):
+        where += " AND forgotten_ms IS NULL AND (forget_after_ms IS NULL OR forget_after_ms > ?)"
+        params.append(now)
+    if passing is None:  # the page straight from SQLite
+        total = int(face.store.query(f"SELECT count(*) FROM {table} WHERE {where}", tuple(params))[0][0])
+        rows = face.store.query(f"SELECT {columns} FROM {table} WHERE {where} ORDER BY {order_by} LIMIT ? OFFSET ?",
+                                (*params, limit, (page - 1) * limit))
+    else:  # filtered: the ids in order first (light), then the page's rows
+        kept = [r[0] for r in face.store.query(
+            f"SELECT id, {doc_column} FROM {table} WHERE {where} ORDER BY {order_by}", tuple(params)) if r[1] in passing]
+        total = len(kept)
+        wanted = kept[(page - 1) * limit: page * limit]
+        marks = ",".join("?" * len(wanted)) or "NULL"
+        found = {r[0]: r for r in face.store.query(
+            f"SELECT {columns} FROM {table} WHERE ns=? AND id IN ({marks})", (ns, *wanted))}
+        rows = [found[i] for i in wanted if i in found]
     out: dict[str, Any] = {"documents": [], "chunks": [], "memories": []}
     if kind == "documents":
-        rows = [DocRow.from_row(r) for r in face.store.query(
-            f"SELECT {DOC_COLUMNS} FROM sm_documents WHERE ns=? ORDER BY {order_by}", (ns,))]
-        rows = [d for d in rows if passing is None or d.id in passing]
-        part = rows[(page - 1) * limit: page * limit]
         out["documents"] = [document_row(d, content=bool(include.get("content")),
                                          memory_count=recallable_count(face, ns, now, d.id)
-                                         if include.get("memoryCount") else None) for d in part]
-        total = len(rows)
+                                         if include.get("memoryCount") else None)
+                            for d in (DocRow.from_row(r) for r in rows)]
     elif kind == "chunks":
-        chunks = [ChunkRow(*r) for r in face.store.query(
-            f"SELECT {CHUNK_COLUMNS} FROM sm_chunks WHERE ns=? ORDER BY {order_by}", (ns,))]
-        chunks = [c for c in chunks if passing is None or c.doc_id in passing]
-        part_c = chunks[(page - 1) * limit: page * limit]
-        docs = face.documents(ns, [c.doc_id for c in part_c])
-        out["chunks"] = [chunk_view(c, docs.get(c.doc_id), with_document=True) for c in part_c]
-        total = len(chunks)
+        chunks = [ChunkRow(*r) for r in rows]
+        docs = face.documents(ns, [c.doc_id for c in chunks])
+        out["chunks"] = [chunk_view(c, docs.get(c.doc_id), with_document=True) for c in chunks]
     else:
-        memories = [MemoryRow.from_row(r) for r in face.store.query(
-            f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? ORDER BY {order_by}", (ns,))]
-        memories = [m for m in memories if (passing is None or m.doc_id in passing)
-                    and (include.get("forgotten") or not m.forgotten(now))]
-        part_m = memories[(page - 1) * limit: page * limit]
-        docs = face.documents(ns, [m.doc_id for m in part_m])
-        out["memories"] = [memory_view(m, docs.get(m.doc_id), now) for m in part_m]
-        total = len(memories)
+        memories = [MemoryRow.from_row(r) for r in rows]
+        docs = face.documents(ns, [m.doc_id for m in memories])
+        out["memories"] = [memory_view(m, docs.get(m.doc_id), now) for m in memories]
     out["pagination"] = _page(total, page, limit)
     return out
 

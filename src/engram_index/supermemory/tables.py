@@ -98,6 +98,12 @@ MIGRATIONS: tuple[str, ...] = (
         id TEXT PRIMARY KEY, key_id TEXT, body TEXT NOT NULL, created_ms INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
+    # Lists sort by creation or update time: an index for each order a list can ask for.
+    """
+    CREATE INDEX sm_documents_updated ON sm_documents(ns, updated_ms);
+    CREATE INDEX sm_memories_updated ON sm_memories(ns, updated_ms);
+    CREATE INDEX sm_chunks_created ON sm_chunks(ns, created_ms);
+    """,
 )
 
 
