@@ -23,8 +23,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from engram_index.engine.analyzer import query_words  # noqa: E402
 from engram_index.engine.explain import match_terms  # noqa: E402
 from engram_index.engine.keyword import searchable_words  # noqa: E402
-from engram_index.engine.types import Hit, Document  # noqa: E402
-from engram_index.supermemory.search import VECTOR_WEIGHT, coverage  # noqa: E402
+from engram_index.supermemory.search import VECTOR_WEIGHT  # noqa: E402
+
+
+def coverage(words: list, text: str) -> float:  # type: ignore[type-arg]
+    """The face's keyword coverage of a text (as search.coverages computes it from the term counts)."""
+    matched = {t.term for t in match_terms(words, text, (), None)}
+    if not words:
+        return 0.0
+    return sum(1.0 if w.exact in matched or (w.stem and w.stem in matched)
+               else 0.5 if any(p in matched for p in w.parts) else 0.0 for w in words) / len(words)
 
 
 def main() -> None:
@@ -48,9 +56,8 @@ def main() -> None:
         for qi, di in which:
             words = searchable_words(query_words(queries[qi]["text"]))
             text = corpus[di]["title"] + " " + corpus[di]["text"]
-            hit = Hit(Document("d", "", text), 0.0, terms=match_terms(words, text, (), None))
             cos.append(float(qvecs[qi] @ docs[di]))
-            cov.append(coverage(hit, words))
+            cov.append(coverage(words, text))
         c, k = np.array(cos), np.array(cov)
         return c, k, VECTOR_WEIGHT * np.maximum(c, 0) + (1 - VECTOR_WEIGHT) * k
 

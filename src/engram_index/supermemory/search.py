@@ -16,10 +16,14 @@ threshold 0.3 keeps what is on topic. docs/design/supermemory.md has the reasoni
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from engram_index.engine.analyzer import query_words
+from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
 from engram_index.engine.types import Filters, Hit, SearchRequest
 from engram_index.supermemory import filters as v5filters
@@ -37,30 +41,38 @@ FORMULA_KEYWORD = "keywordCoverage"
 
 @dataclass(slots=True)
 class Candidate:
-    """One scored result before it is shaped."""
+    """One result the engine found, on the 0-1 scale."""
 
     kind: str  # memory / chunk
     id: str
     doc_id: str
     text: str
-    similarity: float
     hit: Hit
+    explainer: Explainer  # the query's, for the explanation
+    vector: bool  # scored with its cosine (an embedder is configured)
     coverage: float
     rerank: float | None = None
 
+    @property
+    def similarity(self) -> float:
+        """The 0-1 score (see the module doc)."""
+        if not self.vector:
+            return self.coverage
+        cosine = max(self.hit.similarity or 0.0, 0.0)
+        return min(max(VECTOR_WEIGHT * cosine + (1 - VECTOR_WEIGHT) * self.coverage, 0.0), 1.0)
 
-def coverage(hit: Hit, words: list[Any]) -> float:
-    """The share of the query's content words the hit holds (parts count half)."""
-    if not words:
-        return 0.0
-    matched = {t.term for t in hit.terms}
-    total = 0.0
-    for word in words:
-        if word.exact in matched or (word.stem is not None and word.stem in matched):
-            total += 1.0
-        elif any(part in matched for part in word.parts):
-            total += 0.5
-    return total / len(words)
+
+def coverages(whole: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """Per document, the share of the query's content words it holds (an identifier part counts half)."""
+    if not whole.shape[1]:
+        return np.zeros(whole.shape[0])
+    score: np.ndarray = (whole.sum(axis=1) + 0.5 * (part & ~whole).sum(axis=1)) / whole.shape[1]
+    return score
+
+
+def rank(found: Sequence[Candidate], limit: int, threshold: float) -> list[Candidate]:
+    """The best `limit` candidates at or above `threshold`, ties by kind then id."""
+    return sorted((c for c in found if c.similarity >= threshold), key=lambda c: (-c.similarity, c.kind, c.id))[:limit]
 
 
 def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filters, set[str] | None, bool]:
@@ -94,7 +106,7 @@ def check_features(face: Face, body: dict[str, Any]) -> None:
 def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
                at_ms: int) -> list[Candidate]:
     """The scored candidates of one query in the mode's collections."""
-    words = searchable_words(query_words(query))
+    explainer = Explainer(searchable_words(query_words(query)))
     vector = face.embed_query(query)
     out: list[Candidate] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
@@ -113,23 +125,21 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         want = min(max(3 * limit, 30), 300) + len(skip)
         request = SearchRequest("hybrid" if use_vector else "keyword", q=query,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
-                                explain=True)
+                                explain=False)
         excluded = set(engine_filters.none_tags)
         required = set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
-        for hit in face.collections.search(name, request).hits:
+        # The record is read fresh from the store: its tags are current even while the keyword
+        # index has not yet committed a retagging (a forget, a new version), so check them again.
+        hits = [h for h in face.collections.search(name, request).hits
+                if h.document.id not in skip and not excluded.intersection(h.document.tags)
+                and (required is None or required.intersection(h.document.tags))]
+        # Which query words each holds, from the index's term counts (one pass for all of them).
+        held = coverages(*face.collections.index(name).holds(explainer.words, [h.document.id for h in hits]))
+        for hit, cov in zip(hits, held):
             doc = hit.document
-            # The record is read fresh from the store: its tags are current even while the keyword
-            # index has not yet committed a retagging (a forget, a new version), so check them again.
-            if doc.id in skip or excluded.intersection(doc.tags) or (
-                    required is not None and not required.intersection(doc.tags)):
-                continue
-            cov = coverage(hit, words)
-            if use_vector:
-                sim = VECTOR_WEIGHT * max(hit.similarity or 0.0, 0.0) + (1 - VECTOR_WEIGHT) * cov
-            else:
-                sim = cov
             meta = doc.metadata or {}
-            out.append(Candidate(kind, doc.id, str(meta.get("doc", "")), doc.text, min(max(sim, 0.0), 1.0), hit, cov))
+            out.append(Candidate(kind, doc.id, str(meta.get("doc", "")), doc.text, hit, explainer, use_vector,
+                                 float(cov)))
     return out
 
 
@@ -144,19 +154,22 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
     at_ms = stamp()
     flt, passing, nothing = doc_filter(face, ns, body.get("filter"))
     found: dict[tuple[str, str], Candidate] = {}
+    ranked: list[Candidate] = []
     if not nothing:
         queries = [body["query"]]
         if body.get("rewriteQuery"):
             from engram_index.supermemory.llm_search import rewrites
 
             queries += rewrites(face, body["query"])
-        for query in queries:
-            for cand in candidates(face, ns, query, mode, limit, flt, bool(include.get("forgotten")), at_ms):
+        pool = [candidates(face, ns, q, mode, limit, flt, bool(include.get("forgotten")), at_ms) for q in queries]
+        if len(pool) == 1:
+            ranked = rank(pool[0], limit, threshold)
+        else:  # rewrites: each result scored against every query that found it, the best kept
+            for cand in (c for cands in pool for c in cands):
                 key = (cand.kind, cand.id)
                 if key not in found or found[key].similarity < cand.similarity:
                     found[key] = cand
-    ranked = sorted((c for c in found.values() if c.similarity >= threshold),
-                    key=lambda c: (-c.similarity, c.kind, c.id))[:limit]
+            ranked = rank(list(found.values()), limit, threshold)
     aggregated: dict[str, Any] | None = None
     if body.get("rerank", "none") != "none" and ranked:
         from engram_index.supermemory.llm_search import aggregate, reorder
@@ -219,6 +232,7 @@ def shape(face: Face, ns: str, ranked: list[Candidate], include: dict[str, Any],
 def explanation(cand: Candidate, vector: bool) -> dict[str, Any]:
     """Why a result matched: the terms, a highlighted snippet, the vector similarity and the fusion."""
     hit = cand.hit
+    hit.terms, hit.snippet = cand.explainer.explain(hit.document.text, hit.document.tags, None)
     out: dict[str, Any] = {
         "matchedTerms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
         "keywordCoverage": round(cand.coverage, 6),
