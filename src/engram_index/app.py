@@ -35,6 +35,7 @@ from engram_index.supermemory import http as supermemory_http
 from engram_index.supermemory.face import Face as SupermemoryFace
 from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
+from engram_index.llm.base import LLM, Reranker
 
 log = logging.getLogger("engram_index")
 # Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
@@ -64,13 +65,16 @@ def create_app(
     read_only: bool = False,
     sync: SyncConfig | None = None,
     search_threads: int = SEARCH_THREADS,
+    llm: LLM | None = None,
+    reranker: Reranker | None = None,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
     With `sync`, the configured spaces are kept current from the network in the background and
     the write notifications of space hosts are accepted. Searches run on `search_threads` threads
     of their own: one computes while another waits in tantivy or a vector scan (both release the
-    GIL); more threads only contend for the GIL.
+    GIL); more threads only contend for the GIL. `llm` and `reranker` (None when not configured)
+    are on `app.state` for the faces that use them.
     """
 
     @asynccontextmanager
@@ -80,6 +84,7 @@ def create_app(
         app.state.authenticator = authenticator
         app.state.limits = limits or SpaceLimits()
         app.state.embedding = embedding or QueryEmbedding()
+        app.state.llm, app.state.reranker = llm, reranker
         app.state.spaces = Collections(data_dir, read_only=read_only)
         app.state.sync = None
         if sync is not None:
@@ -111,6 +116,10 @@ def create_app(
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
             app.state.embedding.embedder.close()
+        for client in (llm, reranker):
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
 
     async def describe(request: Request) -> dict[str, Any]:
         return {"did": service_did, "version": __version__}  # kept in step with describeService.json
@@ -169,6 +178,8 @@ def worker_app() -> Starlette:
     import os
 
     from engram_index.embed.factory import embedder_from_spec
+    from engram_index.llm.openai_compat import llm_from_spec
+    from engram_index.rerank import reranker_from_spec
 
     config = json.loads(os.environ[WORKER_CONFIG_ENV])
     authenticator: Authenticator = InsecureOpen() if config["insecure_open"] else space_credentials(
@@ -178,6 +189,8 @@ def worker_app() -> Starlette:
     embedding = QueryEmbedding(
         embedder_from_spec(config["embedder"]), frozenset(config["embed_authorities"]) or None
     )
+    llm = llm_from_spec(config["llm"]) if config.get("llm") else None
+    reranker = reranker_from_spec(config["rerank"], llm) if config.get("rerank") else None
     return create_app(
         Path(config["data"]),
         config["service_did"],
@@ -186,4 +199,6 @@ def worker_app() -> Starlette:
         embedding=embedding,
         read_only=True,
         search_threads=config["search_threads"],
+        llm=llm,
+        reranker=reranker,
     )

@@ -26,6 +26,7 @@ from engram_index.engine.types import Filters, ModelIdentity, SearchRequest
 from engram_index.errors import BadRecord, EngramError
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.collections import Collections
+from engram_index.llm.base import LLM, Reranker
 
 console = Console(stderr=True)
 DATA_HELP = "The data directory (SQLite records and index files)."
@@ -281,11 +282,18 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
               help="Threads running searches in each process (more contend for the GIL).")
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="Log a line per request.")
+@click.option("--llm", "llm_spec", envvar="ENGRAM_LLM", default=None,
+              help="OpenAI-compatible chat model for memories, rewriteQuery and aggregate: MODEL@URL, e.g. "
+                   "qwen2.5:3b@http://127.0.0.1:11434/v1 (key in $ENGRAM_LLM_API_KEY).")
+@click.option("--rerank", "rerank_spec", envvar="ENGRAM_RERANK", default=None,
+              help="Reranker for rerank: order: url:http://HOST/rerank#MODEL (Cohere/Jina), url:http://HOST/rerank "
+                   "(TEI), or llm (key in $ENGRAM_RERANK_API_KEY).")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str,
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
     public_url: str | None, poll_interval: float, search_threads: int, access_log: bool,
+    llm_spec: str | None, rerank_spec: str | None,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
 
@@ -306,6 +314,7 @@ def serve(
 
     if bool(sync_account) != bool(sync_password):
         raise click.UsageError("--sync-account and --sync-password go together")
+    llm, reranker = _llm_and_reranker(llm_spec, rerank_spec)
     with _spaces(data) as opened:
         from engram_index.engram.syncstate import SyncState
 
@@ -330,6 +339,7 @@ def serve(
             "burst": burst, "concurrent": concurrent, "embedder": embedder_spec,
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
             "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
+            "llm": llm_spec, "rerank": rerank_spec,
         })
         run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log)
         return
@@ -340,8 +350,25 @@ def serve(
         data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding,
         sync=sync,
         search_threads=search_threads,
+        llm=llm,
+        reranker=reranker,
     )
     run(app, host, port, access_log=access_log)
+
+
+def _llm_and_reranker(llm_spec: str | None, rerank_spec: str | None) -> tuple[LLM | None, Reranker | None]:
+    """The LLM and reranker that --llm and --rerank name (None when absent); a usage error when malformed."""
+    from engram_index.llm.openai_compat import llm_from_spec
+    from engram_index.rerank import reranker_from_spec
+
+    try:
+        llm = llm_from_spec(llm_spec) if llm_spec else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--llm") from None
+    try:
+        return llm, reranker_from_spec(rerank_spec, llm) if rerank_spec else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--rerank") from None
 
 
 def _env_spaces() -> list[str]:

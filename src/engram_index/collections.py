@@ -144,6 +144,10 @@ class Collections:
                 self._indexes[uri] = index
         return index
 
+    def loaded(self, uri: str) -> SpaceIndex | None:
+        """The space's index if it is loaded, else None (nothing is started)."""
+        return self._indexes.get(uri)
+
     def index_if_loaded(self, uri: str) -> SpaceIndex:
         """The space's index if loaded; else start loading it in the background and say so."""
         index = self._indexes.get(uri)

@@ -22,8 +22,8 @@ def reference_nearest(distances: np.ndarray, excluded: np.ndarray | None, count:
     return np.sort(order[:count])
 
 
-@pytest.mark.parametrize("width", [1, 7, 8, 13, 16, 32, 48, 64, 96, 200])
-def test_hamming_distances_equal_counting_the_differing_bits(width: int) -> None:
+@pytest.mark.parametrize("width", [1, 7, 8, 13, 16, 32, 48, 64, 96, 128, 192, 200])
+def test_hamming_distances_equal_counting_the_differing_bits(width: int, c_loops: str) -> None:
     rng = np.random.default_rng(width)
     codes = rng.integers(0, 256, (1000, width), dtype=np.uint8)
     query = rng.integers(0, 256, width, dtype=np.uint8)
@@ -35,7 +35,7 @@ def test_hamming_distances_equal_counting_the_differing_bits(width: int) -> None
 @pytest.mark.parametrize("width", [2, 48, 96])
 @pytest.mark.parametrize("with_exclusions", [False, True])
 def test_nearest_keeps_the_smallest_distances_with_ties_at_the_cut_to_the_lower_ordinals(
-    width: int, with_exclusions: bool
+    width: int, with_exclusions: bool, c_loops: str
 ) -> None:
     # Two-byte codes make ties at the cut certain; 48 and 96 bytes are real code widths.
     rng = np.random.default_rng(width + with_exclusions)
@@ -93,53 +93,138 @@ def test_the_kernels_refuse_malformed_buffers() -> None:
         _kernels.nearest(query, codes, None, np.empty(3, dtype=np.int32))
 
 
-@pytest.mark.parametrize("dims", [1, 7, 16, 100, 384, 768])
-@pytest.mark.parametrize("portable", [False, True])
-def test_cosines_equal_float64_cosines_to_float32_precision_on_either_path(dims: int, portable: bool) -> None:
-    rng = np.random.default_rng(dims)
-    vectors = rng.standard_normal((300, dims)).astype(np.float16)
-    vectors[5] = 0  # a zero vector: inverse norm 0, cosine 0
+def reference_cosines(vectors: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """Cosines of float16 rows with a unit query, all in float64 (0 for a zero row)."""
+    rows = vectors.astype(np.float64)
+    norms = np.sqrt((rows**2).sum(axis=1))
+    return np.divide(rows @ unit, norms, out=np.zeros(len(rows)), where=norms > 0)
+
+
+def assert_within_float32_rounding(got: np.ndarray, expected: np.ndarray) -> None:
+    """Each value is the float64 one rounded once to float32 (half a float32 unit in the last
+    place), give or take the float64 sums' own error."""
+    expected = np.clip(expected, -1, 1)
+    error = np.abs(got.astype(np.float64) - expected)
+    allowed = 2.0**-24 * np.abs(expected) * (1 + 1e-9) + 1e-12
+    worst = int(np.argmax(error - allowed))
+    assert (error <= allowed).all(), f"row {worst}: {got[worst]!r} against {expected[worst]!r}"
+
+
+def inverse_norms(vectors: np.ndarray) -> np.ndarray:
+    """The index's inverse norms: 1/|v| in float64, 0 for a zero row."""
     squared = (vectors.astype(np.float64) ** 2).sum(axis=1)
-    inv_norms = np.where(squared > 0, 1 / np.sqrt(np.where(squared > 0, squared, 1)), 0).astype(np.float32)
-    unit = rng.standard_normal(dims)
-    unit /= np.linalg.norm(unit)
-    parts = np.empty((2, dims), np.float16)
-    parts[0] = unit
-    parts[1] = unit - parts[0]
-    ords = np.array([5, 0, 299, 17, 17, 3], np.int64)
-    out = np.empty(len(ords), np.float32)
-    _kernels.cosines(parts, vectors, inv_norms, ords, out, portable)
-    expected = np.clip(vectors[ords].astype(np.float64) @ parts.astype(np.float64).sum(axis=0) * inv_norms[ords], -1, 1)
-    assert out[0] == 0.0
-    assert np.allclose(out, expected, rtol=0, atol=2e-7)
+    return np.where(squared > 0, 1 / np.sqrt(np.where(squared > 0, squared, 1)), 0)
+
+
+def adversarial_vectors(dims: int, seed: int) -> np.ndarray:
+    """Float16 rows that break half-precision sums and float32 ones: norms of 300, the largest
+    half (65504) beside tiny components, subnormals, and near-orthogonal pairs."""
+    rng = np.random.default_rng(seed)
+    rows = [
+        15.0 + rng.standard_normal(dims),  # norm ~300 in 384 dims: squares sum past 65504
+        rng.choice([-15.3, 15.3], dims),
+        np.full(dims, 65504.0),  # squared norm 4.3e9 per component
+        rng.standard_normal(dims) * 6e-8,  # subnormals (below 6.1e-5) down to the smallest, 6e-8
+        rng.standard_normal(dims) * 1e-5,
+        np.where(np.arange(dims) == 0, 65504.0, rng.standard_normal(dims) * 1e-3),  # one huge component
+        np.where(np.arange(dims) == 0, 0.0, rng.standard_normal(dims)),  # orthogonal to it: cancellation
+        rng.standard_normal(dims),
+        np.zeros(dims),
+    ]
+    return np.array(rows).astype(np.float16)
+
+
+ISSUE_EXAMPLE = np.array([0.1, -2.5, 3e-5, 0, 65504, -1.19e-7])
+
+
+@pytest.mark.parametrize("dims", [1, 7, 16, 100, 384, 768])
+def test_cosines_equal_float64_cosines_to_float32_rounding_on_each_loop(dims: int, c_loops: str) -> None:
+    rng = np.random.default_rng(dims)
+    vectors = np.concatenate([rng.standard_normal((300, dims)).astype(np.float16), adversarial_vectors(dims, dims)])
+    vectors[5] = 0  # a zero vector: inverse norm 0, cosine 0
+    inv_norms = inverse_norms(vectors)
+    ords = np.array([5, 0, 299, 17, 17, 3, *range(300, len(vectors))], np.int64)
+    for query in [rng.standard_normal(dims), *vectors[300:-1].astype(np.float64)]:
+        if not query.any():
+            continue  # (in one dimension the near-orthogonal row is zero)
+        unit = query / np.linalg.norm(query)
+        out = np.empty(len(ords), np.float32)
+        _kernels.cosines(unit, vectors, inv_norms, ords, out)
+        assert out[0] == 0.0
+        assert_within_float32_rounding(out, reference_cosines(vectors[ords], unit))
+
+
+def test_cosines_of_the_issue_example_with_itself_and_a_near_orthogonal_row_are_exact(c_loops: str) -> None:
+    # Half-precision sums make this vector's squared norm infinite (its true value is 4.29e9).
+    vectors = np.array([ISSUE_EXAMPLE, [1, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0]]).astype(np.float16)
+    unit = vectors[0].astype(np.float64) / np.linalg.norm(vectors[0].astype(np.float64))
+    out = np.empty(3, np.float32)
+    _kernels.cosines(unit, vectors, inverse_norms(vectors), np.arange(3, dtype=np.int64), out)
+    assert out[0] == 1.0
+    # 1.5e-6 and 4.6e-10: a float16 or float32 query would lose most of their digits.
+    assert_within_float32_rounding(out, reference_cosines(vectors, unit))
+    assert out[1] != 0 and out[2] != 0
+
+
+@pytest.mark.parametrize("dims", [1, 6, 7, 8, 15, 16, 17, 384, 1536])
+def test_self_dots_equal_float64_squared_norms_on_each_loop(dims: int, c_loops: str) -> None:
+    vectors = adversarial_vectors(dims, dims)
+    if dims == 6:
+        vectors = np.concatenate([vectors, ISSUE_EXAMPLE[None, :].astype(np.float16)])
+    out = np.full(len(vectors), np.nan)
+    _kernels.self_dots(vectors, out)
+    expected = (vectors.astype(np.float64) ** 2).sum(axis=1)
+    # Positive terms: a float64 sum in any order is within dims float64 roundings of the true one.
+    np.testing.assert_allclose(out, expected, rtol=dims * 2.0**-53, atol=0)
+    assert np.isfinite(out).all()
+
+
+def test_self_dots_of_no_rows_write_nothing_and_refuse_rows_that_do_not_divide() -> None:
+    _kernels.self_dots(np.zeros((0, 8), np.float16), np.empty(0))
+    with pytest.raises(ValueError, match="are not 3 rows"):
+        _kernels.self_dots(np.zeros(8, np.float16), np.empty(3))
+    with pytest.raises(ValueError, match="are not 2 rows"):
+        _kernels.self_dots(np.zeros(0, np.float16), np.empty(2))
+    with pytest.raises(TypeError, match="out has the wrong item type"):
+        _kernels.self_dots(np.zeros((2, 4), np.float16), np.empty(2, np.float32))
+    with pytest.raises(TypeError, match="vectors has the wrong item type"):
+        _kernels.self_dots(np.zeros((2, 4), np.float32), np.empty(2))
+
+
+def test_the_portable_switch_names_the_loops_it_selects() -> None:
+    try:
+        _kernels.use_portable(True)
+        assert _kernels.loops() == {"scan": "portable", "dot": "portable"}
+    finally:
+        _kernels.use_portable(False)
+    assert set(_kernels.loops()) == {"scan", "dot"}
 
 
 def test_cosines_of_a_vector_with_itself_are_clipped_to_one() -> None:
     vector = np.full((1, 384), 0.05, np.float16)
     unit = vector[0].astype(np.float64) / np.linalg.norm(vector[0].astype(np.float64))
-    parts = np.empty((2, 384), np.float16)
-    parts[0] = unit
-    parts[1] = unit - parts[0]
     out = np.empty(1, np.float32)
-    inv_norm = np.array([1.0001 / np.linalg.norm(vector[0].astype(np.float64))], np.float32)  # rounding pushes it over
-    _kernels.cosines(parts, vector, inv_norm, np.zeros(1, np.int64), out)
+    inv_norm = np.array([1.0001 / np.linalg.norm(vector[0].astype(np.float64))])  # as if rounding pushed it over
+    _kernels.cosines(unit, vector, inv_norm, np.zeros(1, np.int64), out)
     assert out[0] == 1.0
 
 
 def test_cosines_refuse_ordinals_outside_the_vectors_and_mismatched_shapes() -> None:
     vectors = np.zeros((4, 8), np.float16)
-    parts = np.zeros((2, 8), np.float16)
-    inv_norms = np.ones(4, np.float32)
+    query = np.zeros(8)
+    inv_norms = np.ones(4)
     with pytest.raises(ValueError, match="ordinal 4 is outside the 4 vectors"):
-        _kernels.cosines(parts, vectors, inv_norms, np.array([0, 4], np.int64), np.empty(2, np.float32))
+        _kernels.cosines(query, vectors, inv_norms, np.array([0, 4], np.int64), np.empty(2, np.float32))
     with pytest.raises(ValueError, match="ordinal -1"):
-        _kernels.cosines(parts, vectors, inv_norms, np.array([-1], np.int64), np.empty(1, np.float32))
-    with pytest.raises(ValueError, match="2 x d"):
-        _kernels.cosines(np.zeros((2, 5), np.float16), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
-    with pytest.raises(TypeError, match="wrong item type"):
-        _kernels.cosines(parts.astype(np.float32), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
+        _kernels.cosines(query, vectors, inv_norms, np.array([-1], np.int64), np.empty(1, np.float32))
+    with pytest.raises(ValueError, match="rows of d"):
+        _kernels.cosines(np.zeros(5), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
+    with pytest.raises(ValueError, match="rows of d"):
+        _kernels.cosines(np.zeros(0), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
+    with pytest.raises(TypeError, match="query has the wrong item type"):
+        _kernels.cosines(query.astype(np.float32), vectors, inv_norms, np.array([0], np.int64), np.empty(1, np.float32))
     with pytest.raises(ValueError, match="out holds 1 items, expected 2"):
-        _kernels.cosines(parts, vectors, inv_norms, np.array([0, 1], np.int64), np.empty(1, np.float32))
+        _kernels.cosines(query, vectors, inv_norms, np.array([0, 1], np.int64), np.empty(1, np.float32))
 
 
 def test_nearest_over_no_rows_works_in_a_thread_that_never_scanned() -> None:

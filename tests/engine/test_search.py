@@ -205,3 +205,37 @@ def test_many_identical_keyword_scores_still_return_the_oldest_first() -> None:
     index.commit()
     result = index.search(SearchRequest(mode="keyword", q="duplicate", limit=5))
     assert ids(result) == ["d59", "d58", "d57", "d56", "d55"]
+
+
+def test_stored_vectors_that_cannot_be_used_are_left_out_and_reported_and_the_rest_load() -> None:
+    docs = Docs()
+    index = SpaceIndex(None, DIMS, docs.fetch)
+    infinite = np.ones(DIMS, "<f2")
+    infinite[2] = np.inf
+    rows = {
+        0: np.full(DIMS, 106.0, "<f2").tobytes(),  # norm 300: fine
+        1: infinite.tobytes(),
+        2: bytes(2 * DIMS),  # all zeros
+        3: np.ones(DIMS // 2, "<f2").tobytes(),  # the wrong size
+        4: b"\x00\x3c\x00",  # not whole float16 values
+        5: unit(1).astype("<f2").tobytes(),
+    }
+    changes = []
+    for i, raw in rows.items():
+        doc = Document(id=f"v{i}", author=f"did:plc:{'ab'[i % 2]}", text=f"row {i}", created_ms=i, vector=raw)
+        docs.docs[i] = doc
+        changes.append((i, doc))
+    index.apply(changes, seq=1)
+    assert [o for o in rows if index.has_vector(o)] == [0, 5]
+    assert index.unusable_vectors() == [
+        ("did:plc:a", "vector has 3 bytes, not whole float16 values", 1),
+        ("did:plc:a", "vector is all zeros: it has no direction", 1),
+        ("did:plc:b", "vector has 4 components, the space's model has 8", 1),
+        ("did:plc:b", "vector holds NaN or infinite values", 1),
+    ]
+    result = index.search(SearchRequest(mode="vector", vector=np.full(DIMS, 1.0), limit=10))
+    assert ids(result) == ["v0", "v5"] and result.hits[0].similarity == 1.0
+    # A row replaced with a usable vector, or deleted, is no longer reported.
+    fixed = Document(id="v1", author="did:plc:b", text="row 1", created_ms=1, vector=unit(3).astype("<f2").tobytes())
+    index.apply([(1, fixed), (2, None), (3, None), (4, None)], seq=2)
+    assert index.unusable_vectors() == [] and index.has_vector(1)

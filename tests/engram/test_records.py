@@ -68,6 +68,31 @@ def test_query_vector_with_nan_is_refused() -> None:
         decode_query_vector(nan)
 
 
+@pytest.mark.parametrize("values", [[0.0, 0.0, 0.0], [-0.0, 0.0, -0.0]])
+def test_a_query_vector_of_zeros_has_no_direction_and_is_refused(values: list[float]) -> None:
+    with pytest.raises(BadVector, match="all zeros: it has no direction"):
+        decode_query_vector(encode_query_vector(np.array(values)))
+
+
+def test_a_query_vector_of_norm_300_is_accepted_exactly() -> None:
+    values = np.full(384, 15.3125, np.float32)  # 15.3125 is a float16: sent and decoded exactly
+    assert np.array_equal(decode_query_vector(encode_query_vector(values)), values)
+
+
+def test_float64_values_are_rounded_to_float16_once_not_through_float32(scifact_dir: Path) -> None:
+    # The reference embeddings, normalised in float64 as a client would before sending them.
+    wide = np.load(scifact_dir / "queries.minilm.f32.npy").astype(np.float64)
+    unit = wide / np.linalg.norm(wide, axis=1, keepdims=True)
+    twice = unit.astype(np.float32).astype("<f2")
+    assert np.count_nonzero(twice.view(np.uint16) != unit.astype("<f2").view(np.uint16)) > 0  # the cases exist
+    assert f16le(unit) == unit.astype("<f2").tobytes()
+    assert f16le(unit.tolist()) == unit.astype("<f2").tobytes()  # plain Python floats too
+    # A float64 just above a tie between two halves: via float32 it lands on the tie, then rounds to even.
+    above_tie = 1 + 2.0**-11 + 2.0**-40
+    assert f16le(np.array([above_tie])) == np.array([1 + 2.0**-10], "<f2").tobytes()
+    assert f16le(np.array([above_tie], np.float32)) == np.array([1.0], "<f2").tobytes()
+
+
 @pytest.mark.parametrize(
     "uri",
     [
@@ -110,6 +135,36 @@ def test_a_valid_memory_becomes_a_document_with_uri_cid_and_vector() -> None:
     assert doc.vector is not None and len(doc.vector) == 8
     assert doc.metadata and doc.metadata["cid"].startswith("bafyrei")
     assert parsed.skip_reason is None
+
+
+def _with_vector(values: np.ndarray) -> dict:
+    raw = np.asarray(values, "<f2").tobytes()
+    rec = _record()
+    rec["embedding"] = {**rec["embedding"], "dims": len(values),
+                        "vector": {"$bytes": base64.b64encode(raw).rstrip(b"=").decode()}}
+    return rec
+
+
+@pytest.mark.parametrize(
+    "values, reason",
+    [
+        ([0.0, 0.0, -0.0, 0.0], "vector is all zeros: it has no direction"),
+        ([1.0, np.inf, 0.0, 0.0], "vector holds NaN or infinite values"),
+        ([1.0, np.nan, 0.0, 0.0], "vector holds NaN or infinite values"),
+        ([1e5, 0.0, 0.0, 0.0], "vector holds NaN or infinite values"),  # beyond 65504: infinite as float16
+    ],
+)
+def test_a_stored_vector_that_cannot_be_searched_is_kept_out_with_its_reason(values: list[float], reason: str) -> None:
+    with np.errstate(over="ignore"):
+        parsed = _parse(_with_vector(np.array(values)))
+    assert parsed.document.vector is None
+    assert parsed.skip_reason == reason
+
+
+@pytest.mark.parametrize("values", [[15.0, -15.0, 15.0, 300.0], [65504.0, -65504.0, 6e-8, 0.0], [1e-7, 0, 0, 0]])
+def test_vectors_of_large_norm_or_tiny_components_are_accepted(values: list[float]) -> None:
+    parsed = _parse(_with_vector(np.array(values)))
+    assert parsed.skip_reason is None and parsed.document.vector == np.array(values, "<f2").tobytes()
 
 
 def test_a_vector_of_another_model_is_kept_out_of_the_vector_index_with_a_reason() -> None:

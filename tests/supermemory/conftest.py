@@ -19,6 +19,7 @@ from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
+from engram_index.llm.base import LLM, Reranker
 from engram_index.testkit.serve import serving
 
 
@@ -42,11 +43,12 @@ class Server:
 
 
 @contextmanager
-def running(data: Path, embedder: Embedder | None, **state: Any) -> Iterator[Server]:
-    """Serve a data directory with an embedder (None: keyword search only); `state` goes on app.state."""
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(embedder))
-    for name, value in state.items():
-        setattr(app.state, name, value)
+def running(data: Path, embedder: Embedder | None, llm: LLM | None = None,
+            reranker: Reranker | None = None, allow_private_urls: bool = True) -> Iterator[Server]:
+    """Serve a data directory with an embedder (None: keyword search only), and an LLM and a reranker if given."""
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(embedder),
+                     llm=llm, reranker=reranker)
+    app.state.allow_private_urls = allow_private_urls  # the tests' pages are served on loopback
     token, _ = KeyStore(data).create("supermemory", {"namespaces": None})
     with serving(app) as url:
         yield Server(url, data, token, app)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -203,11 +204,62 @@ def test_concurrent_adds_of_one_new_id_make_one_document(client: Supermemory, ns
 
 
 def test_a_file_that_cannot_become_text_fails_with_a_reason(client: Supermemory, ns: str, server: Server) -> None:
-    ref = client.documents.upload_file(ns, file=("bad.txt", io.BytesIO(b"\xff\xfe\xfa not utf-8"), "text/plain"))
+    ref = client.documents.upload_file(ns, file=("bad.pdf", io.BytesIO(b"%PDF-1.7\n not really a PDF"),
+                                                 "application/pdf"))
     doc = wait_done(client, ns, ref.id)
     assert doc.system.status == "failed"
     raw = httpx.get(f"{server.url}/ns/{ns}/document/{ref.id}", headers={"Authorization": f"Bearer {server.key}"})
-    assert "UTF-8" in raw.json()["error"]
+    assert "PDF" in raw.json()["error"]
     fixed = client.documents.replace_with_file(ns, ref.id, file=("good.txt", io.BytesIO(b"Now it reads fine."),
                                                                   "text/plain"))
     assert fixed.status == "queued" and wait_done(client, ns, ref.id).system.status == "done"
+
+
+def test_a_url_document_is_fetched_and_its_page_becomes_the_content(client: Supermemory, ns: str) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    from engram_index.testkit.serve import serving
+
+    async def page(request: Any) -> HTMLResponse:
+        return HTMLResponse("<html><head><title>Tide tables</title></head><body><p>High tide is at noon today."
+                            " The harbour closes at dusk.</p></body></html>")
+
+    with serving(Starlette(routes=[Route("/tides", page)]), probe="/tides") as url:
+        ref = client.add(ns, content=f"{url}/tides")
+        doc = wait_done(client, ns, ref.id)
+    assert doc.system.status == "done" and doc.type == "webpage" and doc.title == "Tide tables"
+    assert "High tide is at noon today." in doc.content
+    assert client.list(ns, "documents").documents[0].url == f"{url}/tides"
+    assert client.search(ns, query="harbour closes", search_mode="memories").results[0].memory == (
+        "The harbour closes at dusk.")
+
+
+def test_urls_on_private_addresses_are_refused_unless_allowed(tmp_path: Any, ns: str) -> None:
+    from engram_index.embed.hashing import HashingEmbedder
+    from tests.supermemory.conftest import running
+
+    with running(tmp_path, HashingEmbedder(64), allow_private_urls=False) as srv:
+        client = srv.client()
+        ref = client.add(ns, content="http://127.0.0.1:1/secret")
+        assert wait_done(client, ns, ref.id).system.status == "failed"
+        raw = httpx.get(f"{srv.url}/ns/{ns}/document/{ref.id}", headers={"Authorization": f"Bearer {srv.key}"})
+        assert "private" in raw.json()["error"] or "public" in raw.json()["error"]
+
+
+def test_pdf_and_html_files_are_extracted(client: Supermemory, ns: str) -> None:
+    from tests.extract.pdfs import make_pdf
+
+    ref = client.documents.upload_file(ns, file=("report.pdf", io.BytesIO(make_pdf([["Revenue grew nine percent."]])),
+                                                 "application/pdf"))
+    doc = wait_done(client, ns, ref.id)
+    assert doc.system.status == "done" and doc.type == "pdf" and "Revenue grew nine percent." in doc.content
+    ref = client.documents.upload_file(ns, file=("a.html", io.BytesIO(b"<h1>Menu</h1><p>Soup is served hot.</p>"),
+                                                 "text/html"))
+    doc = wait_done(client, ns, ref.id)
+    assert doc.type == "webpage" and "Soup is served hot." in doc.content
+    for name, data, media in [("x.png", b"\x89PNG\r\n\x1a\n0000", "image/png"), ("a.zip", b"PK\x03\x04zz", "")]:
+        with pytest.raises(supermemory.BadRequestError) as err:
+            client.documents.upload_file(ns, file=(name, io.BytesIO(data), media))
+        assert err.value.body["error"][0]["path"] == ["file"]

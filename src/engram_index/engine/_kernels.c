@@ -1,6 +1,6 @@
 /* The engine's compiled inner loops: the vector index's coarse scan (Hamming distances from one
  * packed sign code to many, and the nearest of them), its exact re-rank (cosines against float16
- * rows, read where they lie) and the term counts' BM25 parts.
+ * rows, read where they lie), the rows' squared norms and the term counts' BM25 parts.
  *
  * Why the scan is ours and not simsimd's: simsimd's `hamming` over 100k rows of 48 bytes spends
  * most of its ~0.8 ms in its per-row dispatch and result casting, not in the popcounts; one
@@ -22,6 +22,10 @@
 
 /* How many rows ahead the random-order loops ask for the rows they will read (see engram_prefetch). */
 #define AHEAD 8
+
+/* Set by use_portable(): every kernel then runs its plain C loop, whatever the CPU offers, so that
+ * the tests can run both loops of each kernel on one machine. Read under the GIL at each call. */
+static int force_portable = 0;
 
 
 static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
@@ -86,8 +90,10 @@ static Py_ssize_t *scan(const Py_buffer *q, const Py_buffer *c, Py_ssize_t n, ui
     Py_ssize_t *hist = new_histograms(bits);
     if (hist == NULL)
         return NULL;
+    const char *name;
+    engram_scan_fn scan_rows = engram_select_scan(force_portable, &name);
     Py_BEGIN_ALLOW_THREADS
-    engram_scan((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, dist, hist, bits + 1);
+    scan_rows((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, dist, hist, bits + 1);
     Py_END_ALLOW_THREADS
     return hist;
 }
@@ -302,70 +308,128 @@ done:
 
 
 PyDoc_STRVAR(cosines_doc,
-"cosines(parts, vectors, inv_norms, ords, out, portable=False)\n--\n\n"
+"cosines(query, vectors, inv_norms, ords, out)\n--\n\n"
 "Write into out (float32) the cosine of the query with the vector at each ordinal, clipped to\n"
-"[-1, 1]: parts (float16, 2 x d) is the unit query's high and low halves, vectors (float16,\n"
-"rows of d), inv_norms (float32, one per row) their inverse norms, ords (int64) row numbers.\n"
-"portable: use the plain C loop even where the CPU has the vector instructions (for tests).");
+"[-1, 1]: query (float64, d) is the unit query, vectors (float16, rows of d), inv_norms (float64,\n"
+"one per row) their inverse norms, ords (int64) row numbers. Sums are taken in float64.");
 
 static PyObject *cosines(PyObject *self, PyObject *args)
 {
     PyObject *objs[5];
-    int portable = 0;
-    if (!PyArg_ParseTuple(args, "OOOOO|p:cosines", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &portable))
+    if (!PyArg_ParseTuple(args, "OOOOO:cosines", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
         return NULL;
-    static const char *names[5] = {"parts", "vectors", "inv_norms", "ords", "out"};
+    static const char *names[5] = {"query", "vectors", "inv_norms", "ords", "out"};
     Py_buffer v[5];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    float *q = NULL;
     for (int i = 0; i < 5; i++)
         if (get_buffer(objs[i], &v[i], i == 4, names[i]) < 0)
             goto done;
-    Py_ssize_t d = (v[0].len / 2) / 2, m = v[3].len / 8;
-    if (check_array(&v[0], 2, "e", -1, "parts") < 0 || check_array(&v[1], 2, "e", -1, "vectors") < 0
-        || check_array(&v[2], 4, "f", -1, "inv_norms") < 0 || check_array(&v[3], 8, "ql", -1, "ords") < 0
+    Py_ssize_t d = v[0].len / 8, m = v[3].len / 8;
+    if (check_array(&v[0], 8, "d", -1, "query") < 0 || check_array(&v[1], 2, "e", -1, "vectors") < 0
+        || check_array(&v[2], 8, "d", -1, "inv_norms") < 0 || check_array(&v[3], 8, "ql", -1, "ords") < 0
         || check_array(&v[4], 4, "f", m, "out") < 0)
         goto done;
-    if (d == 0 || v[0].len != 4 * d || (v[1].len / 2) % d != 0) {
-        PyErr_SetString(PyExc_ValueError, "parts must be 2 x d and vectors rows of d");
+    if (d == 0 || (v[1].len / 2) % d != 0) {
+        PyErr_SetString(PyExc_ValueError, "the query must have d > 0 components and vectors rows of d");
         goto done;
     }
-    Py_ssize_t rows = (v[1].len / 2) / d, norms = v[2].len / 4;
+    Py_ssize_t rows = (v[1].len / 2) / d, norms = v[2].len / 8;
     const int64_t *ords = v[3].buf;
     for (Py_ssize_t i = 0; i < m; i++)
         if (ords[i] < 0 || ords[i] >= rows || ords[i] >= norms) {
             PyErr_Format(PyExc_ValueError, "ordinal %lld is outside the %zd vectors", (long long)ords[i], rows);
             goto done;
         }
-    q = PyMem_RawMalloc((size_t)d * sizeof(float));
-    if (q == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    const uint16_t *parts = v[0].buf, *vectors = v[1].buf;
-    const float *inv_norms = v[2].buf;
+    const double *q = v[0].buf;
+    const uint16_t *vectors = v[1].buf;
+    const double *inv_norms = v[2].buf;
     float *out = v[4].buf;
+    const char *name;
+    engram_dot_fn dot = engram_select_dot(force_portable, &name);
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < d; i++) /* the high half plus its rounding error: float32-accurate */
-        q[i] = engram_half_to_float(parts[i]) + engram_half_to_float(parts[d + i]);
-    engram_dot_fn dot = engram_select_dot(portable);
     for (Py_ssize_t i = 0; i < m && i < AHEAD; i++)
         engram_prefetch(vectors + ords[i] * d, d * 2);
     for (Py_ssize_t i = 0; i < m; i++) {
         if (i + AHEAD < m) {
             engram_prefetch(vectors + ords[i + AHEAD] * d, d * 2);
-            engram_prefetch(inv_norms + ords[i + AHEAD], 4);
+            engram_prefetch(inv_norms + ords[i + AHEAD], 8);
         }
-        float sim = dot(vectors + ords[i] * d, q, d) * inv_norms[ords[i]];
+        /* One rounding to float32, of the float64 sum scaled by the inverse norm. */
+        float sim = (float)(dot(vectors + ords[i] * d, q, d) * inv_norms[ords[i]]);
         out[i] = sim > 1.0f ? 1.0f : (sim < -1.0f ? -1.0f : sim);
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    PyMem_RawFree(q);
     release_all(v, 5);
     return result;
+}
+
+
+PyDoc_STRVAR(self_dots_doc,
+"self_dots(vectors, out)\n--\n\n"
+"Write into out (float64, one per row) the squared norm of each row of vectors (float16, len(out)\n"
+"rows), each product exact and the sum taken in float64.");
+
+static PyObject *self_dots(PyObject *self, PyObject *args)
+{
+    PyObject *v_obj, *o_obj;
+    if (!PyArg_ParseTuple(args, "OO:self_dots", &v_obj, &o_obj))
+        return NULL;
+    Py_buffer v[2];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    if (get_buffer(v_obj, &v[0], 0, "vectors") < 0 || get_buffer(o_obj, &v[1], 1, "out") < 0)
+        goto done;
+    if (check_array(&v[0], 2, "e", -1, "vectors") < 0 || check_array(&v[1], 8, "d", -1, "out") < 0)
+        goto done;
+    Py_ssize_t n = v[1].len / 8, values = v[0].len / 2;
+    if (n == 0 ? values != 0 : values % n != 0 || values == 0) {
+        PyErr_Format(PyExc_ValueError, "vectors (%zd values) are not %zd rows", values, n);
+        goto done;
+    }
+    Py_ssize_t d = n == 0 ? 0 : values / n;
+    const uint16_t *rows = v[0].buf;
+    double *out = v[1].buf;
+    engram_self_dot_fn self_dot = engram_select_self_dot(force_portable);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n; r++)
+        out[r] = self_dot(rows + r * d, d);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    release_all(v, 2);
+    return result;
+}
+
+
+PyDoc_STRVAR(use_portable_doc,
+"use_portable(flag)\n--\n\n"
+"Run every kernel's plain C loop (flag true) or the fastest loop the CPU runs (false, the default).\n"
+"For tests: both loops give the same results, and each must be tested on its own.");
+
+static PyObject *use_portable(PyObject *self, PyObject *arg)
+{
+    int flag = PyObject_IsTrue(arg);
+    if (flag < 0)
+        return NULL;
+    force_portable = flag;
+    Py_RETURN_NONE;
+}
+
+
+PyDoc_STRVAR(loops_doc,
+"loops() -> dict\n--\n\n"
+"Name the loop each kernel runs now: {'scan': 'popcnt' or 'portable', 'dot': 'avx2+fma+f16c' or\n"
+"'portable'} (dot: the re-rank's cosines and the squared norms).");
+
+static PyObject *loops(PyObject *self, PyObject *unused)
+{
+    const char *scan_name, *dot_name;
+    (void)engram_select_scan(force_portable, &scan_name);
+    (void)engram_select_dot(force_portable, &dot_name);
+    return Py_BuildValue("{ssss}", "scan", scan_name, "dot", dot_name);
 }
 
 static PyMethodDef methods[] = {
@@ -373,13 +437,16 @@ static PyMethodDef methods[] = {
     {"nearest", nearest, METH_VARARGS, nearest_doc},
     {"bm25_parts", bm25_parts, METH_VARARGS, bm25_parts_doc},
     {"cosines", cosines, METH_VARARGS, cosines_doc},
+    {"self_dots", self_dots, METH_VARARGS, self_dots_doc},
+    {"use_portable", use_portable, METH_O, use_portable_doc},
+    {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_kernels",
-    .m_doc = "The engine's compiled inner loops: the coarse scan, the exact re-rank and the BM25 parts.",
+    .m_doc = "The engine's compiled inner loops: the coarse scan, the exact re-rank, the squared norms and the BM25 parts.",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -7,8 +7,11 @@
 
 /* Hamming distances from query to each of n rows of width bytes into out, counted into four
  * histograms of stride bins each. */
-void engram_scan(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, uint16_t *out,
-                 Py_ssize_t *hist, Py_ssize_t stride);
+typedef void (*engram_scan_fn)(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width,
+                               uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride);
+
+/* The fastest scan this CPU runs (the portable one when asked), and its name. */
+engram_scan_fn engram_select_scan(int portable, const char **name);
 
 /* The ascending ordinals of the count smallest distances (ties: lower ordinals), excluded rows skipped. */
 Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
@@ -20,8 +23,11 @@ uint16_t *engram_scratch(Py_ssize_t n);
 /* IEEE half precision to single, exactly. */
 float engram_half_to_float(uint16_t h);
 
-/* A float16 row's dot product with a float32 query of d components. */
-typedef float (*engram_dot_fn)(const uint16_t *v, const float *q, Py_ssize_t d);
+/* A float16 row's dot product with a float64 query of d components, summed in float64. */
+typedef double (*engram_dot_fn)(const uint16_t *v, const double *q, Py_ssize_t d);
+
+/* A float16 row's squared norm, summed in float64 (exact products). */
+typedef double (*engram_self_dot_fn)(const uint16_t *v, Py_ssize_t d);
 
 /* Ask for the bytes [p, p + bytes) to be brought into the cache ahead of their use: a hint only
  * (no effect where the compiler has no prefetch). Rows read in a random order, as the re-rank and
@@ -37,7 +43,8 @@ static inline void engram_prefetch(const void *p, Py_ssize_t bytes)
         ENGRAM_PREFETCH((const char *)p + off);
 }
 
-/* The fastest dot product this CPU runs (the portable one when asked). */
-engram_dot_fn engram_select_dot(int portable);
+/* The fastest dot products this CPU runs (the portable ones when asked); name: the loop's name. */
+engram_dot_fn engram_select_dot(int portable, const char **name);
+engram_self_dot_fn engram_select_self_dot(int portable);
 
 #endif

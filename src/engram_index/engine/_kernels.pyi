@@ -1,5 +1,5 @@
-"""The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank and the BM25 parts; they
-take any C-contiguous buffer, numpy arrays here."""
+"""The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank, the squared norms and the
+BM25 parts; they take any C-contiguous buffer, numpy arrays here."""
 
 import numpy as np
 
@@ -28,11 +28,19 @@ def bm25_parts(
     """Write each query term's BM25 part for each ordinal into out (ordinals x columns, float64, zeroed)."""
 
 def cosines(
-    parts: np.ndarray,
+    query: np.ndarray,
     vectors: np.ndarray,
     inv_norms: np.ndarray,
     ords: np.ndarray,
     out: np.ndarray,
-    portable: bool = False,
 ) -> None:
-    """Write into out (float32) the cosine of the unit query (float16 high and low halves) with each ordinal's vector."""
+    """Write into out (float32) the cosine of the unit query (float64) with each ordinal's vector, summed in float64."""
+
+def self_dots(vectors: np.ndarray, out: np.ndarray) -> None:
+    """Write into out (float64) the squared norm of each float16 row, summed in float64."""
+
+def use_portable(flag: bool) -> None:
+    """Run every kernel's plain C loop (True) or the fastest the CPU runs (False, the default)."""
+
+def loops() -> dict[str, str]:
+    """Name the loop each kernel runs now: {"scan": ..., "dot": ...}."""

@@ -1,5 +1,6 @@
 /* The inner loops behind _kernels.c: the coarse scan and its pick, and the float16 dot products of
- * the exact re-rank. Plain C over raw arrays; the module checks every buffer before calling them. */
+ * the exact re-rank and the squared norms, each a vectorised loop and a portable one (chosen at run
+ * time, or forced). Plain C over raw arrays; the module checks every buffer before calling them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -48,34 +49,51 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
     }
 
 /* The scan itself, which also counts the distances into four histograms (summed after: nearby
- * rows often share a distance, and one histogram would make each count wait for the previous),
- * compiled twice on x86-64 (with and without the popcnt instruction) and
- * chosen at load time, so that one build runs on any x86-64 CPU at full speed where it can. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("popcnt", "default")))
-#endif
-void engram_scan(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, uint16_t *out,
-                 Py_ssize_t *hist, Py_ssize_t stride)
-{
-    uint64_t q[32];
-    const uint8_t *end = codes + n * width;
-    if (width % 8 == 0 && width <= (Py_ssize_t)sizeof(q))
-        memcpy(q, query, (size_t)width);
-    switch (width) {
-    case 16: FIXED_SCAN(2) return;   /* 128 dimensions */
-    case 32: FIXED_SCAN(4) return;   /* 256 */
-    case 48: FIXED_SCAN(6) return;   /* 384: MiniLM, bge-small */
-    case 64: FIXED_SCAN(8) return;   /* 512 */
-    case 96: FIXED_SCAN(12) return;  /* 768: nomic-embed-text, bge-base */
-    case 128: FIXED_SCAN(16) return; /* 1024: mxbai-embed-large, bge-m3 */
-    case 192: FIXED_SCAN(24) return; /* 1536: text-embedding-3-small */
-    default:
-        for (Py_ssize_t r = 0; r < n; r++) {
-            uint32_t total = row_distance(query, codes + r * width, width);
-            out[r] = (uint16_t)total;
-            hist[(r & 3) * stride + total]++;
-        }
+ * rows often share a distance, and one histogram would make each count wait for the previous).
+ * It is compiled twice on x86-64, with and without the popcnt instruction, and chosen at run
+ * time (engram_select_scan), so that one build runs on any x86-64 CPU at full speed where it can
+ * and the tests can run the portable one too. Distances are integers: both give the same. */
+#define DEFINE_SCAN(name, attributes)                                                           \
+    attributes static void name(const uint8_t *query, const uint8_t *codes, Py_ssize_t n,       \
+                                Py_ssize_t width, uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride) \
+    {                                                                                           \
+        uint64_t q[32];                                                                         \
+        const uint8_t *end = codes + n * width;                                                 \
+        if (width % 8 == 0 && width <= (Py_ssize_t)sizeof(q))                                   \
+            memcpy(q, query, (size_t)width);                                                    \
+        switch (width) {                                                                        \
+        case 16: FIXED_SCAN(2) return;   /* 128 dimensions */                                   \
+        case 32: FIXED_SCAN(4) return;   /* 256 */                                              \
+        case 48: FIXED_SCAN(6) return;   /* 384: MiniLM, bge-small */                           \
+        case 64: FIXED_SCAN(8) return;   /* 512 */                                              \
+        case 96: FIXED_SCAN(12) return;  /* 768: nomic-embed-text, bge-base */                  \
+        case 128: FIXED_SCAN(16) return; /* 1024: mxbai-embed-large, bge-m3 */                  \
+        case 192: FIXED_SCAN(24) return; /* 1536: text-embedding-3-small */                     \
+        default:                                                                                \
+            for (Py_ssize_t r = 0; r < n; r++) {                                                \
+                uint32_t total = row_distance(query, codes + r * width, width);                 \
+                out[r] = (uint16_t)total;                                                       \
+                hist[(r & 3) * stride + total]++;                                               \
+            }                                                                                   \
+        }                                                                                       \
     }
+
+DEFINE_SCAN(scan_portable, )
+#ifdef HAVE_X86_DOT
+DEFINE_SCAN(scan_popcnt, __attribute__((target("popcnt"))))
+#endif
+
+engram_scan_fn engram_select_scan(int portable, const char **name)
+{
+#ifdef HAVE_X86_DOT
+    if (!portable && __builtin_cpu_supports("popcnt")) {
+        *name = "popcnt";
+        return scan_popcnt;
+    }
+#endif
+    (void)portable;
+    *name = "portable";
+    return scan_portable;
 }
 
 /* Write the ordinals of the `count` smallest distances, ascending, skipping excluded rows; ties at
@@ -150,50 +168,122 @@ float engram_half_to_float(uint16_t h)
     return f;
 }
 
-static float dot_portable(const uint16_t *v, const float *q, Py_ssize_t d)
+/* The dot products below are the same sum on every path and every CPU: each product of a float16
+ * (11 significant bits) and a float32 or float64 is taken in float64 and summed in float64, so the
+ * float32 result rounded from it is the float64 reference's to within one rounding (the order of
+ * the additions changes the sum by ~1e-16 of its terms' size, not the float32 answer). Nothing is
+ * accumulated in half or single precision, as some libraries' float16 kernels do. */
+
+static double dot_portable(const uint16_t *v, const double *q, Py_ssize_t d)
 {
-    float acc[8] = {0};
+    double acc[4] = {0};
     Py_ssize_t i = 0;
-    for (; i + 8 <= d; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += engram_half_to_float(v[i + j]) * q[i + j];
+    for (; i + 4 <= d; i += 4)
+        for (int j = 0; j < 4; j++)
+            acc[j] += (double)engram_half_to_float(v[i + j]) * q[i + j];
     for (; i < d; i++)
-        acc[0] += engram_half_to_float(v[i]) * q[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        acc[0] += (double)engram_half_to_float(v[i]) * q[i];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+static double self_dot_portable(const uint16_t *v, Py_ssize_t d)
+{
+    double acc[4] = {0};
+    Py_ssize_t i = 0;
+    for (; i + 4 <= d; i += 4)
+        for (int j = 0; j < 4; j++) {
+            double x = (double)engram_half_to_float(v[i + j]);
+            acc[j] += x * x; /* exact: 22 significant bits */
+        }
+    for (; i < d; i++) {
+        double x = (double)engram_half_to_float(v[i]);
+        acc[0] += x * x;
+    }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 #ifdef HAVE_X86_DOT
-/* The same sum, eight lanes at a time with hardware conversion, on CPUs with AVX2, FMA and F16C. */
+/* Eight float16 lanes converted in hardware, widened to two float64 vectors of four. */
+#define WIDEN_LOW(h) _mm256_cvtps_pd(_mm256_castps256_ps128(h))
+#define WIDEN_HIGH(h) _mm256_cvtps_pd(_mm256_extractf128_ps(h, 1))
+
 __attribute__((target("avx2,fma,f16c")))
-static float dot_x86(const uint16_t *v, const float *q, Py_ssize_t d)
+static double sum4(__m256d a)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+/* The same sums, sixteen components at a time, on CPUs with AVX2, FMA and F16C. */
+__attribute__((target("avx2,fma,f16c")))
+static double dot_x86(const uint16_t *v, const double *q, Py_ssize_t d)
+{
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
     Py_ssize_t i = 0;
     for (; i + 16 <= d; i += 16) {
         __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
         __m256 x1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i + 8)));
-        a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q + i), a0);
-        a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(q + i + 8), a1);
+        a0 = _mm256_fmadd_pd(WIDEN_LOW(x0), _mm256_loadu_pd(q + i), a0);
+        a1 = _mm256_fmadd_pd(WIDEN_HIGH(x0), _mm256_loadu_pd(q + i + 4), a1);
+        a2 = _mm256_fmadd_pd(WIDEN_LOW(x1), _mm256_loadu_pd(q + i + 8), a2);
+        a3 = _mm256_fmadd_pd(WIDEN_HIGH(x1), _mm256_loadu_pd(q + i + 12), a3);
     }
-    for (; i + 8 <= d; i += 8)
-        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))), _mm256_loadu_ps(q + i), a0);
-    __m256 a = _mm256_add_ps(a0, a1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    float sum = _mm_cvtss_f32(h);
+    double sum = sum4(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
     for (; i < d; i++)
-        sum += engram_half_to_float(v[i]) * q[i];
+        sum += (double)engram_half_to_float(v[i]) * q[i];
     return sum;
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static double self_dot_x86(const uint16_t *v, Py_ssize_t d)
+{
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    Py_ssize_t i = 0;
+    for (; i + 8 <= d; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
+        __m256d lo = WIDEN_LOW(x), hi = WIDEN_HIGH(x);
+        a0 = _mm256_fmadd_pd(lo, lo, a0);
+        a1 = _mm256_fmadd_pd(hi, hi, a1);
+    }
+    double sum = sum4(_mm256_add_pd(a0, a1));
+    for (; i < d; i++) {
+        double x = (double)engram_half_to_float(v[i]);
+        sum += x * x;
+    }
+    return sum;
+}
+
+static int have_x86_dot(void)
+{
+    /* F16C comes with AVX2 and FMA on every CPU that has both; GCC can ask (a hypervisor may hide
+     * it), clang's __builtin_cpu_supports does not know the name. */
+#if defined(__clang__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#endif
 }
 #endif
 
-engram_dot_fn engram_select_dot(int portable)
+engram_dot_fn engram_select_dot(int portable, const char **name)
 {
 #ifdef HAVE_X86_DOT
-    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) /* F16C comes with both */
+    if (!portable && have_x86_dot()) {
+        *name = "avx2+fma+f16c";
         return dot_x86;
+    }
 #endif
     (void)portable;
+    *name = "portable";
     return dot_portable;
+}
+
+engram_self_dot_fn engram_select_self_dot(int portable)
+{
+#ifdef HAVE_X86_DOT
+    if (!portable && have_x86_dot())
+        return self_dot_x86;
+#endif
+    (void)portable;
+    return self_dot_portable;
 }

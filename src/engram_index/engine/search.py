@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,7 @@ from engram_index.engine.columns import Columns
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.types import Document, Hit, SearchRequest, SearchResult
-from engram_index.engine.vector import VectorIndex
+from engram_index.engine.vector import VectorIndex, vector_problem
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
 MIN_CANDIDATES = 200
@@ -67,12 +68,20 @@ class RWLock:
                 self._cond.notify_all()
 
 
-def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
-    """A stored f16le vector as a float16 array, or None when absent or of other dimensions."""
-    if raw is None or len(raw) != 2 * dims:
-        return None
+def checked_vector(raw: bytes | None, dims: int) -> tuple[np.ndarray | None, str | None]:
+    """A stored f16le vector as a float16 array, or None and why it is unusable (no reason when absent)."""
+    if raw is None:
+        return None, None
+    if len(raw) % 2:
+        return None, f"vector has {len(raw)} bytes, not whole float16 values"
     vec = np.frombuffer(raw, "<f2")
-    return vec if np.isfinite(vec).all() else None
+    problem = vector_problem(vec, dims)
+    return (None, problem) if problem else (vec, None)
+
+
+def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
+    """A stored f16le vector as a float16 array, or None when absent or unusable (checked_vector)."""
+    return checked_vector(raw, dims)[0]
 
 
 class SpaceIndex:
@@ -88,6 +97,9 @@ class SpaceIndex:
         self.vectors = VectorIndex(dims) if dims else None
         self.keyword = KeywordIndex(path / "keyword" if path is not None else None, read_only=read_only)
         self.seq = 0
+        # Stored vectors the index could not use (written before the entry checks that now refuse
+        # them): ordinal -> (author, reason), reported beside the store's skipped records.
+        self._unusable: dict[int, tuple[str, str]] = {}
         self._lock = RWLock()
 
     # -- writes -----------------------------------------------------------------------------
@@ -104,6 +116,7 @@ class SpaceIndex:
             for ord_, doc in changes:
                 was_live = ord_ < self.columns.size and bool(self.columns.live[ord_])
                 pending.pop(ord_, None)
+                self._unusable.pop(ord_, None)
                 if doc is None:
                     self.columns.remove(ord_)
                     if index is not None:
@@ -113,11 +126,13 @@ class SpaceIndex:
                     continue
                 self.columns.put(ord_, doc)
                 if index is not None:
-                    vec = decode_vector(doc.vector, index.dims)
+                    vec, problem = checked_vector(doc.vector, index.dims)
                     if vec is not None:
                         pending[ord_] = vec
                     else:
                         index.remove(ord_)
+                        if problem is not None:  # one bad row is left out, never fatal to the load
+                            self._unusable[ord_] = (doc.author, problem)
                 if keyword:
                     # An ordinal that was not live has nothing in the keyword index to replace.
                     words.append((ord_, doc, was_live))
@@ -163,6 +178,12 @@ class SpaceIndex:
     def __len__(self) -> int:
         """The number of live documents."""
         return self.columns.count
+
+    def unusable_vectors(self) -> list[tuple[str, str, int]]:
+        """The stored vectors left out of the index: (author, reason, count), by author and reason."""
+        with self._lock.read():
+            counts = Counter(self._unusable.values())
+        return sorted((author, reason, n) for (author, reason), n in counts.items())
 
     def has_vector(self, ord_: int) -> bool:
         """Whether the document at this ordinal has a vector in the index."""
@@ -210,10 +231,10 @@ class SpaceIndex:
         return time.monotonic() + req.rerank_deadline_s
 
     def _query_vector(self, req: SearchRequest) -> np.ndarray:
-        """The request's query vector as float32, checked against the space's dimensions."""
+        """The request's query vector as float64 (as sent: no rounding), checked against the space's dimensions."""
         if self.vectors is None or req.vector is None:
             raise ValueError("a vector search needs a space with vectors and a query vector")
-        query = np.asarray(req.vector, np.float32).reshape(-1)
+        query = np.asarray(req.vector, np.float64).reshape(-1)
         if query.size != self.vectors.dims:
             raise ValueError(f"query has {query.size} dimensions, the space {self.vectors.dims}")
         return query

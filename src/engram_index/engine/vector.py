@@ -4,8 +4,10 @@ Each vector is kept exactly as received (float16), beside its packed sign bits a
 norm. A search computes the Hamming distance from the query's sign bits to every live code
 and keeps the best 400 + 20k + 2 sqrt(size) in one compiled pass (`_kernels.nearest`: ~2-5 ns
 a vector, half simsimd's per-row call), then re-ranks them by exact cosine (`_kernels.cosines`:
-float16 rows converted in hardware against a float32-accurate query, read where they lie).
+float16 rows converted in hardware against the float64 unit query, read where they lie).
 Filters are exact: a narrow filter is scored exhaustively, a broad one applies before the cut.
+Every sum (norms, cosines, the graph's pairs) is taken in float64 by our own code, so answers are
+the same on every CPU: no library kernel that may accumulate in half precision is called.
 """
 
 from __future__ import annotations
@@ -16,10 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-# Import order matters: with usearch 2.26 imported before simsimd 6.5, every simsimd call fails
-# ("Input tensors must have matching datatypes"); this module does not use usearch.
-import simsimd
 
 from engram_index.engine import _kernels
 from engram_index.engine.saved import read_saved, write_saved
@@ -44,7 +42,9 @@ _MIN_CAPACITY = 1024
 _FAR = np.float32(1e9)
 # Saved vectors (save / open): one .npy file per array, and their sequence in meta.json.
 _FILES = ("vectors", "codes", "inv_norms", "live")
-_FILES_VERSION = 1
+# Version 2: inverse norms are float64 (version 1's float32 ones made a vector's cosine with
+# itself 0.99999994 for about half of all vectors; those files are rebuilt from the records).
+_FILES_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +58,27 @@ class VectorHits:
 
 @dataclass(frozen=True, slots=True)
 class PreparedQuery:
-    """A query made ready once for several calls: the unit query's float16 high and low parts, and its sign code."""
+    """A query made ready once for several calls: the unit query (float64) and its sign code."""
 
-    parts: np.ndarray  # (2, dims) float16
+    unit: np.ndarray  # (dims,) float64, norm 1 (or all zeros for a zero query)
     code: np.ndarray  # packed sign bits
 
 
 def _empty_hits() -> VectorHits:
     """Return a result with no hits."""
     return VectorHits(np.zeros(0, np.int64), np.zeros(0, np.float32), False)
+
+
+def vector_problem(values: np.ndarray, dims: int | None = None) -> str | None:
+    """Say why a vector cannot be searched with (None when it can): the wrong size, a NaN or
+    infinite component (as float16), or all zeros (no direction for a cosine)."""
+    if dims is not None and values.size != dims:
+        return f"vector has {values.size} components, the space's model has {dims}"
+    if not np.isfinite(values).all():
+        return "vector holds NaN or infinite values"
+    if not values.any():
+        return "vector is all zeros: it has no direction"
+    return None
 
 
 def _sign_codes(vectors: np.ndarray) -> np.ndarray:
@@ -77,13 +89,19 @@ def _sign_codes(vectors: np.ndarray) -> np.ndarray:
 
 
 def _self_dots(vectors: np.ndarray) -> np.ndarray:
-    """Return the squared norms of float16 rows, accumulated in float32 or better."""
-    return np.asarray(simsimd.dot(vectors, vectors, "float16"), dtype=np.float64).reshape(-1)
+    """Return the squared norms (float64) of contiguous float16 rows, summed in float64."""
+    # Not simsimd's float16 `dot`: on CPUs with AVX-512 FP16 it accumulates in half precision,
+    # and a row of norm 256 or more (|x| ~ 13 in 384 dimensions) comes out infinite.
+    out = np.empty(len(vectors), dtype=np.float64)
+    _kernels.self_dots(vectors, out)
+    return out
 
 
 def _inverse_norms(squared: np.ndarray) -> np.ndarray:
-    """Return 1/|v| as float32, with 0 for zero vectors so that their cosine is 0."""
-    out = np.zeros(squared.shape, dtype=np.float32)
+    """Return 1/|v| as float64, with 0 for zero vectors so that their cosine is 0."""
+    # float64, not float32: a cosine is rounded to float32 once, after the scaling, so that a
+    # vector's cosine with itself is exactly 1.
+    out = np.zeros(squared.shape, dtype=np.float64)
     positive = squared > 0
     out[positive] = 1.0 / np.sqrt(squared[positive])
     return out
@@ -124,7 +142,7 @@ class VectorIndex:
         self._code_bytes = (dims + 7) // 8
         self._vectors = np.zeros((0, dims), dtype=np.float16)
         self._codes = np.zeros((0, self._code_bytes), dtype=np.uint8)
-        self._inv_norms = np.zeros(0, dtype=np.float32)
+        self._inv_norms = np.zeros(0, dtype=np.float64)
         self._live = np.zeros(0, dtype=bool)
         self._size = 0
         self._count = 0
@@ -150,7 +168,7 @@ class VectorIndex:
         used = self._size
         vectors = np.zeros((capacity, self.dims), dtype=np.float16)
         codes = np.zeros((capacity, self._code_bytes), dtype=np.uint8)
-        inv_norms = np.zeros(capacity, dtype=np.float32)
+        inv_norms = np.zeros(capacity, dtype=np.float64)
         live = np.zeros(capacity, dtype=bool)
         vectors[:used] = self._vectors[:used]
         codes[:used] = self._codes[:used]
@@ -240,7 +258,7 @@ class VectorIndex:
         except (ValueError, KeyError, TypeError):
             return None
         expected = [((size, index.dims), np.float16), ((size, index._code_bytes), np.uint8),
-                    ((size,), np.float32), ((size,), np.bool_)]
+                    ((size,), np.float64), ((size,), np.bool_)]
         if any(a.shape != shape or a.dtype != dtype for a, (shape, dtype) in zip((vectors, codes, inv_norms, live), expected)):
             return None
         index._vectors, index._codes, index._inv_norms, index._live = vectors, codes, inv_norms, live
@@ -267,50 +285,56 @@ class VectorIndex:
             raise ValueError(f"expected a query of {self.dims} dims, got shape {q.shape}")
         if not np.isfinite(q).all():
             raise ValueError("query must be finite")
-        norm = math.sqrt(float(q @ q))
-        unit = q / norm if norm > 0 else q
-        # Kept as float16 high + low parts (the low part is the rounding error of the high
-        # part): float32-accurate, and in the rows' own type for the kernels.
-        parts = np.empty((2, self.dims), dtype=np.float16)
-        parts[0] = unit
-        parts[1] = unit - parts[0]
-        return PreparedQuery(parts, np.packbits(q > 0))
+        # Scaled by its largest component first, so that no square overflows or underflows
+        # (a float64 query may hold 1e200 or 1e-200).
+        scale = float(np.abs(q).max()) if q.size else 0.0
+        if scale == 0.0:
+            return PreparedQuery(np.zeros(self.dims), np.packbits(q > 0))
+        scaled = q / scale
+        unit = scaled / math.sqrt(float(scaled @ scaled))
+        return PreparedQuery(np.ascontiguousarray(unit), np.packbits(q > 0))
 
-    def _cosines(self, parts: np.ndarray, ords: np.ndarray) -> np.ndarray:
-        """Return the exact cosines (float32) of a unit query's parts against stored ordinals."""
+    def _cosines(self, unit: np.ndarray, ords: np.ndarray) -> np.ndarray:
+        """Return the exact cosines (float32) of a unit query against stored ordinals."""
         if len(ords) == 0:
             return np.zeros(0, dtype=np.float32)
         # One compiled pass reads each row where it lies: a numpy gather, then simsimd's dot
         # products over the copy, cost 4x more for the re-rank's 1,032 rows.
         out = np.empty(len(ords), dtype=np.float32)
-        _kernels.cosines(parts, self._vectors, self._inv_norms, np.ascontiguousarray(ords, dtype=np.int64), out)
+        _kernels.cosines(unit, self._vectors, self._inv_norms, np.ascontiguousarray(ords, dtype=np.int64), out)
         return out
 
     def similarities(self, query: np.ndarray | PreparedQuery, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosine (float32) of the query with each ordinal, NaN where none."""
-        parts = self.prepare(query).parts
+        unit = self.prepare(query).unit
         ords = np.asarray(ords).reshape(-1).astype(np.int64, copy=False)
         out = np.full(len(ords), np.nan, dtype=np.float32)
         inside = (ords >= 0) & (ords < self._size)
         valid = np.flatnonzero(inside)
         valid = valid[self._live[ords[valid]]]
-        out[valid] = self._cosines(parts, ords[valid])
+        out[valid] = self._cosines(unit, ords[valid])
         return out
 
     def pairwise(self, ords: np.ndarray) -> np.ndarray:
         """Return the cosine (float32) between every two of these ordinals: an n x n matrix.
 
         Rows of ordinals without a vector are all 0. Meant for a few hundred ordinals (a graph
-        of neighbours): the gathered vectors are converted to float32 and multiplied once.
+        of neighbours): the gathered vectors are multiplied once in float64, then scaled by
+        their inverse norms, as the re-rank's cosines are (a float32 product's sums would
+        depend on the CPU's BLAS kernel, ~1e-6 apart from one CPU to the next).
         """
         ords = np.asarray(ords).reshape(-1).astype(np.int64, copy=False)
         inside = (ords >= 0) & (ords < self._size)
         valid = np.flatnonzero(inside)
         valid = valid[self._live[ords[valid]]]
-        unit = np.zeros((len(ords), self.dims), dtype=np.float32)
-        unit[valid] = np.take(self._vectors, ords[valid], axis=0).astype(np.float32)
-        unit[valid] *= self._inv_norms[ords[valid]][:, None]
-        sims: np.ndarray = np.clip(unit @ unit.T, -1.0, 1.0).astype(np.float32, copy=False)
+        rows = np.zeros((len(ords), self.dims), dtype=np.float64)
+        rows[valid] = np.take(self._vectors, ords[valid], axis=0)
+        inv = np.zeros(len(ords), dtype=np.float64)
+        inv[valid] = self._inv_norms[ords[valid]]
+        dots = rows @ rows.T
+        dots *= inv[:, None]
+        dots *= inv[None, :]
+        sims: np.ndarray = np.clip(dots, -1.0, 1.0).astype(np.float32)
         return sims
 
     def default_candidates(self, k: int) -> int:
@@ -352,7 +376,7 @@ class VectorIndex:
     ) -> VectorHits:
         """Return the k live vectors most cosine-similar to the query, among allowed ordinals."""
         prepared = self.prepare(query)
-        parts, code = prepared.parts, prepared.code
+        unit, code = prepared.unit, prepared.code
         if k <= 0 or self._count == 0:
             return _empty_hits()
         size = self._size
@@ -395,7 +419,7 @@ class VectorIndex:
             if _passed(deadline):
                 return self._coarse_hits(self._distances(code, pool), pool, k)
             stop = start + self.rerank_chunk
-            sims[start:stop] = self._cosines(parts, pool[start:stop])
+            sims[start:stop] = self._cosines(unit, pool[start:stop])
         if len(pool) > 4 * k:
             top = np.argpartition(-sims, k - 1)[:k]
             # Keep every value tied with the k-th so that the ordinal tie-break is exact.

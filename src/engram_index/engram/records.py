@@ -9,6 +9,7 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 import regex
 
 from engram_index.engine.types import Document, ModelIdentity
+from engram_index.engine.vector import vector_problem
 from engram_index.errors import BadRecord, BadVector
 
 MEMORY_COLLECTION = "garden.engram.memory"
@@ -120,9 +122,14 @@ def format_datetime_ms(ms: int) -> str:
 # -- vectors ----------------------------------------------------------------------------------
 
 
-def f16le(values: np.ndarray) -> bytes:
-    """Float values as little-endian IEEE half precision bytes."""
-    return np.asarray(values, np.float32).astype("<f2").tobytes()
+def f16le(values: np.ndarray | Sequence[float]) -> bytes:
+    """Float values as little-endian IEEE half precision bytes, each rounded once to nearest."""
+    # Straight from the values' own type: float64 through float32 first rounds twice, and
+    # lands one unit off where the float32 value falls on a tie between two halves.
+    array = np.asarray(values)
+    if array.dtype.kind != "f":
+        array = array.astype(np.float64)
+    return array.astype("<f2").tobytes()
 
 
 def encode_query_vector(values: np.ndarray) -> str:
@@ -143,10 +150,11 @@ def decode_query_vector(text: str) -> np.ndarray:
         raise BadVector(f"vector is not valid base64url: {exc}") from exc
     if not raw or len(raw) % 2:
         raise BadVector("vector must hold a whole number of 2-byte half floats")
-    values = np.frombuffer(raw, "<f2").astype(np.float32)
-    if not np.all(np.isfinite(values)):
-        raise BadVector("vector holds NaN or infinite values")
-    return values
+    values = np.frombuffer(raw, "<f2")
+    problem = vector_problem(values)
+    if problem is not None:
+        raise BadVector(problem)
+    return values.astype(np.float32)
 
 
 def decode_record_bytes(value: Any, name: str) -> bytes:
@@ -307,7 +315,5 @@ def _check_embedding(value: Any, model: ModelIdentity | None) -> tuple[bytes | N
         return None, "the space has no model"
     if (value["model"], value["modelDigest"], dims) != (model.model, model.digest, model.dims):
         return None, "model mismatch"
-    values = np.frombuffer(raw, "<f2")
-    if not np.all(np.isfinite(values)):
-        return None, "vector holds NaN or infinite values"
-    return raw, None
+    problem = vector_problem(np.frombuffer(raw, "<f2"), dims)
+    return (None, problem) if problem else (raw, None)

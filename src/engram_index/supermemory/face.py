@@ -73,8 +73,7 @@ class Face:
         self._reranker = reranker
         self._state = state
         self.read_only = read_only
-        # URL documents on private addresses are refused unless an operator allows them.
-        self.allow_private_urls = False
+
         if not read_only:
             migrate(self.store)
         self._lock = threading.Lock()
@@ -94,6 +93,12 @@ class Face:
     def reranker(self) -> Reranker | None:
         """The configured reranker, if any."""
         return self._reranker if self._reranker is not None else getattr(self._state, "reranker", None)
+
+    @property
+    def allow_private_urls(self) -> bool:
+        """Whether URL documents may point at private or loopback addresses (`app.state.allow_private_urls`;
+        off by default, so a caller cannot make the server fetch from its own network)."""
+        return bool(getattr(self._state, "allow_private_urls", False))
 
     # -- locks, caches ------------------------------------------------------------------------
 

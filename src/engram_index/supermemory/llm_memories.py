@@ -32,7 +32,7 @@ def known_memories(face: Face, ns: str, text: str, own: list[MemoryRow]) -> dict
 
 def form_with_llm(face: Face, ns: str, doc: DocRow, text: str, own: list[MemoryRow]) -> Formed:
     """Ask the LLM for the revision's memories and relate them (see the module doc)."""
-    from engram_index.llm.memory import form_memories  # type: ignore[import-not-found]
+    from engram_index.llm.memory import form_memories
 
     assert face.llm is not None
     known = known_memories(face, ns, text, own)

@@ -19,7 +19,7 @@ def rewrites(face: Face, query: str) -> list[str]:
     """Up to MAX_REWRITES retrieval-oriented rewrites of the query, from the LLM."""
     if face.llm is None:
         raise NotConfigured("rewriteQuery needs an LLM", "start the server with --llm MODEL@URL")
-    from engram_index.llm.query import rewrite_query  # type: ignore[import-not-found]
+    from engram_index.llm.query import rewrite_query
 
     return [q for q in rewrite_query(face.llm, query) if q.strip() and q != query][:MAX_REWRITES]
 
@@ -30,7 +30,7 @@ def reorder(face: Face, query: str, ranked: list[Candidate]) -> list[Candidate]:
     if reranker is None:
         if face.llm is None:
             raise NotConfigured('rerank "order" needs a reranker', "start the server with --rerank SPEC or --llm")
-        from engram_index.rerank import LLMReranker  # type: ignore[import-not-found]
+        from engram_index.rerank import LLMReranker
 
         reranker = LLMReranker(face.llm)
     scores = reranker.scores(query, [c.text for c in ranked])

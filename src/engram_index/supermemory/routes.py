@@ -10,7 +10,7 @@ from starlette.routing import Route
 from engram_index.supermemory import buckets, documents, memories, models, namespaces, search
 from engram_index.supermemory.errors import invalid
 from engram_index.supermemory.http import EXPLAIN_HEADER, Call, endpoint
-from engram_index.supermemory.sources import supported_file
+from engram_index.supermemory.sources import refusal
 
 
 def add(call: Call) -> dict[str, Any]:
@@ -31,9 +31,9 @@ def _file(call: Call) -> tuple[bytes, str, str] | None:
     data, name, media = call.file
     if len(data) > documents.MAX_FILE_BYTES:
         raise invalid(f"files are at most {documents.MAX_FILE_BYTES // (1024 * 1024)} MB", "file")
-    if not supported_file(name, call.body.get("mimeType") or media):
-        raise invalid(f"unsupported file type for {name!r} ({media or 'no media type'}): send text, Markdown,"
-                      " HTML or PDF", "file")
+    why = refusal(data, name, call.body.get("mimeType") or media)
+    if why is not None:
+        raise invalid(f"unsupported file {name!r}: {why} (send text, Markdown, HTML or PDF)", "file")
     return data, name, call.body.get("mimeType") or media
 
 

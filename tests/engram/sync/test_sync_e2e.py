@@ -200,6 +200,22 @@ def test_an_invalid_memory_is_skipped_with_its_reason(w: World) -> None:
     assert "no date" not in w.texts()
 
 
+def test_a_synced_vector_of_zeros_is_skipped_with_its_reason_and_one_of_norm_300_is_searchable(w: World) -> None:
+    def with_vector(text: str, values: list[float]) -> dict[str, Any]:
+        raw = np.array(values, "<f2").tobytes()
+        return memory(text) | {"embedding": {**MODEL, "encoding": "f16le",
+                                             "vector": {"$bytes": base64.b64encode(raw).decode().rstrip("=")}}}
+
+    w.net.write(w.space, w.alice, "garden.engram.memory", "3kllllllllll2", with_vector("no direction", [0, 0, 0, 0]))
+    w.net.write(w.space, w.alice, "garden.engram.memory", "3kmmmmmmmmm22", with_vector("far out", [150, -150, 150, 150]))
+    eventually(lambda: {"no direction", "far out"} <= set(w.texts()), "both writes")
+    skipped = w.status()["skipped"]
+    assert {"author": w.alice, "count": 1, "reason": "vector is all zeros: it has no direction"} in skipped, skipped
+    query = base64.urlsafe_b64encode(np.array([1, -1, 1, 1], "<f2").tobytes()).decode().rstrip("=")
+    top = w.search("", mode="vector", vector=query, model="m", modelDigest="sha256:00").json()["memories"][0]
+    assert top["text"] == "far out" and top["similarity"] == 1000
+
+
 def test_a_member_who_leaves_takes_their_memories_along_at_the_next_poll(tmp_path: Path) -> None:
     with world(tmp_path, poll_s=1.0) as w:
         w.net.remove_member(w.space, w.alice)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -18,10 +19,15 @@ async def get_space_status(request: Request) -> dict[str, Any]:
     """Answer garden.engram.getSpaceStatus: live count, declared model, skipped vectors by author."""
     _, spaces, info = await checked_space(request, NSID)
     count = await run_in_threadpool(spaces.store.count, info.id)
-    skipped = await run_in_threadpool(spaces.store.skipped, info.id)
+    skipped = Counter({(a, r): n for a, r, n in await run_in_threadpool(spaces.store.skipped, info.id)})
+    # Stored vectors the loaded index left out (written before the entry checks refused such
+    # vectors): reported with the skipped records, never a reason for the space to fail.
+    index = spaces.loaded(info.uri)
+    for author, reason, n in index.unusable_vectors() if index is not None else []:
+        skipped[(author, reason)] += n
     out: dict[str, Any] = {
         "memories": count,
-        "skipped": [{"author": a, "count": n, "reason": r} for a, r, n in skipped],
+        "skipped": [{"author": a, "count": n, "reason": r} for (a, r), n in sorted(skipped.items())],
         "building": False,
     }
     if info.model is not None:

@@ -1,0 +1,80 @@
+"""Which kernel paths the suite ran and which it skipped (and why), for the run's summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import simsimd
+
+from engram_index.engine import _kernels
+
+# What the CPU offers, read once before any test changes simsimd's capabilities: enabling a
+# capability the CPU lacks would run instructions it does not have.
+SIMSIMD_CPU = dict(simsimd.get_capabilities())
+
+# What each simsimd level needs, for the skip messages (simsimd 6.5's names for them).
+SIMSIMD_NEEDS = {
+    "serial": "plain C", "haswell": "x86 AVX2, FMA, F16C", "skylake": "x86 AVX-512F",
+    "ice": "x86 AVX-512 VNNI, VPOPCNTDQ", "genoa": "x86 AVX-512 BF16", "sapphire": "x86 AVX-512 FP16",
+    "turin": "x86 AVX-512 VP2INTERSECT", "sierra": "x86 AVX-VNNI-INT8", "neon": "Arm NEON",
+    "neon_f16": "Arm NEON FP16", "neon_bf16": "Arm NEON BF16", "neon_i8": "Arm NEON dot product",
+    "sve": "Arm SVE", "sve_f16": "Arm SVE FP16", "sve_bf16": "Arm SVE BF16", "sve_i8": "Arm SVE int8",
+}
+
+_exercised: dict[str, int] = {}
+_skipped: dict[str, str] = {}
+
+
+def exercised(path: str) -> None:
+    """Count one test run on a kernel path."""
+    _exercised[path] = _exercised.get(path, 0) + 1
+
+
+def skip(path: str, why: str) -> None:
+    """Note that a kernel path could not run here, and skip the test saying so."""
+    _skipped[path] = why
+    pytest.skip(f"{path}: {why}")
+
+
+def summary_lines() -> list[str]:
+    """The summary: every path met, exercised (with its test count) or skipped with the reason."""
+    lines = [f"  exercised  {path} ({count} tests)" for path, count in sorted(_exercised.items())]
+    lines += [f"  skipped    {path}: {why}" for path, why in sorted(_skipped.items()) if path not in _exercised]
+    return lines
+
+
+def c_loops(which: str) -> Iterator[str]:
+    """Run the C kernels' vectorised or portable loops for one test; yield the path's name."""
+    _kernels.use_portable(False)
+    fastest = _kernels.loops()
+    try:
+        if which == "portable":
+            _kernels.use_portable(True)
+            path = "C kernels, portable loops (scan, dots)"
+        else:
+            path = f"C kernels, vectorised loops ({fastest['scan']} scan, {fastest['dot']} dots)"
+            if set(fastest.values()) == {"portable"}:
+                skip("C kernels, vectorised loops", "this CPU runs only the portable loops (no popcnt, no AVX2/FMA/F16C)")
+        exercised(path)
+        yield path
+    finally:
+        _kernels.use_portable(False)
+
+
+def simsimd_level(capability: str) -> Iterator[str]:
+    """Leave only one simsimd capability level enabled for one test; yield the path's name."""
+    path = f"simsimd {capability}"
+    if not SIMSIMD_CPU.get(capability):
+        skip(path, f"this CPU does not have it ({SIMSIMD_NEEDS.get(capability, 'unknown instructions')})")
+    others = [c for c, present in SIMSIMD_CPU.items() if present and c != "serial"]
+    try:
+        for name in others:
+            simsimd.disable_capability(name)
+        if capability != "serial":
+            simsimd.enable_capability(capability)
+        exercised(path)
+        yield path
+    finally:
+        for name in others:
+            simsimd.enable_capability(name)
