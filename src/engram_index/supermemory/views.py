@@ -25,7 +25,7 @@ def document_view(doc: DocRow) -> dict[str, Any]:
         "title": doc.title,
         "type": doc.type,
         "summary": doc.summary,
-        "content": doc.content if doc.status == "done" or doc.content else None,
+        "content": doc.content or None,  # a file or a URL has none until it is extracted
         "metadata": doc.metadata,
         "system": document_status(doc),
         **({"customId": doc.custom_id} if doc.custom_id else {}),
