@@ -21,11 +21,11 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 @contextmanager
-def served(data: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def served(data: Path, port: int, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
     """`engram-index serve` in its own process, until the block ends (or the test kills it)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", "from engram_index.cli import main; main()", "serve", "--data", str(data),
-         "--port", str(port), "--embedder", "hashing:64", "--no-access-log"],
+         "--port", str(port), "--embedder", "hashing:64", "--no-access-log", *extra],
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while True:
