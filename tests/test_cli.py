@@ -98,9 +98,56 @@ def test_human_output_shows_the_snippet_and_terms(memories: Path, tmp_path: Path
     assert "1 results" in result.output and "résumé" in result.output and "exact/text" in result.output
 
 
-def test_search_of_an_unknown_space_is_a_clear_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["search", SPACE, "x", "--data", str(tmp_path / "d")])
+def test_search_of_an_unknown_space_is_a_clear_error(memories: Path, tmp_path: Path) -> None:
+    run("import", SPACE, str(memories), "--data", str(tmp_path / "d"), *MODEL)
+    other = SPACE.replace("/notes", "/other")
+    result = CliRunner().invoke(main, ["search", other, "x", "--data", str(tmp_path / "d")])
     assert result.exit_code == 1 and "space not indexed here" in result.output
+
+
+@pytest.mark.parametrize("command", [["search", SPACE, "x"], ["spaces", "list"]])
+def test_a_read_command_on_a_missing_data_directory_says_so_and_creates_nothing(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "typo"
+    result = CliRunner().invoke(main, [*command, "--data", str(missing)])
+    assert result.exit_code == 1 and f"the data directory {missing} does not exist" in result.output
+    assert not missing.exists()
+
+
+def test_a_malformed_space_uri_is_reported_as_malformed_not_as_unindexed(memories: Path, tmp_path: Path) -> None:
+    run("import", SPACE, str(memories), "--data", str(tmp_path / "d"), *MODEL)
+    result = CliRunner().invoke(main, ["search", "at://did:plc:x/notes", "x", "--data", str(tmp_path / "d")])
+    assert result.exit_code == 1 and "not a space URI" in result.output and "not indexed" not in result.output
+
+
+@pytest.mark.parametrize("owner_loaded", [True, False], ids=["keyword index current on disk", "never loaded"])
+def test_search_runs_beside_the_process_that_owns_the_data_directory(
+    memories: Path, tmp_path: Path, owner_loaded: bool
+) -> None:
+    from engram_index.collections import Collections
+    from engram_index.engine.types import Document
+    from engram_index.store.sqlite import StoredDocument
+
+    data = tmp_path / "d"
+    run("import", SPACE, str(memories), "--data", str(data), *MODEL)
+    owner = Collections(data)  # as a running service holds it: the directory's lock, writing
+    try:
+        if owner_loaded:
+            owner.index(SPACE)  # as the service loads its spaces at start
+        owner.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:w/garden.engram.memory/new", author="did:plc:w",
+                                                    text="written while serving", created_ms=1))])
+        owner.commit()
+        result = run("search", SPACE, "serving", "--data", str(data), "--json")
+        assert result.exit_code == 0, result.output
+        assert [m["text"] for m in json.loads(result.stdout)["memories"]] == ["written while serving"]
+    finally:
+        owner.close()
+
+
+def test_human_output_off_a_terminal_keeps_every_uri_on_one_line(memories: Path, tmp_path: Path) -> None:
+    run("import", SPACE, str(memories), "--data", str(tmp_path / "d"), *MODEL)
+    result = run("search", SPACE, "accents", "--data", str(tmp_path / "d"))
+    uri_line = next(line for line in result.stdout.splitlines() if "at://" in line)
+    assert f"{SPACE}/did:plc:other/garden.engram.memory/3kabc" in uri_line
 
 
 def test_import_needs_all_three_model_options_together(memories: Path, tmp_path: Path) -> None:
@@ -175,6 +222,43 @@ def test_repack_refuses_a_data_directory_in_use(memories: Path, tmp_path: Path) 
         assert "in use" in result.output
     finally:
         spaces.close()
+
+
+MINILM_TEXTS = [
+    {"text": "The deploy pipeline retries a failed step three times", "createdAt": "2026-03-01T10:00:00Z"},
+    {"text": "Grandma's pasta recipe uses San Marzano tomatoes", "createdAt": "2026-03-01T10:00:01Z", "tags": ["food"]},
+]
+
+
+def test_import_embed_into_a_new_space_takes_the_embedders_model_and_text_alone_then_searches_hybrid(
+    tmp_path: Path,
+) -> None:
+    # The README's example: no --model; the space takes the local model's, as its records are embedded with it.
+    file = write_jsonl(tmp_path / "plain.jsonl", MINILM_TEXTS)
+    data = tmp_path / "d"
+    imported = run("import", SPACE, str(file), "--data", str(data), "--embed")
+    assert imported.exit_code == 0, imported.output
+    assert "2 records embedded" in imported.output and "2 written" in imported.output
+    # Text alone: embedded with the space's model and searched hybrid, as the service's q alone is.
+    result = run("search", SPACE, "how often are pipeline steps retried", "--data", str(data), "--json")
+    out = json.loads(result.stdout)
+    assert out["mode"] == "hybrid" and out["memories"][0]["text"].startswith("The deploy pipeline")
+    keyword = json.loads(run("search", SPACE, "pipeline", "--data", str(data), "--json", "--embedder", "none").stdout)
+    assert keyword["mode"] == "keyword"
+
+
+def test_embed_text_prints_the_vector_parameter_the_service_takes(tmp_path: Path) -> None:
+    from engram_index.embed.local import MiniLMEmbedder
+    from engram_index.engram.records import decode_query_vector
+
+    result = run("embed", "--text", "retry policy")
+    assert result.exit_code == 0, result.output
+    vector = result.stdout.strip()
+    decoded = decode_query_vector(vector)
+    with MiniLMEmbedder() as embedder:
+        expected = embedder.embed_queries(["retry policy"])[0]
+    assert decoded.shape == (384,) and float(np.dot(decoded, expected)) > 0.999
+    assert "modelDigest=sha256:53aa" in result.stderr
 
 
 def test_memories_of_norm_300_1_and_40_import_and_each_is_its_own_nearest_at_1000(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from engram_index import __version__
 from engram_index.engram.api.graph import get_memory_graph
 from engram_index.engram.api.memories import get_memory, list_memories
 from engram_index.engram.api.search import search_memories
+from engram_index.engram.api.spaces import REGISTER_NSID, WARM_NSID, describe, register_space, warm_space
 from engram_index.engram.api.status import get_space_status
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
@@ -28,6 +29,7 @@ from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.service_auth import ServiceAuth
 from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
+from engram_index.engram.records import is_space_uri
 from engram_index.collections import Collections
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
 from engram_index.keys import KeyStore
@@ -43,16 +45,46 @@ log = logging.getLogger("engram_index")
 SEARCH_THREADS = 2
 
 
-def did_document(service_did: str) -> dict[str, Any]:
-    """The service's did:web document."""
-    host = service_did.removeprefix("did:web:").replace("%3A", ":")
+def did_document(service_did: str, endpoint: str) -> dict[str, Any]:
+    """The service's did:web document, naming where it is served (`endpoint`: scheme, host and port)."""
     return {
         "@context": ["https://www.w3.org/ns/did/v1"],
         "id": service_did,
         "service": [
-            {"id": "#engram_index", "type": "EngramIndex", "serviceEndpoint": f"https://{host}"}
+            {"id": "#engram_index", "type": "EngramIndex", "serviceEndpoint": endpoint}
         ],
     }
+
+
+def xrpc_not_found(request: Request) -> Response:
+    """An unknown XRPC method, in the XRPC envelope."""
+    return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+
+
+def json_not_found(request: Request) -> Response:
+    """A path no face serves: a JSON 404 in no face's envelope."""
+    return JSONResponse({"error": "NotFound", "message": f"nothing at {request.url.path}"}, status_code=404)
+
+
+# The one place a 404 is shaped: each face registers the envelope of its own path prefix here (the
+# longest matching prefix wins); anything else gets json_not_found.
+def supermemory_not_found(request: Request) -> Response:
+    """An unknown route under the supermemory v5 face's prefixes, in its ErrorResponse body."""
+    if supermemory_http.owns(request.url.path):  # "/ns" claims "/nsfoo" too: that one is no face's
+        return supermemory_http.http_error(request, 404)
+    return json_not_found(request)
+
+
+NOT_FOUND_BY_PREFIX: dict[str, Callable[[Request], Response]] = {
+    "/xrpc/": xrpc_not_found,
+    **{prefix: supermemory_not_found for prefix in supermemory_http.PREFIXES},
+}
+
+
+def not_found_for(path: str) -> Callable[[Request], Response]:
+    """The 404 answer of the face owning `path`."""
+    owners = [prefix for prefix in NOT_FOUND_BY_PREFIX if path.startswith(prefix)]
+    return NOT_FOUND_BY_PREFIX[max(owners, key=len)] if owners else json_not_found
 
 
 def create_app(
@@ -65,6 +97,7 @@ def create_app(
     read_only: bool = False,
     sync: SyncConfig | None = None,
     search_threads: int = SEARCH_THREADS,
+    public_url: str | None = None,
     llm: LLM | None = None,
     reranker: Reranker | None = None,
 ) -> Starlette:
@@ -82,6 +115,7 @@ def create_app(
         if isinstance(authenticator, InsecureOpen):
             log.warning("serving WITHOUT authentication (--insecure-open): every caller can query every space")
         app.state.authenticator = authenticator
+        app.state.service_did = service_did
         app.state.limits = limits or SpaceLimits()
         app.state.embedding = embedding or QueryEmbedding()
         app.state.llm, app.state.reranker = llm, reranker
@@ -102,7 +136,8 @@ def create_app(
         app.state.supermemory_pipeline = None if read_only else SupermemoryPipeline(app.state.supermemory)
         if app.state.supermemory_pipeline is not None:
             app.state.supermemory_pipeline.start()
-        for uri in app.state.spaces.store.spaces():
+        # Only the garden.engram spaces: other faces keep collections of their own in the same store.
+        for uri in filter(is_space_uri, app.state.spaces.store.spaces()):
             try:
                 app.state.spaces.index_if_loaded(uri)
             except Exception:
@@ -121,19 +156,19 @@ def create_app(
             if callable(close):
                 close()
 
-    async def describe(request: Request) -> dict[str, Any]:
-        return {"did": service_did, "version": __version__}  # kept in step with describeService.json
+    async def describe_service(request: Request) -> dict[str, Any]:
+        return describe(request)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"version": __version__})
 
     async def well_known(request: Request) -> JSONResponse:
-        return JSONResponse(did_document(service_did))
+        # Where this request reached us (http for a plain server), unless the operator named a public URL.
+        endpoint = public_url or (sync.public_url if sync is not None else None) or str(request.base_url)
+        return JSONResponse(did_document(service_did, endpoint.rstrip("/")))
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        if supermemory_http.owns(request.url.path):  # supermemory v5: its own error body under its prefixes
-            return supermemory_http.http_error(request, 404)
-        return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+        return not_found_for(request.url.path)(request)
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
         if supermemory_http.owns(request.url.path):  # supermemory v5: its own error body under its prefixes
@@ -146,7 +181,9 @@ def create_app(
         Route("/xrpc/garden.engram.getMemory", xrpc(get_memory)),
         Route("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
         Route("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
-        Route("/xrpc/garden.engram.describeService", xrpc(describe, authenticated=False)),
+        Route("/xrpc/garden.engram.describeService", xrpc(describe_service, authenticated=False)),
+        Route(f"/xrpc/{WARM_NSID}", xrpc(warm_space, procedure=True), methods=["POST"]),
+        Route(f"/xrpc/{REGISTER_NSID}", xrpc(register_space, procedure=True), methods=["POST"]),
         Route(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
         Route(f"/xrpc/{WRITE_NSID}", xrpc(notify_write, authenticated=False), methods=["POST"]),
         Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),

@@ -22,9 +22,9 @@ from rich.progress import (
 )
 
 from engram_index.embed.base import Embedder
-from engram_index.engine.types import Filters, ModelIdentity, SearchRequest
+from engram_index.engine.types import ModelIdentity
 from engram_index.errors import BadRecord, EngramError
-from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
+from engram_index.engram.records import parse_space_uri
 from engram_index.collections import Collections
 from engram_index.llm.base import LLM, Reranker
 
@@ -99,14 +99,21 @@ def import_cmd(
     identity = ModelIdentity(model, model_digest, dims) if all(given) else None  # type: ignore[arg-type]
     try:
         parse_space_uri(space_uri)
+        embedder = make_embedder(embedder_spec) if embed else None
+        if embed and embedder is None:
+            raise click.UsageError("--embed needs an embedder (--embedder)")
         with _spaces(data) as spaces:
+            if embedder is not None and identity is None and _model_of(spaces, space_uri) is None:
+                # A space made by --embed takes the embedder's model (one declared already stays).
+                identity = embedder.identity
+                console.print(f"the space's model is the embedder's: {identity.model} ({identity.digest},"
+                              f" {identity.dims} dims)")
             spaces.ensure_space(space_uri, identity, document_prefix, query_prefix)
             with Progress(
                 TextColumn("[bold]importing"), BarColumn(), TaskProgressColumn(),
                 TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True,
             ) as bar:
                 task = bar.add_task("import", total=file.stat().st_size)
-                embedder = make_embedder(embedder_spec) if embed else None
                 try:
                     report = import_jsonl(spaces, space_uri, file, lambda n: bar.advance(task, n), embedder)
                 finally:
@@ -124,95 +131,6 @@ def import_cmd(
         f"{report.lines} lines: {report.written} written, {report.unchanged} unchanged,"
         f" {len(report.errors)} skipped"
     )
-
-
-@main.command()
-@click.argument("space_uri")
-@click.argument("query", required=False)
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword"]), help="Default: hybrid with a vector, else keyword.")
-@click.option("--vector", "vector_b64", help="Query vector: f16le, base64url without padding.")
-@click.option("--fusion", type=click.Choice(["convex", "rrf"]), default="convex", show_default=True)
-@click.option("--limit", type=click.IntRange(1, 50), default=10, show_default=True)
-@click.option("--author", help="Only memories by this DID.")
-@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable; all must match).")
-@click.option("--since", help="Only memories created at or after this RFC 3339 time.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def search(
-    space_uri: str,
-    query: str | None,
-    data: Path,
-    mode: str | None,
-    vector_b64: str | None,
-    fusion: str,
-    limit: int,
-    author: str | None,
-    tags: tuple[str, ...],
-    since: str | None,
-    as_json: bool,
-) -> None:
-    """Search a space in-process and print each result with its explanation.
-
-    Example: engram-index search at://did:plc:abc/space/garden.engram.space/notes "HTTPServer timeout" --data ./data
-    """
-    try:
-        vector = decode_query_vector(vector_b64) if vector_b64 else None
-        if mode is None:
-            mode = "hybrid" if vector is not None and query else ("vector" if vector is not None else "keyword")
-        if mode in ("hybrid", "vector") and vector is None:
-            raise click.UsageError(f"mode {mode} needs --vector (no embedder runs here yet)")
-        if mode in ("hybrid", "keyword") and not query:
-            raise click.UsageError(f"mode {mode} needs a query text")
-        filters = Filters(author, tags, parse_datetime_ms(since, "since") if since else None)
-        req = SearchRequest(mode=mode, q=query, vector=vector, limit=limit, filters=filters, fusion=fusion)  # type: ignore[arg-type]
-        with _spaces(data) as spaces:
-            bar, update = _load_progress()
-            with bar:
-                spaces.index(space_uri, update)
-            result = spaces.search(space_uri, req)
-    except (EngramError, ValueError) as exc:
-        raise click.ClickException(getattr(exc, "message", str(exc))) from exc
-    from engram_index.engram.views import hit_view
-
-    views = [hit_view(h, result.mode) for h in result.hits]
-    if as_json:
-        click.echo(json.dumps({"mode": result.mode, "approximate": result.approximate, "memories": views}, ensure_ascii=False, indent=1))
-        return
-    out = Console()
-    out.print(f"[bold]{len(views)} results[/] (mode {result.mode}{', approximate' if result.approximate else ''})")
-    for n, view in enumerate(views, 1):
-        match = view.get("match", {})
-        out.print(f"\n[bold]{n}.[/] {view['uri']}  [dim]{view['createdAt']}[/]")
-        parts = []
-        if "vector" in match or "similarity" in view:
-            vec = match.get("vector", {})
-            parts.append(f"similarity {view.get('similarity')}" + (f" (rank {vec['rank']})" if vec else ""))
-        if "keyword" in match:
-            kw = match["keyword"]
-            terms = ", ".join(f"{t['term']} [{t['kind']}/{t['field']}]" for t in kw["terms"])
-            parts.append(f"bm25×100 {kw['score']} (rank {kw['rank']}): {terms}")
-        if "fusion" in match:
-            parts.append(f"fusion {match['fusion']}")
-        out.print("   " + " · ".join(parts), markup=False)
-        snip = match.get("snippet")
-        if snip:
-            out.print("   " + _highlight(snip["text"], snip["highlights"]))
-        elif view["text"]:
-            out.print("   " + view["text"][:200], markup=False)
-
-
-def _highlight(text: str, highlights: list[dict[str, int]]) -> str:
-    """Mark the highlighted byte ranges of a snippet for the terminal."""
-    from rich.markup import escape
-
-    raw = text.encode()
-    out, pos = [], 0
-    for h in highlights:
-        out.append(escape(raw[pos : h["byteStart"]].decode()))
-        out.append("[bold reverse]" + escape(raw[h["byteStart"] : h["byteEnd"]].decode()) + "[/]")
-        pos = h["byteEnd"]
-    out.append(escape(raw[pos:].decode()))
-    return "".join(out)
 
 
 @main.group("eval")
@@ -250,11 +168,21 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
         out.print(f"{name:<16}{scores['ndcg@10']:>10.4f}{scores['recall@100']:>12.4f}")
 
 
+def _model_of(spaces: Collections, uri: str) -> ModelIdentity | None:
+    """The space's declared model (None for a new space or one without)."""
+    from engram_index.errors import UnknownSpace
+
+    try:
+        return spaces.info(uri).model
+    except UnknownSpace:
+        return None
+
+
 @main.command()
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8080, show_default=True)
-@click.option("--service-did", default=None, help="This service's DID (default: did:web:<host>%3A<port>).")
+@click.option("--service-did", default=None, help="This service's DID (default: did:web:<host>, as clients derive it from the URL).")
 @click.option("--insecure-open", is_flag=True, help="Serve without checking space credentials (trusted networks only).")
 @click.option("--plc-url", envvar="ENGRAM_PLC_URL", default="https://plc.directory", show_default=True,
               help="PLC directory that resolves did:plc authorities ($ENGRAM_PLC_URL).")
@@ -276,6 +204,8 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
               help="Its (app) password; prefer $ENGRAM_SYNC_PASSWORD.")
 @click.option("--public-url", envvar="ENGRAM_PUBLIC_URL", default=None,
               help="This service's public https URL: space hosts send write notifications there.")
+@click.option("--open-registration", is_flag=True,
+              help="Let members have their spaces indexed (garden.engram.registerSpace); needs --sync-account.")
 @click.option("--poll-interval", type=click.FloatRange(min=1), default=300.0, show_default=True,
               help="Seconds between polls of every synced space (the backstop for lost notifications).")
 @click.option("--search-threads", type=click.IntRange(1, 64), default=2, show_default=True,
@@ -292,7 +222,7 @@ def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str,
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
-    public_url: str | None, poll_interval: float, search_threads: int, access_log: bool,
+    public_url: str | None, poll_interval: float, open_registration: bool, search_threads: int, access_log: bool,
     llm_spec: str | None, rerank_spec: str | None,
 ) -> None:
     """Serve the garden.engram XRPC queries over HTTP.
@@ -308,12 +238,17 @@ def serve(
     from engram_index.server import run, run_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    did = service_did or f"did:web:{host}%3A{port}"
+    did = service_did or default_service_did(host)
+    logging.getLogger("engram_index").info(
+        "service DID %s: members address requests to it (Atproto-Space-Audience)%s", did,
+        "" if service_did else "; set --service-did for a public name")
     from engram_index.engram.sync.client import Account
     from engram_index.engram.sync.runner import SyncConfig
 
     if bool(sync_account) != bool(sync_password):
         raise click.UsageError("--sync-account and --sync-password go together")
+    if open_registration and not sync_account:
+        raise click.UsageError("--open-registration needs --sync-account: registered spaces are synced as that account")
     llm, reranker = _llm_and_reranker(llm_spec, rerank_spec)
     with _spaces(data) as opened:
         from engram_index.engram.syncstate import SyncState
@@ -324,7 +259,7 @@ def serve(
     if workers > 1 and syncing:
         raise click.UsageError("spaces synced from the network are served by one process: drop --workers")
     sync = SyncConfig(Account(sync_account, sync_password) if sync_account and sync_password else None,
-                      plc_url, public_url, poll_interval, did_web_http_localhost)
+                      plc_url, public_url, poll_interval, did_web_http_localhost, open_registration=open_registration)
     if workers > 1:
         import json
         import os
@@ -359,6 +294,11 @@ def serve(
     run(app, host, port, access_log=access_log)
 
 
+def default_service_did(host: str) -> str:
+    """did:web of the host alone: what a client derives from the service's URL (the port is not part of it)."""
+    return f"did:web:{host}"
+
+
 def _llm_and_reranker(llm_spec: str | None, rerank_spec: str | None) -> tuple[LLM | None, Reranker | None]:
     """The LLM and reranker that --llm and --rerank name (None when absent); a usage error when malformed."""
     from engram_index.llm.openai_compat import llm_from_spec
@@ -390,30 +330,42 @@ def _env_spaces() -> list[str]:
 
 
 @main.command()
-@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="A JSONL file, one object per line.")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A JSONL file, one object per line (with --out).")
 @click.option("--field", default="text", show_default=True, help="The field holding the text.")
-@click.option("--kind", type=click.Choice(["query", "document"]), default="document", show_default=True)
+@click.option("--text", "texts_given", multiple=True,
+              help="Embed this text and print its vector as searchMemories' vector parameter (repeatable).")
+@click.option("--kind", type=click.Choice(["query", "document"]), default=None,
+              help="How to embed: query (the default with --text) or document (the default with --input).")
 @click.option("--prefix", default="", help="Prefix prepended to every text (the space's query or document prefix).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The .npy file to write.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The .npy file to write (with --input).")
 @click.option("--embedder", "embedder_spec", default="local", show_default=True, help="As for import --embedder.")
-def embed(input_path: Path, field: str, kind: str, prefix: str, out: Path, embedder_spec: str) -> None:
-    """Embed one field of every line and write float32 L2-normalised vectors, one row per line.
+def embed(input_path: Path | None, field: str, texts_given: tuple[str, ...], kind: str | None, prefix: str,
+          out: Path | None, embedder_spec: str) -> None:
+    """Embed texts: --text prints each one's vector (f16le, base64url: searchMemories' vector),
+    --input writes one field of every line as float32 L2-normalised rows of an .npy file.
 
+    Example: engram-index embed --text "retry policy"
     Example: engram-index embed --input queries.jsonl --field text --kind query --out queries.npy
     """
     import numpy as np
 
-    texts: list[str] = []
-    with open(input_path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            try:
-                value = json.loads(line)[field]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise click.ClickException(f"line {number}: no string field {field!r} ({exc})") from exc
-            if not isinstance(value, str):
-                raise click.ClickException(f"line {number}: {field!r} is not a string")
-            texts.append(prefix + value)
+    if bool(texts_given) == bool(input_path):
+        raise click.UsageError("give --text, or --input with --out")
+    if input_path is not None and out is None:
+        raise click.UsageError("--input needs --out")
+    kind = kind or ("query" if texts_given else "document")
+    texts: list[str] = [prefix + t for t in texts_given]
+    if input_path is not None:
+        with open(input_path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                try:
+                    value = json.loads(line)[field]
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise click.ClickException(f"line {number}: no string field {field!r} ({exc})") from exc
+                if not isinstance(value, str):
+                    raise click.ClickException(f"line {number}: {field!r} is not a string")
+                texts.append(prefix + value)
     embedder = make_embedder(embedder_spec)
     if embedder is None:
         raise click.UsageError("embed needs an embedder")
@@ -432,8 +384,17 @@ def embed(input_path: Path, field: str, kind: str, prefix: str, out: Path, embed
     finally:
         embedder.close()
     matrix = np.concatenate(rows) if rows else np.zeros((0, embedder.identity.dims), np.float32)
+    ident = embedder.identity
+    if texts_given:
+        from engram_index.engram.records import encode_query_vector
+
+        for row in matrix:
+            click.echo(encode_query_vector(row))
+        console.print(f"# {kind} vectors of {ident.model}: send with model={ident.model} modelDigest={ident.digest}")
+        return
+    assert out is not None
     np.save(out, matrix)
-    console.print(f"{len(texts)} vectors of {embedder.identity.dims} dims ({embedder.identity.model}) written to {out}")
+    console.print(f"{len(texts)} vectors of {ident.dims} dims ({ident.model}) written to {out}")
 
 
 def make_embedder(spec: str) -> Embedder | None:
@@ -449,6 +410,8 @@ def make_embedder(spec: str) -> Embedder | None:
 
 
 from engram_index import cli_admin, cli_keys  # noqa: E402,F401  (register `spaces`, `dev-credential` and `keys` on main)
+from engram_index import cli_dev  # noqa: E402,F401  (registers `dev-network` on main)
+from engram_index import cli_search  # noqa: E402,F401  (registers `search` on main)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -48,12 +48,16 @@ def spaces_list(data: Path, as_json: bool) -> None:
 
     Example: engram-index spaces list --data ./data --json
     """
+    from engram_index.cli_search import reading
+    from engram_index.engram.records import is_space_uri
     from engram_index.engram.syncstate import SyncState
 
-    with _spaces(data) as opened:
+    with reading(data) as opened:
         state = SyncState(opened.store)
         rows: list[dict[str, Any]] = []
         for space, problem, synced_ms in state.spaces():
+            if not is_space_uri(space):
+                continue  # not a garden space: another face's
             repos, records = state.problems(space)
             rows.append({"space": space, "syncedMs": synced_ms, "problem": problem,
                          "failedRepos": [{"repo": r, "problem": p} for r, p in repos],

@@ -52,16 +52,21 @@ def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
 class Collections:
     """Every space of a data directory, opened lazily, with a background committer."""
 
-    def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False) -> None:
+    def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
+                 lock: bool = True) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
-        every space's keyword index must already have caught up with its records.
+        every space's keyword index must already have caught up with its records. Read-only
+        without the lock: a one-off reader beside the process that owns the directory (SQLite's
+        WAL and tantivy's committed segments both let a reader in while a writer works).
         """
+        if not lock and not read_only:
+            raise StorageError("only a read-only opening may go without the data directory's lock")
         self.data_dir = data_dir
         self.read_only = read_only
         data_dir.mkdir(parents=True, exist_ok=True)
-        self._dir_lock = lock_data_dir(data_dir, read_only)
+        self._dir_lock = lock_data_dir(data_dir, read_only) if lock else None
         self.store = Store(data_dir / "records.sqlite", read_only=read_only)
         page_size = self.store.page_size()
         if not read_only and page_size < PAGE_SIZE:
@@ -72,6 +77,7 @@ class Collections:
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
         self._loading: set[str] = set()
+        self._loaders: set[threading.Thread] = set()  # background loads, joined by close()
         self._space_locks: dict[str, threading.RLock] = {}
         self._last_write: dict[str, float] = {}
         self._maintainer: threading.Thread | None = None
@@ -155,9 +161,11 @@ class Collections:
             return index
         info = self.store.space(uri)
         with self._lock:
-            if uri not in self._loading:
+            if uri not in self._loading and not self._stop.is_set():
                 self._loading.add(uri)
-                threading.Thread(target=self._load_background, args=(info.uri,), daemon=True).start()
+                loader = threading.Thread(target=self._load_background, args=(info.uri,), daemon=True)
+                self._loaders.add(loader)
+                loader.start()
         raise IndexLoading(f"the index of {uri} is loading")
 
     def _load_background(self, uri: str) -> None:
@@ -173,24 +181,32 @@ class Collections:
         try:
             index = self.index(uri, report)
             log.info("loaded %s: %d memories in %.1f s", uri, len(index), time.monotonic() - began)
+        except _Closing:
+            log.info("stopped loading %s: the data directory is closing", uri)
         except Exception:
             log.exception("loading %s failed", uri)
         finally:
             with self._lock:
                 self._loading.discard(uri)
+                self._loaders.discard(threading.current_thread())
 
     def _load(self, info: SpaceInfo, progress: Progress | None) -> SpaceIndex:
         """Build a space's index from its records and its keyword files."""
         dims = info.model.dims if info.model else None
-        index = SpaceIndex(
-            self.data_dir / "spaces" / str(info.id),
-            dims,
-            # Results and explanations need text and fields, not the vector blobs.
-            lambda ords: self.store.documents(info.id, ords, vectors=False),
-            read_only=self.read_only,
-        )
-        if self.read_only and index.keyword.committed_seq != info.seq:
-            raise StorageError(f"the keyword index of {info.uri} is behind its records: open it for writing first")
+        # Results and explanations need text and fields, not the vector blobs.
+        fetch = lambda ords: self.store.documents(info.id, ords, vectors=False)  # noqa: E731
+        try:
+            index = SpaceIndex(self.data_dir / "spaces" / str(info.id), dims, fetch, read_only=self.read_only)
+            if self.read_only and index.keyword.committed_seq != info.seq:
+                index.close(save_counts=False)
+                raise StorageError(f"the keyword index of {info.uri} is behind its records: open it for writing first")
+        except StorageError:
+            if self._dir_lock is not None:
+                raise
+            # A one-off reader beside the directory's owner, whose keyword index is not (yet) on
+            # disk at this sequence: build one in memory from the records, as a load after a crash would.
+            log.info("the keyword index of %s is not current on disk: building it in memory", info.uri)
+            index = SpaceIndex(None, dims, fetch)
         # Read-only processes share one copy of the vectors the writer saved for this sequence
         # (serve --workers); without one, each rebuilds its own from the records.
         mapped = VectorIndex.open(self._vectors_path(info), info.seq) if self.read_only and dims else None
@@ -207,6 +223,10 @@ class Collections:
         done = 0
         replayed = False
         for batch in self.store.changes_since(info.id, 0):
+            if self._stop.is_set():
+                # Closing: stop before the store closes under this read (its uncommitted keyword
+                # writes are dropped; the next open replays them from the change log).
+                raise _Closing(info.uri)
             live = [(c.ord, c.document) for c in batch if c.document is not None]
             # Columns and vectors are rebuilt from every record; the keyword index keeps its own.
             index.apply(live, index.seq, keyword=False, vectors=not shared)
@@ -432,11 +452,20 @@ class Collections:
             self._committer.join()
         if self._maintainer is not None:
             self._maintainer.join()
+        with self._lock:
+            loaders = list(self._loaders)
+        for loader in loaders:
+            loader.join()  # a load reads the store: it must stop before the store closes
         for index in self._indexes.values():
             index.close()
         self._indexes.clear()
         self.store.close()
-        self._dir_lock.close()  # releases the lock
+        if self._dir_lock is not None:
+            self._dir_lock.close()  # releases the lock
+
+
+class _Closing(Exception):
+    """A background load stopped because the data directory is closing."""
 
 
 def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:

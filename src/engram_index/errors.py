@@ -64,7 +64,7 @@ class UnknownSpace(SpaceError):
     """The space is not indexed by this service."""
 
     xrpc_name = "UnknownSpace"
-    status = 404
+    status = 400  # as the reference server answers it
 
 
 class NoModel(SpaceError):

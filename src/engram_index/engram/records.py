@@ -79,6 +79,11 @@ def parse_space_uri(uri: str) -> SpaceURI:
     return SpaceURI(parts[2], parts[4], parts[5])
 
 
+def is_space_uri(name: str) -> bool:
+    """Whether a collection name of the shared store is a garden.engram space (other faces' names never start with at://)."""
+    return name.startswith("at://")
+
+
 _GRAPHEME = regex.compile(r"\X")
 
 
@@ -171,8 +176,17 @@ def decode_record_bytes(value: Any, name: str) -> bytes:
         raise BadRecord(f"{name} is not valid base64: {exc}") from exc
 
 
+# The reference client cuts a memory's text to this many UTF-8 bytes before embedding it, to stay
+# within common models' input limits; an import must embed the same text as an author would.
+MAX_EMBED_BYTES = 24000
+
+
 def embed_text(prefix: str, text: str, tags: list[str] | tuple[str, ...] | None) -> str:
-    """The text a memory is embedded as: prefix + text, then a blank line and `Tags: a, b`."""
+    """The text a memory is embedded as: prefix + text (cut to MAX_EMBED_BYTES on a character
+    boundary), then a blank line and `Tags: a, b`."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_EMBED_BYTES:
+        text = raw[:MAX_EMBED_BYTES].decode("utf-8", "ignore")
     out = prefix + text
     if tags:
         out += "\n\nTags: " + ", ".join(tags)

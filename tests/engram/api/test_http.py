@@ -134,7 +134,7 @@ def test_vector_alone_runs_a_vector_search_without_match(base_url: str) -> None:
         ({"author": "not-a-did", "q": "x"}, 400, "InvalidRequest"),
         ({"since": "yesterday", "q": "x"}, 400, "InvalidRequest"),
         ({}, 400, "InvalidRequest"),
-        ({"space": "at://did:plc:nope/space/garden.engram.space/x", "q": "x"}, 404, "UnknownSpace"),
+        ({"space": "at://did:plc:nope/space/garden.engram.space/x", "q": "x"}, 400, "UnknownSpace"),
         ({"space": BARE, "vector": vec(0), "model": "m", "modelDigest": "sha256:00"}, 400, "NoModel"),
         # A space without a model: there is nothing to embed q with, here or at the client.
         ({"space": BARE, "q": "x", "mode": "vector"}, 400, "NoModel"),

@@ -19,6 +19,7 @@ def test_every_query_of_the_protocol_is_bundled() -> None:
         "garden.engram.searchMemories", "garden.engram.listMemories", "garden.engram.getMemory",
         "garden.engram.getSpaceStatus", "garden.engram.getMemoryGraph", "garden.engram.describeService",
     }
+    assert set(nsids(LEX, "procedure")) == {"garden.engram.warmSpace", "garden.engram.registerSpace"}
     assert set(nsids(LEX, "record")) == {"garden.engram.memory", "garden.engram.config"}
 
 
@@ -51,7 +52,7 @@ def test_defaults_types_and_repeated_parameters_are_parsed() -> None:
         (SEARCH, "space=s&q=a&q=b", "more than once"),
         (SEARCH, "space=s&" + "&".join(f"tags=t{i}" for i in range(17)), "at most 16"),
         ("garden.engram.getMemoryGraph", "space=at://did:plc:x/space/t/k&neighbors=9", "at most 8"),
-        ("garden.engram.getMemory", "space=at://did:plc:x/space/t/k&uri=nope", "valid at-uri"),
+        ("garden.engram.listMemories", "space=at://did:plc:x/space/t/k&author=bob", "valid did"),
     ],
 )
 def test_bad_parameters_are_refused_with_a_reason(nsid: str, qs: str, message: str) -> None:
@@ -79,3 +80,31 @@ def test_output_checks_find_missing_fields_bad_types_and_bounds_through_refs() -
     assert any("author" in e for e in errors)
     assert any("vector.similarity: required" in e for e in errors)
     assert any("rank" in e for e in errors)
+
+
+def test_our_extensions_of_the_published_lexicons_are_optional_and_marked() -> None:
+    # The published lexicons are served as published; what we add is an optional property marked "Extension".
+    def objects(node: object) -> list[dict]:
+        found = []
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                found.append(node)
+            for value in node.values():
+                found += objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                found += objects(value)
+        return found
+
+    marked = []
+    for nsid, doc in LEX.docs.items():
+        for obj in objects(doc["defs"]):
+            for name, prop in obj.get("properties", {}).items():
+                if prop.get("description", "").startswith("Extension"):
+                    assert name not in obj.get("required", []), (nsid, name)
+                    marked.append((nsid, name))
+    assert ("garden.engram.getSpaceStatus", "access") in marked and ("garden.engram.describeService", "version") in marked
+    status = LEX.main("garden.engram.getSpaceStatus")["output"]["schema"]
+    assert status["required"] == ["memories", "skipped"]
+    assert status["properties"]["building"] == {"type": "ref", "ref": "garden.engram.defs#model"}
+    assert LEX.main("garden.engram.describeService")["output"]["schema"]["required"] == ["did", "registration"]

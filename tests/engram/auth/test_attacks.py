@@ -282,7 +282,8 @@ def test_a_revocation_that_is_not_from_the_space_authority_is_refused(net: Netwo
     token = tokens[case]()
     r = httpx.post(f"{net.url}/xrpc/{REVOKE}", json={"space": net.p256.space(), "jti": jti},
                    headers={"authorization": f"Bearer {token}"} if token else {})
-    assert r.status_code == 401, r.text
+    # Authenticated but not the space's authority: 403 Forbidden, as the reference server answers a notification.
+    assert r.status_code == (403 if case == "another authority" else 401), r.text
     assert search(net, member.headers()).status_code == 200
 
 
@@ -332,7 +333,7 @@ def test_unknown_space_is_said_only_to_a_member(net: Network) -> None:
     assert (stranger.status_code, stranger.json()["error"]) == (401, "AuthRequired")
     member = net.p256.member(unindexed, SERVICE_DID)
     known = search(net, member.headers(), space=unindexed)
-    assert (known.status_code, known.json()["error"]) == (404, "UnknownSpace")
+    assert (known.status_code, known.json()["error"]) == (400, "UnknownSpace")
 
 
 def test_every_query_but_describe_service_needs_a_credential(net: Network) -> None:

@@ -15,6 +15,7 @@ from engram_index.engine.vector import neighbor_pairs
 from engram_index.errors import InvalidInput, NoModel
 from engram_index.store.sqlite import Store
 from engram_index.engram.views import memory_view, scaled_similarity
+from engram_index.engram.api.spaces import loaded_index
 from engram_index.engram.api.xrpc import checked_space
 
 NSID = "garden.engram.getMemoryGraph"
@@ -58,10 +59,10 @@ def build_graph(
     nodes = recent_with_vectors(store, space_id, index, limit)
     sims = index.pairwise([o for o, _ in nodes])
     pairs = neighbor_pairs(sims, neighbors, min_similarity - _TOLERANCE)
-    uris = [d.id for _, d in nodes]
+    # Edges name their memories by position in nodes, the smaller first (the published lexicon).
     return {
         "nodes": [memory_view(d) for _, d in nodes],
-        "edges": [{"a": uris[i], "b": uris[j], "similarity": scaled_similarity(s)} for i, j, s in pairs],
+        "edges": [{"a": min(i, j), "b": max(i, j), "similarity": scaled_similarity(s)} for i, j, s in pairs],
     }
 
 
@@ -71,7 +72,7 @@ async def get_memory_graph(request: Request) -> dict[str, Any]:
     min_similarity = parse_min_similarity(params.get("minSimilarity", DEFAULT_MIN_SIMILARITY))
     if info.model is None:
         raise NoModel("the space's authority has not declared an embedding model")
-    index = spaces.index_if_loaded(info.uri)
+    index = await loaded_index(spaces, info.uri)
     if index.vectors is None:
         raise NoModel("the space's index holds no vectors")
     return await run_in_threadpool(

@@ -12,10 +12,10 @@ from typing import Any
 from starlette.requests import Request
 
 from engram_index.engram.auth.service_auth import ServiceAuth
-from engram_index.errors import BadRecord, InvalidInput, InvalidToken, UnknownSpace, Unavailable
+from engram_index.errors import BadRecord, InvalidInput, UnknownSpace, Unavailable
 from engram_index.engram.records import parse_space_uri
 from engram_index.engram.sync.runner import SyncRunner
-from engram_index.engram.api.revocation import json_body
+from engram_index.engram.api.revocation import NotTheAuthority, json_body
 
 WRITE = "com.atproto.space.notifyWrite"
 DELETED = "com.atproto.space.notifySpaceDeleted"
@@ -37,7 +37,7 @@ async def _checked(request: Request, nsid: str) -> tuple[SyncRunner, dict[str, A
     except BadRecord as exc:
         raise InvalidInput(exc.message) from exc
     if authority != issuer:
-        raise InvalidToken("only the space's authority may notify about it")
+        raise NotTheAuthority("only the space's authority may notify about it")
     if not runner.syncer.state.is_configured(space):
         raise UnknownSpace(f"this service does not sync {space}")
     return runner, body, space

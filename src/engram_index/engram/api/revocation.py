@@ -14,11 +14,18 @@ from starlette.requests import Request
 
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.service_auth import ServiceAuth
-from engram_index.errors import BadRecord, InvalidInput, InvalidToken, TooLarge, Unavailable
+from engram_index.errors import BadRecord, EngramError, InvalidInput, TooLarge, Unavailable
 from engram_index.engram.records import parse_space_uri
 
 NSID = "com.atproto.space.notifyCredentialRevoked"
 MAX_BODY_BYTES = 16 * 1024
+
+
+class NotTheAuthority(EngramError):
+    """A caller who proved who it is, but is not the space's authority (the reference server's 403 Forbidden)."""
+
+    xrpc_name = "Forbidden"
+    status = 403
 
 
 async def notify_credential_revoked(request: Request) -> dict[str, Any]:
@@ -38,7 +45,7 @@ async def notify_credential_revoked(request: Request) -> dict[str, Any]:
     except BadRecord as exc:
         raise InvalidInput(exc.message) from exc
     if authority != issuer:
-        raise InvalidToken("only the space's authority may revoke its credentials")
+        raise NotTheAuthority("only the space's authority may revoke its credentials")
     policy = credentials.policy
     latest = time.time() + policy.max_lifetime + policy.skew
     until = latest if isinstance(exp, bool) or not isinstance(exp, (int, float)) else min(float(exp) + policy.skew, latest)

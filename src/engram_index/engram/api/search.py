@@ -13,6 +13,7 @@ from engram_index.engram.records import decode_query_vector, parse_datetime_ms, 
 from engram_index.store.sqlite import SpaceInfo
 from engram_index.engram.views import hit_view
 from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.api.spaces import loaded_index
 from engram_index.engram.api.xrpc import checked_space
 
 NSID = "garden.engram.searchMemories"
@@ -82,7 +83,7 @@ async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: Quer
 async def search_memories(request: Request) -> dict[str, Any]:
     """Answer garden.engram.searchMemories."""
     params, spaces, info = await checked_space(request, NSID)
-    index = spaces.index_if_loaded(params["space"])
+    index = await loaded_index(spaces, params["space"])
     async with request.app.state.limits.admit(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
         try:

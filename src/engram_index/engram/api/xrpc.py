@@ -16,6 +16,7 @@ from engram_index.engram.records import parse_space_uri
 from engram_index.collections import Collections
 from engram_index.store.sqlite import SpaceInfo
 from engram_index.engram.api.lexicon import Lexicons
+from engram_index.engram.api.revocation import json_body
 
 log = logging.getLogger("engram_index.engram.api")
 
@@ -38,22 +39,31 @@ class XrpcResponse(JSONResponse):
         return orjson.dumps(content)
 
 
-def xrpc(handler: Handler, *, authenticated: bool = True) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap a query handler: size check, authentication for the space, JSON out, XRPC errors.
+def xrpc(handler: Handler, *, authenticated: bool = True, procedure: bool = False) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a handler: size check, authentication for the space, JSON out, XRPC errors.
 
     Authentication runs before the handler looks the space up, so only a caller who proved
-    membership can learn whether a space is indexed here.
+    membership can learn whether a space is indexed here. A procedure names its space in its
+    JSON body (left parsed in `request.state.body`), a query in its query string.
     """
 
     async def endpoint(request: Request) -> Response:
         try:
             if len(request.scope.get("query_string", b"")) > MAX_QUERY_BYTES:
                 raise TooLarge(f"the query string is longer than {MAX_QUERY_BYTES} bytes")
+            if procedure:
+                request.state.body = await json_body(request)
             if authenticated:
-                spaces = request.query_params.getlist("space")
-                if len(spaces) != 1:
-                    raise InvalidInput("space is required, once")
-                await request.app.state.authenticator.authenticate(request, spaces[0])
+                if procedure:
+                    space = request.state.body.get("space")
+                    if not isinstance(space, str):
+                        raise InvalidInput("space is required")
+                else:
+                    spaces = request.query_params.getlist("space")
+                    if len(spaces) != 1:
+                        raise InvalidInput("space is required, once")
+                    space = spaces[0]
+                await request.app.state.authenticator.authenticate(request, space)
             return XrpcResponse(await handler(request))
         except EngramError as exc:
             return error_response(exc.status, exc.xrpc_name, exc.message)
@@ -65,6 +75,14 @@ def xrpc(handler: Handler, *, authenticated: bool = True) -> Callable[[Request],
     return endpoint
 
 
+def parsed_space(uri: str) -> None:
+    """InvalidRequest for a malformed space URI."""
+    try:
+        parse_space_uri(uri)
+    except BadRecord as exc:
+        raise InvalidInput(exc.message) from exc
+
+
 async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Collections, SpaceInfo]:
     """The query's checked parameters, the spaces and the space asked for.
 
@@ -72,10 +90,7 @@ async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Co
     """
     spaces: Collections = request.app.state.spaces
     params = Lexicons.bundled().params(nsid, request.query_params)
-    try:
-        parse_space_uri(params["space"])
-    except BadRecord as exc:
-        raise InvalidInput(exc.message) from exc
+    parsed_space(params["space"])
     # One indexed read of SQLite (WAL: readers never wait for the writer), cheaper than a thread hop.
     info = spaces.info(params["space"])
     return params, spaces, info

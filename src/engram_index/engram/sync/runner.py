@@ -32,6 +32,7 @@ class SyncConfig:
     concurrent_spaces: int = 2
     retry_s: float = 30.0  # a repo that failed verification is tried again after this long
     did_min_refresh: float = 5.0  # how often a DID may be re-resolved uncached (a rotated key)
+    open_registration: bool = False  # members may ask for their spaces to be indexed (registerSpace)
 
 
 class SyncRunner:
@@ -74,6 +75,23 @@ class SyncRunner:
     def configured(self) -> list[str]:
         """The spaces this node keeps current."""
         return [space for space, _, _ in self.syncer.state.spaces()]
+
+    async def can_read(self, space: str) -> str | None:
+        """Why this node's account cannot read `space` (None when a fresh credential for it was granted).
+
+        Runs on the sync thread's loop, whose HTTP clients and sessions the credential belongs to.
+        """
+        if self._loop is None:
+            return "sync is not running"
+
+        async def fetch() -> str | None:
+            try:
+                await self.client.credential(space, renew=True)
+            except SyncError as exc:
+                return str(exc)
+            return None
+
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(fetch(), self._loop))
 
     def request(self, space: str, repo: str | None = None) -> None:
         """Ask for a sync of one repo of `space`, or of all of it (repo None)."""
