@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engram_index import __version__
@@ -34,6 +34,11 @@ from engram_index.collections import Collections
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
 from engram_index.kindgi.face import KindgiFace
 from engram_index.kindgi.routes import PREFIX as KINDGI_PREFIX, not_found as kindgi_not_found, routes as kindgi_routes
+from engram_index.keys import KeyStore
+from engram_index.supermemory import http as supermemory_http
+from engram_index.supermemory.face import Face as SupermemoryFace
+from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
+from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
 
 log = logging.getLogger("engram_index")
@@ -65,9 +70,17 @@ def json_not_found(request: Request) -> Response:
 
 # The one place a 404 is shaped: each face registers the envelope of its own path prefix here (the
 # longest matching prefix wins); anything else gets json_not_found.
+def supermemory_not_found(request: Request) -> Response:
+    """An unknown route under the supermemory v5 face's prefixes, in its ErrorResponse body."""
+    if supermemory_http.owns(request.url.path):  # "/ns" claims "/nsfoo" too: that one is no face's
+        return supermemory_http.http_error(request, 404)
+    return json_not_found(request)
+
+
 NOT_FOUND_BY_PREFIX: dict[str, Callable[[Request], Response]] = {
     "/xrpc/": xrpc_not_found,
     KINDGI_PREFIX: lambda request: kindgi_not_found(request, 404),  # kindgi: its own envelope
+    **{prefix: supermemory_not_found for prefix in supermemory_http.PREFIXES},
 }
 
 
@@ -119,6 +132,14 @@ def create_app(
             app.state.sync.start()
         app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
         app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.embedding.embedder)
+        # The supermemory v5 face: its tables, and (when this process writes) its processing pipeline,
+        # which first queues again every document a previous run acknowledged but did not finish.
+        app.state.supermemory = SupermemoryFace(
+            app.state.spaces, KeyStore(data_dir), app.state.embedding.embedder, state=app.state,
+            read_only=read_only)
+        app.state.supermemory_pipeline = None if read_only else SupermemoryPipeline(app.state.supermemory)
+        if app.state.supermemory_pipeline is not None:
+            app.state.supermemory_pipeline.start()
         # Only the garden.engram spaces: other faces keep collections of their own in the same store.
         for uri in filter(is_space_uri, app.state.spaces.store.spaces()):
             try:
@@ -128,6 +149,8 @@ def create_app(
         yield
         if app.state.sync is not None:
             app.state.sync.stop()
+        if app.state.supermemory_pipeline is not None:
+            app.state.supermemory_pipeline.stop()
         app.state.search_executor.shutdown(wait=True)
         app.state.kindgi.close()
         app.state.spaces.close()
@@ -153,11 +176,12 @@ def create_app(
         return not_found_for(request.url.path)(request)
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
-        # kindgi: a 405 on its paths in its envelope; elsewhere Starlette's own answer, as before.
+        # Each face answers a 405 on its paths in its envelope; anything else is an XRPC error.
         if request.url.path.startswith(KINDGI_PREFIX):
             return kindgi_not_found(request, 405)
-        detail = getattr(exc, "detail", "Method Not Allowed")
-        return PlainTextResponse(detail, status_code=405, headers=getattr(exc, "headers", None))
+        if supermemory_http.owns(request.url.path):
+            return supermemory_http.http_error(request, 405)
+        return error_response(405, "InvalidRequest", f"method {request.method} not allowed on {request.url.path}")
 
     routes = [
         Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
@@ -174,6 +198,7 @@ def create_app(
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
         *kindgi_routes(),
+        *supermemory_routes(),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_allowed})
 

@@ -412,6 +412,24 @@ class KeywordIndex:
         words = searchable_words(words)
         return self._score(words, query_terms(words), np.asarray(ords, np.int64))
 
+    def holds(self, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which documents hold each (searchable) query word, from the term counts: booleans of shape
+        (ordinals, words), `whole` where the word's exact form or stem occurs, `part` where one of its
+        identifier parts does."""
+        terms = query_terms(words)
+        column = {term: i for i, term in enumerate(terms)}
+        present = self.counts.term_scores(terms, ords) > 0
+        whole = np.zeros((ords.size, len(words)), bool)
+        part = np.zeros((ords.size, len(words)), bool)
+        for j, word in enumerate(words):
+            whole[:, j] = present[:, column[word.exact]]
+            if word.stem:
+                whole[:, j] |= present[:, column[word.stem]]
+            parts = [column[p] for p in _parts(word)]
+            if parts:
+                part[:, j] = present[:, parts].any(axis=1)
+        return whole, part
+
     def _score(self, words: Sequence[QueryWord], terms: list[str], ords: np.ndarray) -> np.ndarray:
         """The BM25 of each ordinal for these (searchable) words and their query_terms: per word its
         stem's part where the document holds the stem, else its exact form's, plus PART_WEIGHT × each
