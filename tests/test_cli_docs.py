@@ -97,7 +97,7 @@ def test_every_engram_index_command_of_the_readme_runs_as_written(tmp_path: Path
     env: dict[str, str] = {}
     ran, skipped = [], set()
     for line in readme_commands():
-        assignment = re.match(r"^(\w+)=\$\((engram-index .*)\)$", line)
+        assignment = re.match(r"^(\w+)=\$\((engram-index .*?)( \| tail -n 1)?\)$", line)
         words = shlex.split(assignment.group(2) if assignment else line, comments=True)
         while words and re.match(r"^\w+=", words[0]):
             words.pop(0)  # environment settings of a serve line
@@ -110,8 +110,9 @@ def test_every_engram_index_command_of_the_readme_runs_as_written(tmp_path: Path
             args[2] = env["KEY_ID"]  # the README's id stands for one `keys create` printed
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, f"{line}\n{result.output}"
-        if assignment:
-            env[assignment.group(1)] = result.stdout.strip()
+        if assignment:  # `| tail -n 1` keeps the last line (what `keys create` prints its key on)
+            value = result.stdout.strip()
+            env[assignment.group(1)] = value.splitlines()[-1] if assignment.group(3) else value
         if created := re.search(r"^created \w+ key (\S+)", result.stdout, flags=re.M):
             env["KEY_ID"] = created.group(1)
         ran.append(command)

@@ -35,6 +35,13 @@ from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
 from engram_index.engram.records import is_space_uri
 from engram_index.collections import Collections
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
+from engram_index.kindgi.face import KindgiFace
+from engram_index.kindgi.routes import PREFIX as KINDGI_PREFIX, not_found as kindgi_not_found, routes as kindgi_routes
+from engram_index.keys import KeyStore
+from engram_index.supermemory import http as supermemory_http
+from engram_index.supermemory.face import Face as SupermemoryFace
+from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
+from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
 
 log = logging.getLogger("engram_index")
@@ -66,8 +73,17 @@ def json_not_found(request: Request) -> Response:
 
 # The one place a 404 is shaped: each face registers the envelope of its own path prefix here (the
 # longest matching prefix wins); anything else gets json_not_found.
+def supermemory_not_found(request: Request) -> Response:
+    """An unknown route under the supermemory v5 face's prefixes, in its ErrorResponse body."""
+    if supermemory_http.owns(request.url.path):  # "/ns" claims "/nsfoo" too: that one is no face's
+        return supermemory_http.http_error(request, 404)
+    return json_not_found(request)
+
+
 NOT_FOUND_BY_PREFIX: dict[str, Callable[[Request], Response]] = {
     "/xrpc/": xrpc_not_found,
+    KINDGI_PREFIX: lambda request: kindgi_not_found(request, 404),  # kindgi: its own envelope
+    **{prefix: supermemory_not_found for prefix in supermemory_http.PREFIXES},
 }
 
 
@@ -118,6 +134,15 @@ def create_app(
             app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
             app.state.sync.start()
         app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
+        app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.embedding.embedder)
+        # The supermemory v5 face: its tables, and (when this process writes) its processing pipeline,
+        # which first queues again every document a previous run acknowledged but did not finish.
+        app.state.supermemory = SupermemoryFace(
+            app.state.spaces, KeyStore(data_dir), app.state.embedding.embedder, state=app.state,
+            read_only=read_only)
+        app.state.supermemory_pipeline = None if read_only else SupermemoryPipeline(app.state.supermemory)
+        if app.state.supermemory_pipeline is not None:
+            app.state.supermemory_pipeline.start()
         # Only the garden.engram spaces: other faces keep collections of their own in the same store.
         for uri in filter(is_space_uri, app.state.spaces.store.spaces()):
             try:
@@ -127,7 +152,10 @@ def create_app(
         yield
         if app.state.sync is not None:
             app.state.sync.stop()
+        if app.state.supermemory_pipeline is not None:
+            app.state.supermemory_pipeline.stop()
         app.state.search_executor.shutdown(wait=True)
+        app.state.kindgi.close()
         app.state.spaces.close()
         if app.state.embedding.embedder is not None:
             app.state.embedding.embedder.close()
@@ -150,16 +178,27 @@ def create_app(
     async def not_found(request: Request, exc: Exception) -> Response:
         return not_found_for(request.url.path)(request)
 
-    async def wrong_method(request: Request, exc: Exception) -> Response:
-        # OPTIONS asks which methods a route takes: answered, not refused. Others (TRACE too) get 405.
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        # OPTIONS asks which methods a route takes: answered, not refused. Other methods (TRACE too)
+        # get each face's 405 on its paths, in its envelope, with Allow; anything else an XRPC error.
         allow = getattr(exc, "headers", None) or {}
         allowed = ", ".join(sorted({*allow.get("Allow", "").split(", "), "OPTIONS"} - {""}))
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": allowed})
-        message = f"{request.url.path} takes {allowed}, not {request.method}"
-        return face_error(request.url.path, WrongMethod(message), {"Allow": allowed})
+        if request.url.path.startswith(KINDGI_PREFIX):
+            answer = kindgi_not_found(request, 405)
+        elif supermemory_http.owns(request.url.path):
+            answer = supermemory_http.http_error(request, 405)
+        else:
+            message = f"{request.url.path} takes {allowed}, not {request.method}"
+            answer = face_error(request.url.path, WrongMethod(message))
+        answer.headers["Allow"] = allowed
+        return answer
 
     async def internal(request: Request, exc: Exception) -> Response:
+        # What escaped every face's own handling (the faces catch their own): never a plain-text 500.
+        if supermemory_http.owns(request.url.path):
+            return supermemory_http.error_response(exc)
         request_id = uuid.uuid4().hex[:16]
         log.error("request %s failed", request_id, exc_info=exc)
         return face_error(request.url.path, EngramError(f"internal error (request id {request_id})"))
@@ -178,8 +217,11 @@ def create_app(
         Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
+        *kindgi_routes(),
+        *supermemory_routes(),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: wrong_method, Exception: internal})
+    return Starlette(routes=routes, lifespan=lifespan,
+                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
 
 
 AUTH_STATE_FILE = "auth.sqlite"

@@ -285,6 +285,9 @@ def serve(
         # Workers only read: bring every space's keyword index up to date (and compact it) first.
         with _spaces(data) as spaces:
             spaces.catch_up()
+            from engram_index.supermemory.tables import migrate
+
+            migrate(spaces.store)  # the v5 face's tables, which read-only workers cannot create
         os.environ[WORKER_CONFIG_ENV] = json.dumps({
             "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
             "burst": burst, "concurrent": concurrent, "embedder": embedder_spec,

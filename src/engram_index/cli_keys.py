@@ -22,12 +22,13 @@ def keys() -> None:
 
 
 def _grants(face: str, namespaces: tuple[str, ...], tenant: str | None, user: str | None,
-            orgs: tuple[str, ...], projects: tuple[str, ...], admin: bool) -> dict[str, Any]:
+            orgs: tuple[str, ...], projects: tuple[str, ...], admin: bool,
+            service: str | None = None) -> dict[str, Any]:
     """The grants of a new key, checked against what its face understands."""
-    kindgi_only = tenant is not None or user is not None or orgs or projects or admin
+    kindgi_only = tenant is not None or user is not None or orgs or projects or admin or service is not None
     if face == "supermemory":
         if kindgi_only:
-            raise click.UsageError("--tenant, --user, --org, --project and --admin are for kindgi tokens")
+            raise click.UsageError("--tenant, --user, --service, --org, --project and --admin are for kindgi tokens")
         return {"namespaces": sorted(set(namespaces)) if namespaces else None}
     if namespaces:
         raise click.UsageError("--namespace is for supermemory keys")
@@ -35,8 +36,13 @@ def _grants(face: str, namespaces: tuple[str, ...], tenant: str | None, user: st
         raise click.UsageError("a kindgi token needs --tenant")
     if admin and (user or orgs or projects):
         raise click.UsageError("--admin reaches the whole tenant: give no --user, --org or --project with it")
-    return {"tenant": tenant, "user": user, "orgs": sorted(set(orgs)), "projects": sorted(set(projects)),
-            "admin": admin}
+    if user and service:
+        raise click.UsageError("a token acts as a user or as a service: give --user or --service, not both")
+    grants: dict[str, Any] = {"tenant": tenant, "user": user, "orgs": sorted(set(orgs)),
+                              "projects": sorted(set(projects)), "admin": admin}
+    if service:
+        grants["service"] = service  # kindgi: facts it writes are attributed to service:<id>
+    return grants
 
 
 def _reach(record: KeyRecord) -> str:
@@ -45,8 +51,10 @@ def _reach(record: KeyRecord) -> str:
     if record.face == "supermemory":
         return "every namespace" if g.get("namespaces") is None else "namespaces " + ", ".join(g["namespaces"])
     if g.get("admin"):
-        return f"tenant {g['tenant']} (admin)"
+        return f"tenant {g['tenant']} (admin)" + (f"; service {g['service']}" if g.get("service") else "")
     parts = [f"tenant {g['tenant']}"]
+    if g.get("service"):
+        parts.append(f"service {g['service']}")
     if g.get("user"):
         parts.append(f"user {g['user']}")
     if g.get("orgs"):
@@ -68,21 +76,22 @@ def _when(ms: int | None) -> str:
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
 @click.option("--namespace", "namespaces", multiple=True, help="supermemory: a namespace the key reaches (repeat); none: all")
 @click.option("--tenant", help="kindgi: the tenant of the token (required for kindgi)")
-@click.option("--user", help="kindgi: the user (or service) the token acts as")
+@click.option("--user", help="kindgi: the user the token acts as")
+@click.option("--service", help="kindgi: the service the token acts as (instead of a user)")
 @click.option("--org", "orgs", multiple=True, help="kindgi: an org the token may read and write (repeat)")
 @click.option("--project", "projects", multiple=True, help="kindgi: a project the token may read and write (repeat)")
 @click.option("--admin", is_flag=True, help="kindgi: a tenant admin, who reaches every fact of the tenant")
 @click.option("--label", help="a note to tell keys apart in `keys list`")
 @click.option("--expires-in", type=click.IntRange(min=1), help="seconds until the key stops working (default: never)")
 def keys_create(face: str, data: Path, namespaces: tuple[str, ...], tenant: str | None, user: str | None,
-                orgs: tuple[str, ...], projects: tuple[str, ...], admin: bool, label: str | None,
+                service: str | None, orgs: tuple[str, ...], projects: tuple[str, ...], admin: bool, label: str | None,
                 expires_in: int | None) -> None:
     """Mint a bearer key for FACE (supermemory or kindgi); the key is the last word printed, shown only once.
 
     Example: engram-index keys create supermemory --data ./data --namespace notes
     (or: engram-index keys create kindgi --data ./data --tenant acme --user alice --project web)
     """
-    grants = _grants(face, namespaces, tenant, user, orgs, projects, admin)
+    grants = _grants(face, namespaces, tenant, user, orgs, projects, admin, service)
     store = KeyStore(data)
     expires_ms = None
     if expires_in is not None:

@@ -155,6 +155,44 @@ def test_deleted_documents_vanish_at_once_even_before_the_keyword_commit(space) 
         assert "m1" not in ids(index.search(SearchRequest(mode=mode, q="pasta tomatoes", vector=unit(1)))), mode
 
 
+def test_a_keyword_search_finds_writes_before_the_keyword_commit_and_respects_filters(space) -> None:
+    index, docs = space
+    new = Document(id="m9", author="did:plc:b", text="quokka on the island", tags=("zoo",), created_ms=50)
+    moved = Document(id="m3", author="did:plc:b", text="now about quokka care", created_ms=40)
+    docs.docs[9], docs.docs[3] = new, moved
+    index.apply([(9, new), (3, moved)], seq=2)  # no commit
+    assert set(ids(index.search(SearchRequest(mode="keyword", q="quokka")))) == {"m9", "m3"}
+    assert ids(index.search(SearchRequest(mode="keyword", q="summer"))) == []  # m3's old words are gone at once
+    assert ids(index.search(SearchRequest(mode="keyword", q="quokka", filters=Filters(tags=("zoo",))))) == ["m9"]
+    assert ids(index.search(SearchRequest(mode="keyword", q="quokka", filters=Filters(author="did:plc:a")))) == []
+    index.commit()
+    assert set(ids(index.search(SearchRequest(mode="keyword", q="quokka")))) == {"m9", "m3"}
+
+
+def test_a_write_stays_findable_while_commits_race_with_searches(space) -> None:
+    import threading
+
+    index, docs = space
+    stop = threading.Event()
+
+    def commit_loop() -> None:
+        while not stop.wait(0.0005):  # a breath between commits: a spinning reader would starve writes
+            index.commit()
+
+    committer = threading.Thread(target=commit_loop)
+    committer.start()
+    try:
+        for i in range(300):
+            word = "zq" + "".join("abcdefghij"[int(c)] for c in str(1000 + i))
+            doc = Document(id=f"r{i}", author="did:plc:a", text=f"{word} here", created_ms=100 + i)
+            docs.docs[100 + i] = doc
+            index.apply([(100 + i, doc)], seq=2 + i)
+            assert ids(index.search(SearchRequest(mode="keyword", q=word))) == [f"r{i}"], i
+    finally:
+        stop.set()
+        committer.join()
+
+
 def test_replacing_a_document_moves_its_vector_and_words(space) -> None:
     index, docs = space
     doc = Document(id="m3", author="did:plc:b", text="now about kubernetes", created_ms=40,

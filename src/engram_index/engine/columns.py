@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from engram_index.engine.types import Document, Filters
@@ -91,6 +93,11 @@ class Columns:
         """The live ordinals of the given document ids (unknown ids are left out), ascending."""
         by_id = self._by_id
         return np.array(sorted(by_id[i] for i in ids if i in by_id), np.int64)
+
+    def ids_to_ords(self, ids: Sequence[str]) -> np.ndarray:
+        """The live ordinal of each id, in order (-1 for an unknown id)."""
+        by_id = self._by_id
+        return np.array([by_id.get(i, -1) for i in ids], np.int64)
 
     def _posting_mask(self, tag: str, n: int) -> np.ndarray:
         """A bool mask over [0, n) of the ordinals carrying a tag."""

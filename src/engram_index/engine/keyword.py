@@ -165,6 +165,8 @@ class KeywordIndex:
         )
         self._writer = None if read_only else self.index.writer(heap_size=heap_bytes, num_threads=1)
         self._pending = False
+        # Ordinals written (or deleted) since the last commit: searched from the term counts until then.
+        self._pending_ords: set[int] = set()
         self._current: Any = None  # the searcher of the last commit, once asked for
         self._searcher_lock = threading.Lock()
         self.counts, self.counts_seq = counts if counts is not None else self._open_counts()
@@ -190,6 +192,7 @@ class KeywordIndex:
         with self._lock:
             writer = self._writable()
             for ord_, doc, replace in changes:
+                self._pending_ords.add(ord_)
                 if doc is None:
                     writer.delete_documents_by_term("key", str(ord_))
                     rows.append((ord_, None))
@@ -257,11 +260,17 @@ class KeywordIndex:
         """Whether writes are waiting for a commit."""
         return self._pending
 
+    def pending_ords(self) -> np.ndarray:
+        """The ordinals written or deleted since the last commit (which tantivy cannot find yet)."""
+        with self._lock:
+            return np.fromiter(self._pending_ords, np.int64, len(self._pending_ords))
+
     def commit(self, seq: int) -> None:
         """Make every write so far durable and searchable, and record `seq` as applied."""
         if self.read_only:
             return
         with self._lock:
+            committed = set(self._pending_ords)
             self._writable().commit()
             self._pending = False
             if self.path is not None:
@@ -270,6 +279,9 @@ class KeywordIndex:
         self.index.reload()
         with self._searcher_lock:
             self._current = None
+        # Only now, with searchers that see them: until here a search still scores them itself.
+        with self._lock:
+            self._pending_ords -= committed
 
     def reset(self) -> None:
         """Drop every document (durably), as before a full rebuild."""
@@ -399,6 +411,24 @@ class KeywordIndex:
         """The BM25 score of each given ordinal (0 where no query word occurs)."""
         words = searchable_words(words)
         return self._score(words, query_terms(words), np.asarray(ords, np.int64))
+
+    def holds(self, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which documents hold each (searchable) query word, from the term counts: booleans of shape
+        (ordinals, words), `whole` where the word's exact form or stem occurs, `part` where one of its
+        identifier parts does."""
+        terms = query_terms(words)
+        column = {term: i for i, term in enumerate(terms)}
+        present = self.counts.term_scores(terms, ords) > 0
+        whole = np.zeros((ords.size, len(words)), bool)
+        part = np.zeros((ords.size, len(words)), bool)
+        for j, word in enumerate(words):
+            whole[:, j] = present[:, column[word.exact]]
+            if word.stem:
+                whole[:, j] |= present[:, column[word.stem]]
+            parts = [column[p] for p in _parts(word)]
+            if parts:
+                part[:, j] = present[:, parts].any(axis=1)
+        return whole, part
 
     def _score(self, words: Sequence[QueryWord], terms: list[str], ords: np.ndarray) -> np.ndarray:
         """The BM25 of each ordinal for these (searchable) words and their query_terms: per word its

@@ -25,6 +25,9 @@ MIN_CANDIDATES = 200
 CANDIDATES_PER_RESULT = 4
 # Keyword-only search: how many of tantivy's matches per result are scored by the term counts.
 KEYWORD_WINDOW = 5
+# Keyword-only search scores at most this many documents written since the last keyword commit
+# from the term counts (which hold them at once); a caller that needs more commits first.
+PENDING_SCAN = 4096
 
 Fetch = Callable[[list[int]], dict[int, Document]]
 
@@ -208,6 +211,18 @@ class SpaceIndex:
                 return self._vector_search(req)
             return self._hybrid_search(req)
 
+    def holds(self, words: Sequence[QueryWord], ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Which of the documents (by id; unknown ids hold nothing) hold each query word, whole or by an
+        identifier part: `KeywordIndex.holds` for documents a search returned."""
+        with self._lock.read():
+            by_id = self.columns.ids_to_ords(ids)
+            known = by_id >= 0
+            whole = np.zeros((len(ids), len(words)), bool)
+            part = np.zeros((len(ids), len(words)), bool)
+            if known.any():
+                whole[known], part[known] = self.keyword.holds(words, by_id[known])
+            return whole, part
+
     def _n_candidates(self, limit: int) -> int:
         """How many candidates each stage contributes."""
         return max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
@@ -268,6 +283,8 @@ class SpaceIndex:
         # tantivy ranks by its own sum (every alternative at full weight), our counts re-score:
         # a window of 5x the limit keeps SciFact's recall@100 (0.9216; 2x gave 0.9149).
         k = max(KEYWORD_WINDOW * req.limit, 50)
+        # Taken before tantivy's searcher: a commit in between leaves them found one way or the other.
+        pending = self.keyword.pending_ords()
         while True:
             ords, bm25 = self.keyword.search(words, k, req.filters, self._allowed(req))
             # Widen until the cut falls below the last kept score, so ties resolve by our rule
@@ -275,6 +292,7 @@ class SpaceIndex:
             if len(ords) < k or bm25[-1] < bm25[min(req.limit, len(bm25)) - 1]:
                 break
             k *= 4
+        ords, bm25 = self._with_pending(words, req, pending, ords, bm25)
         ords, bm25 = self._live(ords, bm25)
         top = self._order(ords, bm25, req.limit)
         docs = self.fetch([int(ords[i]) for i in top])
@@ -287,6 +305,31 @@ class SpaceIndex:
         if req.explain:
             self._explain(out, words)
         return SearchResult(out, "keyword")
+
+    def _with_pending(
+        self, words: Sequence[QueryWord], req: SearchRequest, pending: np.ndarray, ords: np.ndarray,
+        bm25: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Add the matching documents written since the last commit, scored by the same term counts.
+
+        tantivy finds only committed documents; the term counts already hold every write, so a
+        document is found by its words as soon as it is applied (and a rewritten one by its new
+        words only: its committed copy scores by the counts too).
+        """
+        if not pending.size or pending.size > PENDING_SCAN:
+            return ords, bm25
+        mask = self.columns.mask(req.filters)
+        if mask is not None:
+            inside = pending[pending < mask.size]
+            pending = inside[mask[inside]]
+        if not pending.size:
+            return ords, bm25
+        extra = self.keyword.scores(words, pending)
+        found = extra > 0
+        ords = np.concatenate([ords, pending[found]])
+        bm25 = np.concatenate([bm25, extra[found]])
+        ords, first = np.unique(ords, return_index=True)
+        return ords, bm25[first]
 
     def _live(self, ords: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Drop ordinals deleted since the keyword index's last commit."""

@@ -1,0 +1,222 @@
+"""Kindgi retrieve over HTTP: p50 / p99 per mode at 10k and 100k facts, and write throughput.
+
+For each size, a data directory is filled with synthetic facts (bench/synth.py: SciFact sentences
+with all-MiniLM-L6-v2-space vectors) through the face's own revision rows and index documents, in
+batches; then `engram-index serve --embedder local` runs as its own process and this process
+sends it, over one keep-alive connection, the requests the official SDK sends (JSON body,
+Bearer token, a fresh Idempotency-Key each). The caller is a user holding 3 of 10 projects, so
+visibility filters every search. Semantic and both embed each query on the server (MiniLM,
+onnxruntime): that cost is inside the figures. Writes are `write_fact` calls through the SDK,
+one at a time and from 4 threads, each embedded on the server.
+
+    python bench/retrieve.py [--sizes 10000,100000] [--requests 300] [--writes 300] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from synth import make_queries, make_space  # noqa: E402
+
+from engram_index.collections import Collections  # noqa: E402
+from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
+from engram_index.keys import KeyStore  # noqa: E402
+from engram_index.kindgi import revisions as rev  # noqa: E402
+from engram_index.kindgi.facts import space_name  # noqa: E402
+from engram_index.kindgi.models import format_ms  # noqa: E402
+from engram_index.kindgi.schema import migrate  # noqa: E402
+from engram_index.store.sqlite import StoredDocument  # noqa: E402
+from engram_index.testkit.serve import free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TENANT = "bench"
+WRITES = "p9"  # the project the write measurements fill: one the measured reader does not hold
+PROJECTS = [f"p{i}" for i in range(10)]  # the reader holds p0-p2
+USERS = [f"u{i}" for i in range(5)]
+TYPES = ["note", "preference", "task", "profile"]
+MODES = ("list", "keyword", "semantic", "both")
+
+
+def build(data: Path, n: int, scifact: Path) -> None:
+    """Write n synthetic facts (each in one of 10 projects, a fifth of them a user's own) unless present."""
+    spaces = Collections(data)
+    try:
+        migrate(spaces.store)
+        have = spaces.store.query("SELECT count(*) FROM kindgi_revisions WHERE tenant=?", (TENANT,))[0][0]
+        if have >= n:  # built before (the right-after-a-write probes add a few unmatched facts)
+            return
+        embedder = MiniLMEmbedder()
+        name = space_name(TENANT)
+        spaces.ensure_space(name, embedder.identity)
+        embedder.close()
+        synth = make_space(n, scifact_dir=scifact, seed=1)
+        base = int(time.time() * 1000) - n
+        for start in range(0, n, 2000):
+            puts, rows = [], []
+            for i in range(start, min(n, start + 2000)):
+                scope = {"tenantId": TENANT, "projectId": PROJECTS[i % len(PROJECTS)]}
+                if i % 5 == 0:
+                    scope["userId"] = USERS[i % len(USERS)]
+                created = base + i
+                fact = rev.ordered({"id": str(uuid.UUID(int=i + 1)), "type": TYPES[i % len(TYPES)], "scope": scope,
+                                    "version": 1, "createdAt": format_ms(created), "content": synth.texts[i],
+                                    **rev.content_facts(synth.texts[i]), "embeddingModel": "all-MiniLM-L6-v2",
+                                    "trust": "asserted", "attributedTo": {"kind": "service", "id": "bench"}})
+                rows.append(rev.insert_row(TENANT, fact, created_ms=created, first_ms=created, current=True))
+                doc = rev.document(fact, created, None)
+                doc.vector = synth.vectors[i].tobytes()
+                puts.append(StoredDocument(doc))
+            spaces.write(name, puts, also=rows)
+        spaces.index(name)
+        spaces.maintain()
+    finally:
+        spaces.close()
+
+
+def serve(data: Path, port: int) -> subprocess.Popen[bytes]:
+    """`engram-index serve` on a loopback port, answering once its index has loaded."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
+                             str(port), "--insecure-open", "--no-access-log", "--embedder", "local"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/xrpc/_health")
+            return proc
+        except httpx.TransportError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the server did not start") from None
+            time.sleep(0.1)
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    """p50 and p99 in milliseconds."""
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+
+
+def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], count: int) -> tuple[float, float, float]:
+    """p50, p99 (ms) and mean results of `count` retrieves in one mode, one at a time."""
+    samples: list[float] = []
+    found = 0
+    with httpx.Client(base_url=url, timeout=60) as http:
+        for i in range(count + 10):
+            body: dict[str, object] = {"mode": mode, "limit": 10}
+            if mode != "list":
+                body["query"] = queries[i % len(queries)]
+            headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4()),
+                       "Content-Type": "application/json", "Accept": "application/json"}
+            began = time.perf_counter()
+            answer = http.post("/v1/memory/retrieve", content=orjson.dumps(body), headers=headers)
+            elapsed = time.perf_counter() - began
+            if answer.status_code != 200:
+                raise RuntimeError(f"{mode}: {answer.status_code} {answer.text[:200]}")
+            if i >= 10:  # the first few warm the caches, the embedder and the connection
+                samples.append(elapsed)
+                found += len(answer.json()["results"])
+    p50, p99 = percentiles(samples)
+    return p50, p99, found / count
+
+
+def fresh_keyword(url: str, token: str, count: int) -> tuple[float, float]:
+    """p50, p99 (ms) of a keyword retrieve sent right after a write answered (it commits that write first)."""
+    from kindgi.client import Kindgi
+
+    samples: list[float] = []
+    with Kindgi(base_url=url, token=token, max_retries=0) as client, httpx.Client(base_url=url, timeout=60) as http:
+        for i in range(count):
+            # One word no bench query holds, of letters only (no identifier parts to match elsewhere).
+            word = "zq" + uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
+            client.memory.write_fact(type="note", scope={"tenantId": TENANT, "projectId": WRITES}, content=word)
+            headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4()),
+                       "Content-Type": "application/json"}
+            began = time.perf_counter()
+            answer = http.post("/v1/memory/retrieve", headers=headers,
+                               content=orjson.dumps({"mode": "keyword", "query": word, "limit": 10}))
+            samples.append(time.perf_counter() - began)
+            if len(answer.json()["results"]) != 1:
+                raise RuntimeError("a fact just written was not retrieved")
+    return percentiles(samples)
+
+
+def write_rate(url: str, token: str, texts: list[str], threads: int) -> float:
+    """Facts written a second through the SDK, from `threads` threads at once (into a project the
+    retrieving reader does not hold, so that later runs retrieve over the built facts only)."""
+    from kindgi.client import Kindgi
+
+    def worker(chunk: list[str]) -> None:
+        with Kindgi(base_url=url, token=token, max_retries=0) as client:
+            for text in chunk:
+                client.memory.write_fact(type="note", scope={"tenantId": TENANT, "projectId": WRITES}, content=text)
+
+    chunks = [texts[k::threads] for k in range(threads)]
+    began = time.perf_counter()
+    pool = [threading.Thread(target=worker, args=(c,)) for c in chunks]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return len(texts) / (time.perf_counter() - began)
+
+
+def main() -> None:
+    """Build, serve and measure each size; print one table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--requests", type=int, default=300, help="retrieves per mode")
+    parser.add_argument("--writes", type=int, default=300, help="facts written per write measurement")
+    parser.add_argument("--data", type=Path, default=None, help="build each size under here once and reuse it")
+    shared = Path(os.environ.get("ENGRAM_SHARED", ROOT.parent / "shared"))
+    parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
+    args = parser.parse_args()
+    root = args.data or Path(tempfile.mkdtemp(prefix="kindgi-bench-"))
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        data = root / f"n{n}"
+        began = time.perf_counter()
+        build(data, n, args.scifact)
+        built = time.perf_counter() - began
+        token, _ = KeyStore(data).create("kindgi", {"tenant": TENANT, "user": USERS[0], "projects": PROJECTS[:3]})
+        writer, _ = KeyStore(data).create("kindgi", {"tenant": TENANT, "user": USERS[1], "projects": [WRITES]})
+        port = free_port()
+        proc = serve(data, port)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            queries, _ = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), 300, seed=2)
+            for mode in MODES:
+                p50, p99, found = retrieve_latencies(url, token, mode, queries, args.requests)
+                rows.append(f"| {n:>7,} | {mode:<8} | {p50:7.2f} | {p99:7.2f} | {found:5.1f} |")
+                print(rows[-1], flush=True)
+            p50, p99 = fresh_keyword(url, writer, 50)
+            rows.append(f"| {n:>7,} | keyword right after a write | {p50:7.2f} | {p99:7.2f} | 1.0 |")
+            print(rows[-1], flush=True)
+            texts = [f"write bench fact {i}: {q}" for i, q in enumerate(queries * (args.writes // len(queries) + 1))]
+            one = write_rate(url, writer, texts[: args.writes], 1)
+            four = write_rate(url, writer, texts[: args.writes], 4)
+            rows.append(f"| {n:>7,} | writes   | {one:6.1f}/s (1 client) | {four:6.1f}/s (4 clients) | built in {built:.0f} s |")
+            print(rows[-1], flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    print("\n| facts | mode | p50 ms | p99 ms | results |\n|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The supermemory v5 face under load: ingest rate, time to searchable, search latency over HTTP.
+
+Part 1 (ingest) serves a fresh data directory with the local all-MiniLM-L6-v2 embedder and adds
+~1 KB documents (SciFact abstracts packed to whole sentences) through the official SDK in batches,
+timing the first add to the last `done`; it then adds single documents and measures, for each,
+how long after `done` its unique marker is found by search.
+
+Part 2 (scale) fills a namespace until it holds each size of chunks + memories and times hybrid
+searches over HTTP (keep-alive, one client, limit 10, the query embedded by the real local model
+on the server). Filling 100k items with the real model would take hours on a shared 2-core
+machine, so part 2 stores the chunks and memories with stand-in vectors (unit vectors seeded by
+each text's hash, under the model's identity): a search does the same work on them; only what
+it ranks first differs.
+
+    python bench/v5.py [--ingest-docs 300] [--sizes 10000,100000] [--queries 200] [--scifact DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from supermemory import Supermemory  # noqa: E402
+
+from engram_index.app import create_app  # noqa: E402
+from engram_index.embed.base import finish  # noqa: E402
+from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
+from engram_index.engram.api.embedding import QueryEmbedding  # noqa: E402
+from engram_index.engram.auth import InsecureOpen  # noqa: E402
+from engram_index.keys import KeyStore  # noqa: E402
+from engram_index.supermemory.chunking import sentences  # noqa: E402
+from engram_index.testkit.serve import serving  # noqa: E402
+
+DOC_BYTES = 1024
+
+
+class StandIn:
+    """The local model for queries; seeded unit vectors (same identity) for stored texts."""
+
+    def __init__(self, model: MiniLMEmbedder) -> None:
+        self.model = model
+        self.identity = model.identity
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [np.random.default_rng(int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "big"))
+                .standard_normal(self.identity.dims) for t in texts]
+        return finish(np.asarray(rows), self.identity.dims, len(texts))
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.model.embed_queries(texts)
+
+    def close(self) -> None:
+        self.model.close()
+
+
+def documents(scifact: Path) -> Iterator[str]:
+    """~1 KB documents of whole sentences from the SciFact abstracts, endlessly (each pass shifted)."""
+    corpus = [json.loads(line)["text"] for line in (scifact / "corpus.jsonl").open()]
+    shift = 0
+    while True:
+        pending: list[str] = []
+        size = 0
+        for text in corpus:
+            for span in sentences(text)[shift:]:
+                pending.append(span.text)
+                size += len(span.text) + 1
+                if size >= DOC_BYTES:
+                    yield " ".join(pending)
+                    pending, size = [], 0
+        shift += 1
+
+
+def wait_all_done(face: object, ns: str, total: int, timeout: float = 7200) -> None:
+    """Wait until the namespace holds `total` documents and none is unfinished (read from the store of
+    the in-process server: a list ordered by time cannot say that none is left)."""
+    store = face.store  # type: ignore[attr-defined]
+    deadline = time.monotonic() + timeout
+    while True:
+        count, unfinished = store.query(
+            "SELECT count(*), sum(status NOT IN ('done', 'failed')) FROM sm_documents WHERE ns=?", (ns,))[0]
+        if count >= total and not unfinished:
+            return
+        assert time.monotonic() < deadline, "documents did not finish"
+        time.sleep(0.05)
+
+
+def items(face: object, ns: str) -> int:
+    """Chunks + memories stored in the namespace."""
+    store = face.store  # type: ignore[attr-defined]
+    chunks = store.query("SELECT count(*) FROM sm_chunks WHERE ns=?", (ns,))[0][0]
+    memories = store.query("SELECT count(*) FROM sm_memories WHERE ns=?", (ns,))[0][0]
+    return int(chunks) + int(memories)
+
+
+def ingest(scifact: Path, n_docs: int, samples: int) -> dict[str, float]:
+    """Part 1: docs/s for 1 KB documents with the local embedder, and done → searchable."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                         embedding=QueryEmbedding(MiniLMEmbedder()))
+        key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
+        with serving(app) as url:
+            client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=120)
+            docs = documents(scifact)
+            batch = [next(docs) for _ in range(n_docs)]
+            began = time.perf_counter()
+            for start in range(0, n_docs, 100):
+                client.documents.batch_add("ingest", documents=[{"content": t} for t in batch[start:start + 100]])
+            wait_all_done(app.state.supermemory, "ingest", n_docs)
+            elapsed = time.perf_counter() - began
+            count = items(app.state.supermemory, "ingest")
+            lags = []
+            for i in range(samples):
+                marker = f"qmarker{i}x"
+                ref = client.add("ingest", content=f"{next(docs)} The sample carries {marker} for recall.")
+                while client.documents.get("ingest", ref.id).system.status != "done":
+                    time.sleep(0.005)
+                done_at = time.perf_counter()
+                while not client.search("ingest", query=marker, search_mode="chunks").results:
+                    time.sleep(0.005)
+                lags.append(time.perf_counter() - done_at)
+    return {"docs": n_docs, "seconds": elapsed, "docs_per_s": n_docs / elapsed, "items": count,
+            "searchable_p50_s": statistics.median(lags), "searchable_max_s": max(lags)}
+
+
+def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None = None) -> list[dict[str, float]]:
+    """Part 2: search p50/p99 over HTTP at each size of chunks + memories (`keep`: a data directory to
+    fill once and reuse)."""
+    queries = [json.loads(line)["text"] for line in (scifact / "queries.jsonl").open()][:n_queries]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = keep or Path(tmp)
+        app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                         embedding=QueryEmbedding(StandIn(MiniLMEmbedder())))  # type: ignore[arg-type]
+        key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
+        with serving(app) as url:
+            face = app.state.supermemory
+            client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=300)
+            docs = documents(scifact)
+            added = int(face.store.query("SELECT count(*) FROM sm_documents WHERE ns='scale'")[0][0])
+            for _ in range(added):
+                next(docs)
+            for size in sizes:
+                began = time.perf_counter()
+                while items(face, "scale") < size:
+                    client.documents.batch_add("scale", documents=[{"content": next(docs)} for _ in range(250)])
+                    added += 250
+                    wait_all_done(face, "scale", added)
+                fill_s = time.perf_counter() - began
+                # What a quiet service does 10 s after its last write: merge the keyword segments.
+                app.state.spaces.commit()
+                app.state.spaces.maintain()
+                http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+                for q in queries[:20]:  # warm-up
+                    http.post("/ns/scale/search", json={"query": q})
+                latencies = []
+                for q in queries:
+                    t = time.perf_counter()
+                    response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
+                    latencies.append((time.perf_counter() - t) * 1000)
+                    assert response.status_code == 200, response.text
+                http.close()
+                latencies.sort()
+                embed_ms = []
+                for q in queries:  # the query embedding alone, in process, for the same queries
+                    t = time.perf_counter()
+                    face.embed_query(q)
+                    embed_ms.append((time.perf_counter() - t) * 1000)
+                out.append({"items": items(face, "scale"), "docs": added, "fill_s": fill_s,
+                            "p50_ms": latencies[len(latencies) // 2],
+                            "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+                            "embed_p50_ms": statistics.median(embed_ms)})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ingest-docs", type=int, default=300)
+    parser.add_argument("--samples", type=int, default=10, help="documents timed from done to searchable")
+    parser.add_argument("--sizes", default="10000,100000", help="chunks + memories, comma-separated")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--data", type=Path, help="fill this data directory once and reuse it (part 2)")
+    parser.add_argument("--skip-ingest", action="store_true", help="part 2 only")
+    shared = Path(os.environ.get("ENGRAM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
+    args = parser.parse_args()
+    print(f"# bench/v5.py on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    if not args.skip_ingest:
+        result = ingest(args.scifact, args.ingest_docs, args.samples)
+        print("\n| ingest (local MiniLM) | documents | items | seconds | documents/s | done → searchable p50 | max |")
+        print("|---|---|---|---|---|---|---|")
+        print(f"| 1 KB SciFact documents | {result['docs']} | {result['items']} | {result['seconds']:.1f} |"
+              f" {result['docs_per_s']:.1f} | {result['searchable_p50_s'] * 1000:.0f} ms |"
+              f" {result['searchable_max_s'] * 1000:.0f} ms |")
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if sizes:
+        print("\n| chunks + memories | documents | fill s (stand-in vectors) | search p50 ms | p99 ms |"
+              " of which query embedding p50 ms |")
+        print("|---|---|---|---|---|---|")
+        for row in scale(args.scifact, sizes, args.queries, args.data):
+            print(f"| {row['items']} | {row['docs']} | {row['fill_s']:.0f} | {row['p50_ms']:.1f} |"
+                  f" {row['p99_ms']:.1f} | {row['embed_p50_ms']:.1f} |", flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Idempotency-Key for every POST/PUT/PATCH/DELETE (API-ROUTE-CONVENTIONS §3.1).
+
+A key is the caller's own: tenant + caller identity + `METHOD:path` + the key. The body is
+compared by the sha256 of its bytes. Answers with a status below 400 are kept for 24 hours in the
+record store (a fact's change and its kept answer commit in one transaction, so a retry after a
+crash can neither run the change twice nor miss its answer) and replayed byte-identical with
+`X-Idempotent-Replay: true`; another body under the key is 409 idempotency-key-body-mismatch.
+
+While a request runs its key is held in this process's memory: a repeat meanwhile is 409
+idempotency-key-in-flight with Retry-After. One process owns a data directory (its lock), so a
+crashed request frees its key with the process, and an error answer (≥ 400) frees it at once.
+
+A retrieve changes nothing, so its answer is kept behind the response: it is held in memory (and
+replayed from there) until a background thread writes it with others in one transaction. This
+spares every retrieve a synchronous commit (bench/retrieve.py: ~8 ms of a 10 ms retrieve on a
+busy disk); a crash before the write loses only the right to replay a read, which then runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engram_index.kindgi.errors import KindgiError
+from engram_index.kindgi.wire import JSON, dumps
+from engram_index.store.sqlite import Statement, Store
+
+KEEP_MS = 24 * 3600 * 1000
+RETRY_AFTER_S = 5
+HEADER = "Idempotency-Key"
+REPLAY_HEADER = "X-Idempotent-Replay"
+METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_INSERT = ("INSERT OR REPLACE INTO kindgi_idempotency(key, body_sha, status, content_type, body, created_ms)"
+           " VALUES (?, ?, ?, ?, ?, ?)")
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Claim:
+    """A key held by the request that runs under it; `answer` is the kept answer once sealed."""
+
+    key: str
+    body_sha: str
+    answer: tuple[int, bytes] | None = field(default=None)
+    sealed: bool = False
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A kept answer to send again."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+class Idempotency:
+    """The kept answers (SQLite) and the keys held by running requests (memory)."""
+
+    def __init__(self, store: Store, clock: Any = lambda: int(time.time() * 1000)) -> None:
+        """Keep answers in `store`; forget those older than 24 hours."""
+        self.store = store
+        self.clock = clock
+        self._running: dict[str, str] = {}
+        # Answers kept behind their response, not yet written: key -> the row to write.
+        self._unwritten: dict[str, tuple[Any, ...]] = {}
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self.purge()
+        self._writer = threading.Thread(target=self._write_behind, daemon=True, name="idempotency")
+        self._writer.start()
+
+    def purge(self) -> None:
+        """Drop the answers kept longer than 24 hours."""
+        self.store.execute([("DELETE FROM kindgi_idempotency WHERE created_ms < ?", (self.clock() - KEEP_MS,))])
+
+    @staticmethod
+    def scoped(tenant: str, caller: str, method: str, path: str, key: str) -> str:
+        """The stored form of a caller's key for one route."""
+        return hashlib.sha256("\0".join((tenant, caller, f"{method}:{path}", key)).encode()).hexdigest()
+
+    def begin(self, key: str, body: bytes) -> Claim | Replay:
+        """Hold the key for a request, or the kept answer to replay; 409 when it cannot be either."""
+        sha = hashlib.sha256(body).hexdigest()
+        with self._lock:
+            unwritten = self._unwritten.get(key)
+            if unwritten is not None:
+                if unwritten[1] != sha:
+                    raise _mismatch()
+                return Replay(int(unwritten[2]), str(unwritten[3]), bytes(unwritten[4]))
+            rows = self.store.query(
+                "SELECT body_sha, status, content_type, body FROM kindgi_idempotency WHERE key=? AND created_ms >= ?",
+                (key, self.clock() - KEEP_MS))
+            if rows:
+                if rows[0][0] != sha:
+                    raise _mismatch()
+                return Replay(int(rows[0][1]), str(rows[0][2]), bytes(rows[0][3]))
+            held = self._running.get(key)
+            if held is not None:
+                if held != sha:
+                    raise _mismatch()
+                raise KindgiError(
+                    "idempotency-key-in-flight",
+                    "A request with this Idempotency-Key is still running: retry after it.",
+                    {"retryAfterSeconds": RETRY_AFTER_S})
+            self._running[key] = sha
+        return Claim(key, sha)
+
+    def seal(self, claim: Claim | None, status: int, payload: dict[str, Any]) -> list[Statement]:
+        """Render an answer and give the statements that keep it (to run in the change's transaction)."""
+        body = dumps(payload)
+        if claim is None:
+            return []
+        claim.answer = (status, body)
+        if status >= 400:
+            return []
+        claim.sealed = True
+        return [(_INSERT, (claim.key, claim.body_sha, status, JSON, body, self.clock()))]
+
+    def keep(self, claim: Claim, status: int, body: bytes) -> None:
+        """Keep an answer that was not sealed inside a change (an erasure's start), now."""
+        if status < 400 and not claim.sealed:
+            self.store.execute([(_INSERT, (claim.key, claim.body_sha, status, JSON, body, self.clock()))])
+            claim.sealed = True
+
+    def keep_behind(self, claim: Claim, status: int, body: bytes) -> None:
+        """Keep the answer of a request that changed nothing: replayable at once, written shortly after."""
+        if status >= 400 or claim.sealed:
+            return
+        with self._lock:
+            self._unwritten[claim.key] = (claim.key, claim.body_sha, status, JSON, body, self.clock())
+        claim.sealed = True
+        self._queue.put(claim.key)
+
+    def _write_behind(self) -> None:
+        """Write the answers kept behind their responses, many to a transaction, until closed."""
+        while True:
+            first = self._queue.get()
+            keys = [first]
+            while not self._queue.empty() and len(keys) < 500:
+                keys.append(self._queue.get_nowait())
+            live = [k for k in keys if k is not None]
+            with self._lock:
+                rows = [self._unwritten[k] for k in live if k in self._unwritten]
+            try:
+                if rows:
+                    self.store.execute([(_INSERT, row) for row in rows])
+            except Exception:  # the answers stay replayable from memory; the next batch tries again
+                log.exception("keeping idempotent answers failed")
+                continue
+            with self._lock:
+                for row in rows:
+                    if self._unwritten.get(row[0]) is row:
+                        del self._unwritten[row[0]]
+            if None in keys:
+                return
+
+    def close(self) -> None:
+        """Write every answer still held in memory, then stop the background writer."""
+        self._queue.put(None)
+        self._writer.join(30)
+
+    def release(self, claim: Claim) -> None:
+        """Let the key go (after its answer is kept, or after an error answer that is not)."""
+        with self._lock:
+            self._running.pop(claim.key, None)
+
+
+def _mismatch() -> KindgiError:
+    """The 409 for a key reused with another body."""
+    return KindgiError("idempotency-key-body-mismatch",
+                       "This Idempotency-Key was used with another request body.")

@@ -1,0 +1,296 @@
+"""The memory routes (`/v1/memory/...`, as the official SDK's `client.memory` calls them).
+
+`endpoint` is the one place that runs a route: request id, read-only refusal, token, body within
+its limit, Idempotency-Key, the handler in a worker thread, and every error as the envelope.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from engram_index.errors import EngramError
+from engram_index.kindgi import models
+from engram_index.kindgi.auth import Principal, authenticate
+from engram_index.kindgi.errors import KindgiError, unsupported
+from engram_index.kindgi.face import KindgiFace
+from engram_index.kindgi.facts import DEFAULT_PAGE, MAX_PAGE
+from engram_index.kindgi.idempotency import HEADER, METHODS, REPLAY_HEADER, Claim, Replay
+from engram_index.kindgi.scope import check_tenant, parse_scope
+from engram_index.kindgi.wire import error_response, json_response, parse_object, read_body, request_id
+
+log = logging.getLogger("engram_index.kindgi")
+# The opt-in for "why it matched" on retrieve results (a header: request bodies are closed models).
+EXPLAIN_HEADER = "X-Kindgi-Explain"
+
+
+@dataclass
+class Call:
+    """One request as a handler sees it."""
+
+    request: Request
+    face: KindgiFace
+    principal: Principal
+    body: bytes
+    claim: Claim | None
+
+    def seal(self, status: int, payload: dict[str, Any]) -> list[Any]:
+        """The statements that keep this answer for the request's Idempotency-Key."""
+        assert self.face.idempotency is not None
+        return self.face.idempotency.seal(self.claim, status, payload)
+
+    def param(self, name: str) -> str:
+        """A path parameter."""
+        return str(self.request.path_params[name])
+
+    def query(self, name: str) -> str | None:
+        """A query parameter (an empty one counts as absent)."""
+        value = self.request.query_params.get(name)
+        return value if value else None
+
+
+Handler = Callable[[Call], tuple[int, dict[str, Any]]]
+
+
+def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    """A route: everything but the handler's own work, done the same way for each.
+
+    A route that `changes` nothing (retrieve) keeps its idempotent answer behind the response.
+    """
+
+    async def run(request: Request) -> Response:
+        """Answer one request."""
+        rid = request_id(request)
+        face: KindgiFace = request.app.state.kindgi
+        claim: Claim | None = None
+        try:
+            if face.read_only:
+                raise unsupported("changes or reads in a read-only worker (serve it with one process)")
+            principal = authenticate(request, face.keys)
+            body = await read_body(request)
+            key = request.headers.get(HEADER)
+            if key and request.method in METHODS:
+                assert face.idempotency is not None
+                scoped = face.idempotency.scoped(principal.tenant, principal.ref, request.method,
+                                                 request.url.path, key)
+                started = face.idempotency.begin(scoped, body)
+                if isinstance(started, Replay):
+                    return Response(started.body, started.status, {"X-Request-Id": rid, REPLAY_HEADER: "true",
+                                                                    "Content-Type": started.content_type})
+                claim = started
+            call = Call(request, face, principal, body, claim)
+            status, payload = await run_in_threadpool(handler, call)
+            if claim is not None and claim.answer is not None:
+                answer = claim.answer[1]
+            else:
+                answer = orjson.dumps(payload)
+            if claim is not None and not changes:
+                assert face.idempotency is not None
+                face.idempotency.keep_behind(claim, status, answer)
+            elif claim is not None:
+                assert face.idempotency is not None
+                await run_in_threadpool(face.idempotency.keep, claim, status, answer)
+            return json_response(status, answer, rid)
+        except EngramError as exc:
+            return error_response(exc, rid)
+        except Exception:
+            log.exception("request %s failed", rid)
+            return error_response(KindgiError("internal-server-error", "internal error"), rid)
+        finally:
+            if claim is not None and face.idempotency is not None:
+                face.idempotency.release(claim)
+
+    return run
+
+
+def _facts(call: Call) -> Any:
+    """The face's facts (absent only in a read-only worker, refused before this)."""
+    assert call.face.facts is not None
+    return call.face.facts
+
+
+# -- facts --------------------------------------------------------------------------------------
+
+
+def write_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/facts: a new fact, 201."""
+    body = models.write_body(parse_object(call.body))
+    check_tenant(body.scope, call.principal)
+    return 201, _facts(call).write(call.principal, body, call.seal)
+
+
+def get_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/facts/{factId}: current, `?version` or `?asOf`."""
+    version = models.parse_version(call.query("version"), "version")
+    as_of = models.parse_time(call.query("asOf"), "asOf")
+    return 200, _facts(call).current(call.principal, call.param("factId"), version=version, as_of=as_of)
+
+
+def _limit(raw: str | None) -> int:
+    """A page size as the reference clamps it: default 25, at most 100, junk → the default."""
+    try:
+        n = int(raw) if raw is not None else DEFAULT_PAGE
+    except ValueError:
+        return DEFAULT_PAGE
+    return DEFAULT_PAGE if n < 1 else min(n, MAX_PAGE)
+
+
+def _platform(call: Call) -> tuple[str, list[Any]]:
+    """The SQL of `?scopeKind` + `?scopeId` (+ `?inherit`): facts of one tenant, org or project."""
+    kind, ident, inherit = call.query("scopeKind"), call.query("scopeId"), call.query("inherit") == "true"
+    if kind is None:
+        if ident is not None:
+            raise KindgiError("scope-invalid", "`scopeId` needs `scopeKind`")
+        return "1", []
+    if kind == "tenant":
+        return ("1" if inherit else "(org_id IS NULL AND project_id IS NULL)"), []
+    if kind not in ("org", "project") or ident is None:
+        raise KindgiError("scope-invalid", "`scopeKind` is tenant, org or project; org and project need `scopeId`")
+    column = "org_id" if kind == "org" else "project_id"
+    if not inherit:
+        return f"{column} = ?", [ident]
+    wider = "(org_id IS NULL AND project_id IS NULL)" if kind == "org" else "project_id IS NULL"
+    return f"({column} = ? OR {wider})", [ident]
+
+
+def list_facts(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/facts: a page of the facts the caller may see."""
+    scope = None
+    raw = call.query("scope")
+    if raw is not None:
+        try:
+            scope = parse_scope(orjson.loads(raw), partial=True)
+        except orjson.JSONDecodeError:
+            raise KindgiError("bad-input", "Query parameter `scope` must be a JSON object") from None
+        check_tenant(scope, call.principal)
+    data, cursor = _facts(call).page(
+        call.principal, limit=_limit(call.query("limit")), cursor=call.query("cursor"), type_=call.query("type"),
+        scope=scope, platform=_platform(call), as_of=models.parse_time(call.query("asOf"), "asOf"))
+    page: dict[str, Any] = {"data": data, "hasMore": cursor is not None}
+    if cursor is not None:
+        page["nextCursor"] = cursor
+    return 200, page
+
+
+def list_revisions(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/facts/{factId}/revisions: newest first."""
+    return 200, {"data": _facts(call).revisions(call.principal, call.param("factId"))}
+
+
+def supersede_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/facts/{factId}/supersede: the next content."""
+    body = models.supersede_body(parse_object(call.body))
+    return 200, _facts(call).supersede(call.principal, call.param("factId"), body, call.seal)
+
+
+def verify_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/facts/{factId}/verify: the next revision, verified."""
+    expect = models.verify_body(parse_object(call.body, empty_is_object=True))
+    return 200, _facts(call).verify(call.principal, call.param("factId"), expect, call.seal)
+
+
+def delete_fact(call: Call) -> tuple[int, dict[str, Any]]:
+    """DELETE /v1/memory/facts/{factId}: the tombstoned revision."""
+    expect = models.parse_version(call.query("expectVersion"), "expectVersion")
+    return 200, _facts(call).delete(call.principal, call.param("factId"), expect, call.seal)
+
+
+# -- retrieve -----------------------------------------------------------------------------------
+
+
+def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/retrieve: seed 004."""
+    intent = models.retrieve_intent(parse_object(call.body))
+    check_tenant(intent.scope, call.principal)
+    assert call.face.retriever is not None
+    explain = call.request.headers.get(EXPLAIN_HEADER, "").lower() in ("1", "true", "yes")
+    return 200, {"results": call.face.retriever.retrieve(call.principal, intent, explain)}
+
+
+# -- erasures -----------------------------------------------------------------------------------
+
+
+def _erasures(call: Call) -> Any:
+    """The face's erasures (absent only in a read-only worker, refused before this)."""
+    assert call.face.erasures is not None
+    return call.face.erasures
+
+
+def create_erasure(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/erasures: started, 202."""
+    selector = models.erasure_selector(parse_object(call.body))
+    return 202, _erasures(call).create(call.principal, selector)
+
+
+def list_erasures(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/erasures: newest first, in pages."""
+    data, cursor = _erasures(call).page(call.principal, _limit(call.query("limit")), call.query("cursor"))
+    page: dict[str, Any] = {"data": data, "hasMore": cursor is not None}
+    if cursor is not None:
+        page["nextCursor"] = cursor
+    return 200, page
+
+
+def get_erasure(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/erasures/{erasureId}: one, and how far it got."""
+    return 200, _erasures(call).get(call.principal, call.param("erasureId"))
+
+
+def export_erasures(call: Call) -> tuple[int, dict[str, Any]]:
+    """GET /v1/memory/erasures/export: the ledger, oldest first."""
+    return 200, {"data": _erasures(call).ledger(call.principal)}
+
+
+def replay_erasures(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/erasures/replay: not offered without a ledger key (501)."""
+    raise unsupported("replaying erasures (no erasure ledger key is kept, so no erased person can be found again)")
+
+
+def resume_erasure(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/erasures/{erasureId}/resume: run an unfinished one again."""
+    body = parse_object(call.body, empty_is_object=True)
+    if set(body) - {"force"}:
+        raise KindgiError("unknown-field", f"Unknown field `{sorted(set(body) - {'force'})[0]}`")
+    return 200, _erasures(call).resume(call.principal, call.param("erasureId"))
+
+
+PREFIX = "/v1/memory"
+
+
+def routes() -> list[Route]:
+    """Every memory route (the literal erasure paths before the one with an id)."""
+    e = endpoint
+    return [
+        Route(f"{PREFIX}/facts", e(list_facts), methods=["GET"]),
+        Route(f"{PREFIX}/facts", e(write_fact), methods=["POST"]),
+        Route(f"{PREFIX}/facts/{{factId}}", e(get_fact), methods=["GET"]),
+        Route(f"{PREFIX}/facts/{{factId}}", e(delete_fact), methods=["DELETE"]),
+        Route(f"{PREFIX}/facts/{{factId}}/revisions", e(list_revisions), methods=["GET"]),
+        Route(f"{PREFIX}/facts/{{factId}}/supersede", e(supersede_fact), methods=["POST"]),
+        Route(f"{PREFIX}/facts/{{factId}}/verify", e(verify_fact), methods=["POST"]),
+        Route(f"{PREFIX}/retrieve", e(retrieve, changes=False), methods=["POST"]),
+        Route(f"{PREFIX}/erasures", e(list_erasures), methods=["GET"]),
+        Route(f"{PREFIX}/erasures", e(create_erasure), methods=["POST"]),
+        Route(f"{PREFIX}/erasures/export", e(export_erasures), methods=["GET"]),
+        Route(f"{PREFIX}/erasures/replay", e(replay_erasures), methods=["POST"]),
+        Route(f"{PREFIX}/erasures/{{erasureId}}", e(get_erasure), methods=["GET"]),
+        Route(f"{PREFIX}/erasures/{{erasureId}}/resume", e(resume_erasure), methods=["POST"]),
+    ]
+
+
+def not_found(request: Request, status: int) -> Response:
+    """A 404 or 405 on a memory path, in the Kindgi envelope."""
+    rid = request_id(request)
+    if status == 405:
+        err = KindgiError("method-not-allowed", f"{request.method} is not allowed on {request.url.path}")
+    else:
+        err = KindgiError("not-found", f"No route {request.url.path}")
+    return error_response(err, rid)

@@ -1,0 +1,97 @@
+"""The Kindgi wire: request ids, JSON bodies (read within a size limit, written compactly), the error envelope.
+
+Every answer carries `X-Request-Id`: the caller's when it sent a usable one, else `req-<uuid>`;
+an error's `requestId` is the same value. Errors are `{"error": {code, message, details?, requestId}}`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engram_index.errors import EngramError, InvalidInput, TooLarge, Unavailable
+from engram_index.kindgi.errors import STATUS, KindgiError
+
+# The largest request body any memory route takes (a fact's content is the bulk of it).
+MAX_BODY_BYTES = 1024 * 1024
+REQUEST_ID_HEADER = "X-Request-Id"
+_USABLE_ID = re.compile(r"[\x21-\x7e]{1,128}")
+JSON = "application/json"
+
+
+def request_id(request: Request) -> str:
+    """The caller's request id when it is short printable ASCII, else a new `req-<uuid>`."""
+    given = request.headers.get(REQUEST_ID_HEADER)
+    if given is not None and _USABLE_ID.fullmatch(given):
+        return given
+    return f"req-{uuid.uuid4()}"
+
+
+def dumps(payload: Any) -> bytes:
+    """Compact UTF-8 JSON (absent fields are left out by the builders, never sent as null)."""
+    return orjson.dumps(payload)
+
+
+def json_response(status: int, body: bytes, rid: str, headers: dict[str, str] | None = None) -> Response:
+    """A JSON answer with its request id."""
+    return Response(body, status, {REQUEST_ID_HEADER: rid, **(headers or {})}, media_type=JSON)
+
+
+def as_kindgi(exc: EngramError) -> KindgiError:
+    """Any error of the package in Kindgi terms (a face error as it is)."""
+    if isinstance(exc, KindgiError):
+        return exc
+    if isinstance(exc, TooLarge):
+        return KindgiError("request-too-large", exc.message, {"maxBytes": MAX_BODY_BYTES})
+    if isinstance(exc, InvalidInput):
+        return KindgiError("bad-input", exc.message)
+    if isinstance(exc, Unavailable):
+        return KindgiError("service-unavailable", exc.message)
+    return KindgiError("internal-server-error", "internal error")
+
+
+def error_response(exc: EngramError, rid: str) -> Response:
+    """The envelope of an error, with Retry-After where the error says when to come back."""
+    err = as_kindgi(exc)
+    inner: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.details:
+        inner["details"] = err.details
+    inner["requestId"] = rid
+    headers: dict[str, str] = {}
+    retry = (err.details or {}).get("retryAfterSeconds")
+    if isinstance(retry, int):
+        headers["Retry-After"] = str(retry)
+    return json_response(STATUS.get(err.code, err.status), dumps({"error": inner}), rid, headers)
+
+
+async def read_body(request: Request) -> bytes:
+    """The raw request body, refused with 413 request-too-large past MAX_BODY_BYTES (before reading it all)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_object(raw: bytes, *, empty_is_object: bool = False) -> dict[str, Any]:
+    """A request body as a JSON object, or 400 bad-input."""
+    if empty_is_object and not raw.strip():
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise KindgiError("bad-input", "Request body must be valid JSON") from None
+    if not isinstance(value, dict):
+        raise KindgiError("bad-input", "Request body must be an object")
+    return value

@@ -1,0 +1,268 @@
+"""The v5 face's shared state: the store and collections, the embedder and LLM, locks and caches."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from engram_index.collections import Collections
+from engram_index.embed.base import Embedder, document_text
+from engram_index.engine.types import ModelIdentity
+from engram_index.errors import UnknownSpace
+from engram_index.keys import KeyStore
+from engram_index.llm.base import LLM, Reranker
+from engram_index.store.sqlite import Statement
+from engram_index.supermemory.errors import Forbidden, Missing
+from engram_index.supermemory.tables import (
+    DOC_COLUMNS, DocRow, MEMORY_COLUMNS, MemoryRow, chunks_collection, memories_collection, migrate, now_ms,
+)
+
+PROCESSING = ("queued", "extracting", "chunking", "embedding", "indexing")
+EMBED_SPLIT = 16
+
+
+def hidden_tag(kind: str, value: str) -> str:
+    """A tag no query word can match: letters of a hash (tags are keyword-searchable text too)."""
+    digest = hashlib.blake2b(f"{kind}\0{value}".encode(), digest_size=8).hexdigest()
+    return "zq" + digest.translate(str.maketrans("0123456789abcdef", "abcdefghijklmnop"))
+
+
+SUPERSEDED = hidden_tag("state", "superseded")
+FORGOTTEN = hidden_tag("state", "forgotten")
+
+
+def doc_tag(doc_id: str) -> str:
+    """The tag every chunk and memory of a document carries (filters select documents by it)."""
+    return hidden_tag("doc", doc_id)
+
+
+def f16(vector: np.ndarray | None) -> bytes | None:
+    """A float32 vector as the f16le bytes the engine stores."""
+    return None if vector is None else np.asarray(vector, "<f2").tobytes()
+
+
+class Face:
+    """Everything the v5 routes share."""
+
+    def __init__(
+        self,
+        collections: Collections,
+        keys: KeyStore,
+        embedder: Embedder | None,
+        *,
+        llm: LLM | None = None,
+        reranker: Reranker | None = None,
+        state: Any = None,
+        read_only: bool = False,
+    ) -> None:
+        """Wire the face to the shared core (migrating its tables unless read-only).
+
+        `state` (the app's state), when given, supplies the LLM and the reranker the server was
+        started with (`app.state.llm`, `app.state.reranker`), read at each use.
+        """
+        self.collections = collections
+        self.store = collections.store
+        self.keys = keys
+        self.embedder = embedder
+        self._llm = llm
+        self._reranker = reranker
+        self._state = state
+        self.read_only = read_only
+
+        if not read_only:
+            migrate(self.store)
+        self._lock = threading.Lock()
+        # Orders document intake: two adds of one new caller id must not both insert it.
+        self.intake = threading.Lock()
+        self._ns_locks: dict[str, threading.RLock] = {}
+        self._ensured: set[str] = set()
+        self._meta: dict[str, dict[str, dict[str, Any]]] = {}
+        self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
+
+    @property
+    def llm(self) -> LLM | None:
+        """The configured LLM, if any."""
+        return self._llm if self._llm is not None else getattr(self._state, "llm", None)
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The configured reranker, if any."""
+        return self._reranker if self._reranker is not None else getattr(self._state, "reranker", None)
+
+    @property
+    def allow_private_urls(self) -> bool:
+        """Whether URL documents may point at private or loopback addresses (`app.state.allow_private_urls`;
+        off by default, so a caller cannot make the server fetch from its own network)."""
+        return bool(getattr(self._state, "allow_private_urls", False))
+
+    # -- locks, caches ------------------------------------------------------------------------
+
+    def ns_lock(self, ns: str) -> threading.RLock:
+        """The lock that orders a namespace's index writes, deletes and moves."""
+        with self._lock:
+            return self._ns_locks.setdefault(ns, threading.RLock())
+
+    def writable(self) -> None:
+        """Refuse a write in a read-only process (serve --workers)."""
+        if self.read_only:
+            raise Forbidden("namespace write access denied",
+                            "this server runs read-only worker processes (serve --workers); supermemory"
+                            " writes need the single-process server")
+
+    def changed(self, ns: str) -> None:
+        """Drop what is cached about a namespace's documents after a write."""
+        with self._lock:
+            self._meta.pop(ns, None)
+
+    def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
+        """Every document's filterable metadata in a namespace, by document id (cached until a write)."""
+        cached = self._meta.get(ns)
+        if cached is not None:
+            return cached
+        import json
+
+        fresh = {row[0]: {**json.loads(row[2]), **json.loads(row[1])}
+                 for row in self.store.query("SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,))}
+        with self._lock:
+            self._meta[ns] = fresh
+        return fresh
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    def model(self) -> ModelIdentity | None:
+        """The model chunks and memories are embedded with (None: keyword search only)."""
+        return self.embedder.identity if self.embedder is not None else None
+
+    def ensure_collections(self, ns: str) -> None:
+        """Create the namespace's two collections when new."""
+        if ns in self._ensured:
+            return
+        for name in (chunks_collection(ns), memories_collection(ns)):
+            self.collections.ensure_space(name, self.model())
+        self._ensured.add(ns)
+
+    def namespace_statement(self, ns: str, at_ms: int) -> Statement:
+        """The statement that creates a namespace on its first document (a no-op afterwards)."""
+        return ("INSERT OR IGNORE INTO sm_namespaces(name, created_ms, updated_ms) VALUES (?, ?, ?)", (ns, at_ms, at_ms))
+
+    def namespace_exists(self, ns: str) -> bool:
+        """Whether the namespace has been created."""
+        return bool(self.store.query("SELECT 1 FROM sm_namespaces WHERE name=?", (ns,)))
+
+    def namespace_context(self, ns: str) -> str | None:
+        """The namespace's supporting context (it guides memory forming, with the document's own)."""
+        rows = self.store.query("SELECT supporting_context FROM sm_namespaces WHERE name=?", (ns,))
+        return rows[0][0] if rows else None
+
+    def forget_namespace(self, ns: str) -> None:
+        """Forget the in-memory state of a dropped namespace."""
+        self._ensured.discard(ns)
+        self.changed(ns)
+
+    # -- documents ------------------------------------------------------------------------------
+
+    def document(self, ns: str, ref: str) -> DocRow | None:
+        """A document by its id or the caller's id, within the namespace."""
+        rows = self.store.query(f"SELECT {DOC_COLUMNS} FROM sm_documents WHERE ns=? AND id=?", (ns, ref))
+        if not rows:
+            rows = self.store.query(f"SELECT {DOC_COLUMNS} FROM sm_documents WHERE ns=? AND custom_id=?", (ns, ref))
+        return DocRow.from_row(rows[0]) if rows else None
+
+    def require_document(self, ns: str, ref: str) -> DocRow:
+        """A document, or 404."""
+        doc = self.document(ns, ref)
+        if doc is None:
+            raise Missing("document not found", f"no document {ref!r} in namespace {ns!r}")
+        return doc
+
+    def documents(self, ns: str, ids: Sequence[str]) -> dict[str, DocRow]:
+        """Documents by id."""
+        out: dict[str, DocRow] = {}
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for row in self.store.query(
+                    f"SELECT {DOC_COLUMNS} FROM sm_documents WHERE ns=? AND id IN ({marks})", (ns, *part)):
+                doc = DocRow.from_row(row)
+                out[doc.id] = doc
+        return out
+
+    # -- memories -------------------------------------------------------------------------------
+
+    def memories(self, ns: str, ids: Sequence[str]) -> dict[str, MemoryRow]:
+        """Memories by id."""
+        out: dict[str, MemoryRow] = {}
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for row in self.store.query(
+                    f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND id IN ({marks})", (ns, *part)):
+                memory = MemoryRow.from_row(row)
+                out[memory.id] = memory
+        return out
+
+    def memory_tags(self, memory: MemoryRow) -> tuple[str, ...]:
+        """The tags of a memory's record: its document, and whether it is superseded or forgotten."""
+        tags = [doc_tag(memory.doc_id)]
+        if not memory.is_latest:
+            tags.append(SUPERSEDED)
+        if memory.forgotten_ms is not None:
+            tags.append(FORGOTTEN)
+        return tuple(tags)
+
+    def expired_ids(self, ns: str, at_ms: int) -> set[str]:
+        """Memories past their forget-after time and not yet forgotten outright."""
+        return {r[0] for r in self.store.query(
+            "SELECT id FROM sm_memories WHERE ns=? AND forget_after_ms IS NOT NULL AND forget_after_ms <= ?"
+            " AND forgotten_ms IS NULL", (ns, at_ms))}
+
+    # -- embedding -------------------------------------------------------------------------------
+
+    def embed_documents(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """Embed chunk or memory texts (None each without an embedder).
+
+        A large batch is split in two halves of alike lengths embedded at once: a model's
+        forward pass releases the GIL, and one pass uses one core.
+        """
+        embedder = self.embedder
+        if embedder is None or not texts:
+            return [None] * len(texts)
+        final = [document_text("", t, None) for t in texts]
+        if len(final) < EMBED_SPLIT:
+            matrix = embedder.embed_documents(final)
+            return [matrix[i] for i in range(len(final))]
+        order = sorted(range(len(final)), key=lambda i: len(final[i]))
+        halves = [order[0::2], order[1::2]]
+        with ThreadPoolExecutor(2, thread_name_prefix="embed") as pool:
+            parts = list(pool.map(lambda half: embedder.embed_documents([final[i] for i in half]), halves))
+        out: list[np.ndarray | None] = [None] * len(final)
+        for half, matrix in zip(halves, parts):
+            for row, i in enumerate(half):
+                out[i] = matrix[row]
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray | None:
+        """Embed a query (None without an embedder)."""
+        if self.embedder is None:
+            return None
+        return np.asarray(self.embedder.embed_queries([text])[0], np.float32)
+
+    def searchable(self, name: str) -> bool:
+        """Whether a collection exists yet."""
+        try:
+            self.collections.info(name)
+        except UnknownSpace:
+            return False
+        return True
+
+
+def stamp() -> int:
+    """Now, in milliseconds (one name for every write's clock)."""
+    return now_ms()

@@ -1,0 +1,209 @@
+"""The v5 HTTP plumbing: key auth before anything else, body and query parsing, and the one place
+that turns errors into the spec's two error bodies (never a traceback, never plain text)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from engram_index.errors import EngramError
+from engram_index.keys import KeyRecord, KeyState
+from engram_index.supermemory import models
+from engram_index.supermemory.errors import Forbidden, Invalid, Missing, Unauthorized, V5Error, invalid
+from engram_index.supermemory.face import Face
+from engram_index.supermemory.validate import Check, Obj, parse_query
+
+log = logging.getLogger("engram_index.supermemory")
+MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_MULTIPART_BYTES = 60 * 1024 * 1024
+EXPLAIN_HEADER = "x-engram-explain"
+# Every path this face answers under (the app's 404 and 405 answer in this face's body there).
+PREFIXES = ("/ns", "/namespaces", "/organization", "/feedback")
+
+
+class V5Response(JSONResponse):
+    """A JSON response encoded by orjson."""
+
+    def render(self, content: Any) -> bytes:
+        """Encode the body."""
+        return orjson.dumps(content)
+
+
+@dataclass
+class Call:
+    """One authenticated request, parsed."""
+
+    face: Face
+    key: KeyRecord
+    ns: str
+    path: dict[str, str]
+    query: dict[str, Any]
+    body: dict[str, Any]
+    headers: dict[str, str]
+    file: tuple[bytes, str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def reaches(self, ns: str) -> bool:
+        """Whether the key reaches a namespace."""
+        return reaches(self.key, ns)
+
+    @property
+    def admin(self) -> bool:
+        """A key minted without --namespace reaches every namespace and administers the organization."""
+        return self.key.grants.get("namespaces") is None
+
+
+def reaches(key: KeyRecord, ns: str) -> bool:
+    """Whether a key reaches a namespace."""
+    allowed = key.grants.get("namespaces")
+    return allowed is None or ns in allowed
+
+
+def owns(path: str) -> bool:
+    """Whether a path is under this face's prefixes."""
+    return any(path == p or path.startswith(p + "/") for p in PREFIXES)
+
+
+def error_response(exc: Exception) -> Response:
+    """The one place errors become responses: V5Error bodies, other EngramErrors as ErrorResponse."""
+    if isinstance(exc, V5Error):
+        return V5Response(exc.body(), status_code=exc.status)
+    if isinstance(exc, EngramError) and exc.status < 500 or isinstance(exc, EngramError) and exc.status == 503:
+        return V5Response({"error": exc.message}, status_code=exc.status)
+    request_id = uuid.uuid4().hex[:16]
+    log.error("supermemory request %s failed", request_id, exc_info=exc)
+    return V5Response({"error": "internal error", "details": f"request {request_id} (in the server's log)"},
+                      status_code=500)
+
+
+def http_error(request: Request, status: int) -> Response:
+    """This face's body for the router's own 404 and 405 under its prefixes."""
+    if status == 405:
+        return V5Response({"error": "method not allowed", "details": f"{request.method} {request.url.path}"},
+                          status_code=405)
+    return V5Response({"error": "not found", "details": f"no route {request.method} {request.url.path}"},
+                      status_code=404)
+
+
+def authenticate(face: Face, request: Request) -> KeyRecord:
+    """The request's key, or 401."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("missing API key", "send Authorization: Bearer <key> (engram-index keys create supermemory)")
+    state, record = face.keys.lookup("supermemory", token.strip())
+    if state is KeyState.VALID and record is not None:
+        return record
+    reason = {KeyState.EXPIRED: "API key expired", KeyState.REVOKED: "API key revoked"}.get(state, "invalid API key")
+    raise Unauthorized(reason)
+
+
+def _json_body(raw: bytes, schema: Obj | None, optional: bool) -> dict[str, Any]:
+    """Parse and check a JSON body (an absent body is {} where the body is optional)."""
+    if not raw.strip():
+        if schema is None or optional:
+            return {}
+        return schema({}, [])
+    if schema is None:
+        raise invalid("this route takes no body")
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"the body is not valid JSON: {exc}") from None
+    if value is None and optional:
+        return {}
+    try:
+        return schema(value, [])
+    except RecursionError:
+        raise invalid("the body nests too deeply") from None
+
+
+async def _multipart(request: Request, fields: dict[str, Check], file_required: bool
+                     ) -> tuple[dict[str, Any], tuple[bytes, str, str] | None]:
+    """Parse a multipart form: its text fields (checked) and its one file."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise invalid("send multipart/form-data with a file field")
+    try:
+        form = await request.form(max_files=1, max_fields=20, max_part_size=1024 * 1024)
+    except Exception as exc:  # the parser's own errors: a malformed form
+        raise invalid(f"the form cannot be read: {exc}") from None
+    out: dict[str, Any] = {}
+    upload: tuple[bytes, str, str] | None = None
+    issues: list[tuple[str, list[str | int]]] = []
+    for name, value in form.multi_items():
+        if name == "file" and isinstance(value, UploadFile):
+            data = await value.read()
+            upload = (data, value.filename or "upload", value.content_type or "")
+        elif name in fields and isinstance(value, str):
+            try:
+                out[name] = fields[name](value, [name])
+            except Invalid as exc:
+                issues += exc.issues
+        else:
+            issues.append((f"unknown form field {name!r}", [name]))
+    await form.close()
+    if file_required and upload is None:
+        issues.append(("is required", ["file"]))
+    if issues:
+        raise Invalid(issues)
+    return out, upload
+
+
+Handler = Callable[[Call], Any]
+
+
+def endpoint(handler: Handler, *, body: Obj | None = None, query: dict[str, Check] | None = None,
+             repeatable: frozenset[str] = frozenset(), optional_body: bool = False,
+             multipart: bool | None = None) -> Callable[[Request], Awaitable[Response]]:
+    """An ASGI endpoint: authenticate, check the namespace's reach, parse, run off the loop, shape errors.
+
+    `multipart`: None for JSON, else a multipart route whose file is required (True) or optional.
+    """
+
+    async def run(request: Request) -> Response:
+        try:
+            face: Face = request.app.state.supermemory
+            key = await run_in_threadpool(authenticate, face, request)
+            path = dict(request.path_params)
+            ns = ""
+            if "namespace" in path:
+                ns = models.namespace(path["namespace"])
+                if not reaches(key, ns):
+                    raise Forbidden("namespace access denied", f"this key does not reach namespace {ns!r}")
+            if "id" in path:
+                path["id"] = models.path_id(path["id"])
+            params = parse_query(request.query_params.multi_items(), query or {}, repeatable)
+            upload = None
+            if multipart is not None:
+                if int(request.headers.get("content-length") or 0) > MAX_MULTIPART_BYTES:
+                    raise invalid(f"uploads are at most {MAX_MULTIPART_BYTES // (1024 * 1024)} MB", "file")
+                parsed, upload = await _multipart(request, models.FILE_FIELDS, multipart)
+            else:
+                raw = await request.body()
+                if len(raw) > MAX_JSON_BYTES:
+                    raise invalid(f"the body is larger than {MAX_JSON_BYTES // (1024 * 1024)} MB")
+                parsed = _json_body(raw, body, optional_body)
+            call = Call(face, key, ns, path, params, parsed, {k.lower(): v for k, v in request.headers.items()},
+                        upload)
+            result = await run_in_threadpool(handler, call)
+        except Exception as exc:
+            return error_response(exc)
+        if isinstance(result, Response):
+            return result
+        if isinstance(result, tuple):
+            return V5Response(result[1], status_code=result[0])
+        return V5Response(result)
+
+    return run
+
+
+__all__ = ["Missing", "endpoint", "error_response", "http_error", "owns"]

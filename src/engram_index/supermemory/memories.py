@@ -1,0 +1,196 @@
+"""Memory reads and forgetting, lists of documents / chunks / memories, and profiles."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from engram_index.supermemory import filters as v5filters
+from engram_index.supermemory.documents import recallable_count
+from engram_index.supermemory.errors import Missing, invalid
+from engram_index.supermemory.face import Face, stamp
+from engram_index.supermemory.memories_form import _retagged
+from engram_index.supermemory.related import related
+from engram_index.supermemory.search import candidates, doc_filter
+from engram_index.supermemory.tables import (
+    CHUNK_COLUMNS, DOC_COLUMNS, MEMORY_COLUMNS, ChunkRow, DocRow, MemoryRow, memories_collection,
+)
+from engram_index.supermemory.views import chunk_view, document_row, included_document, memory_view
+
+# A semantic forget selects the memories at least this similar to its description (at most 100:
+# the legacy maxForget default), so a vague description does not sweep the namespace.
+FORGET_THRESHOLD = 0.6
+FORGET_LIMIT = 100
+STATIC_LIMIT = 50
+DYNAMIC_LIMIT = 20
+
+
+def get_memory(face: Face, ns: str, memory_id: str, include: Sequence[str], related_limit: int) -> dict[str, Any]:
+    """A memory (forgotten ones too), with related memories and its document when asked."""
+    memory = face.memories(ns, [memory_id]).get(memory_id)
+    if memory is None:
+        raise Missing("memory not found", f"no memory {memory_id!r} in namespace {ns!r}")
+    now = stamp()
+    doc = face.documents(ns, [memory.doc_id]).get(memory.doc_id)
+    out = memory_view(memory, doc, now)
+    included: dict[str, Any] = {}
+    if "related" in include:
+        included["related"] = related(face, ns, memory.id, related_limit, now,
+                                      with_documents="documents" in include)
+    if "documents" in include and doc is not None:
+        included["document"] = included_document(doc)
+    if included:
+        out["included"] = included
+    return out
+
+
+def forget(face: Face, ns: str, ids: Sequence[str]) -> dict[str, Any]:
+    """Forget memories by exact id (soft: they leave normal recall, their history stays)."""
+    face.writable()
+    found = face.memories(ns, ids)
+    matches = [{"id": found[i].id, "memory": found[i].memory} for i in dict.fromkeys(ids) if i in found]
+    errors = [{"id": i, "error": "memory not found"} for i in dict.fromkeys(ids) if i not in found]
+    _mark_forgotten(face, ns, [found[m["id"]] for m in matches])
+    return {"count": len(matches), "matches": matches, "errors": errors}
+
+
+def forget_semantic(face: Face, ns: str, query: str, dry_run: bool) -> dict[str, Any]:
+    """Forget (or, dry run, only select) the current memories that match a description."""
+    if not dry_run:
+        face.writable()
+    now = stamp()
+    selected = [c for c in candidates(face, ns, query, "memories", FORGET_LIMIT, doc_filter(face, ns, None)[0],
+                                      False, now) if c.similarity >= FORGET_THRESHOLD]
+    selected.sort(key=lambda c: (-c.similarity, c.id))
+    rows = face.memories(ns, [c.id for c in selected[:FORGET_LIMIT]])
+    matches = [{"id": m.id, "memory": m.memory} for m in rows.values()]
+    if not dry_run:
+        _mark_forgotten(face, ns, list(rows.values()))
+    return {"count": len(matches), "matches": matches, "errors": []}
+
+
+def _mark_forgotten(face: Face, ns: str, memories: list[MemoryRow]) -> None:
+    """Set the memories forgotten and retag their records, in one transaction."""
+    fresh = [m for m in memories if m.forgotten_ms is None]
+    if not fresh:
+        return
+    now = stamp()
+    with face.ns_lock(ns):
+        for memory in fresh:
+            memory.forgotten_ms = now
+        puts = [_retagged(face, ns, m, now) for m in fresh]
+        rows = [("UPDATE sm_memories SET forgotten_ms=?, updated_ms=? WHERE ns=? AND id=?", (now, now, ns, m.id))
+                for m in fresh]
+        face.collections.write(memories_collection(ns), puts, (), also=rows)
+
+
+def _page(total: int, page: int, limit: int) -> dict[str, Any]:
+    """The pagination block."""
+    return {"currentPage": page, "limit": limit, "totalItems": total, "totalPages": max(1, math.ceil(total / limit))}
+
+
+def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """One page of a namespace's documents, chunks or memories (filter before paging)."""
+    page, limit = query.get("page", 1), query.get("limit", 10)
+    sort, order = query.get("sort", "createdAt"), query.get("order", "desc")
+    include = body.get("include", {})
+    if sort == "position" and kind != "chunks":
+        raise invalid("sort position is for chunks only", "query", "sort")
+    if include.get("forgotten") and kind != "memories":
+        raise invalid("include.forgotten applies to memories only", "include", "forgotten")
+    expr = body.get("filter")
+    test = v5filters.compile_filter(expr) if expr is not None else None
+    passing = None if test is None else {d for d, md in face.metadata(ns).items() if test(md)}
+    # A chunk is never updated in place (a revision writes new chunks): its updatedAt is its createdAt.
+    column = {"createdAt": "created_ms", "updatedAt": "created_ms" if kind == "chunks" else "updated_ms",
+              "position": "doc_id, position"}[sort]
+    direction = "ASC" if order == "asc" else "DESC"
+    if kind == "chunks" and sort == "position":
+        order_by = f"doc_id {direction}, position {direction}"
+    else:
+        order_by = f"{column} {direction}, id {direction}"
+    now = stamp()
+    table, columns, doc_column = {
+        "documents": ("sm_documents", DOC_COLUMNS, "id"),
+        "chunks": ("sm_chunks", CHUNK_COLUMNS, "doc_id"),
+        "memories": ("sm_memories", MEMORY_COLUMNS, "doc_id"),
+    }[kind]
+    where = "ns=?"
+    params: list[Any] = [ns]
+    if kind == "memories" and not include.get("forgotten"):
+        where += " AND forgotten_ms IS NULL AND (forget_after_ms IS NULL OR forget_after_ms > ?)"
+        params.append(now)
+    if passing is None:  # the page straight from SQLite
+        total = int(face.store.query(f"SELECT count(*) FROM {table} WHERE {where}", tuple(params))[0][0])
+        rows = face.store.query(f"SELECT {columns} FROM {table} WHERE {where} ORDER BY {order_by} LIMIT ? OFFSET ?",
+                                (*params, limit, (page - 1) * limit))
+    else:  # filtered: the ids in order first (light), then the page's rows
+        kept = [r[0] for r in face.store.query(
+            f"SELECT id, {doc_column} FROM {table} WHERE {where} ORDER BY {order_by}", tuple(params)) if r[1] in passing]
+        total = len(kept)
+        wanted = kept[(page - 1) * limit: page * limit]
+        marks = ",".join("?" * len(wanted)) or "NULL"
+        found = {r[0]: r for r in face.store.query(
+            f"SELECT {columns} FROM {table} WHERE ns=? AND id IN ({marks})", (ns, *wanted))}
+        rows = [found[i] for i in wanted if i in found]
+    out: dict[str, Any] = {"documents": [], "chunks": [], "memories": []}
+    if kind == "documents":
+        out["documents"] = [document_row(d, content=bool(include.get("content")),
+                                         memory_count=recallable_count(face, ns, now, d.id)
+                                         if include.get("memoryCount") else None)
+                            for d in (DocRow.from_row(r) for r in rows)]
+    elif kind == "chunks":
+        chunks = [ChunkRow(*r) for r in rows]
+        docs = face.documents(ns, [c.doc_id for c in chunks])
+        out["chunks"] = [chunk_view(c, docs.get(c.doc_id), with_document=True) for c in chunks]
+    else:
+        memories = [MemoryRow.from_row(r) for r in rows]
+        docs = face.documents(ns, [m.doc_id for m in memories])
+        out["memories"] = [memory_view(m, docs.get(m.doc_id), now) for m in memories]
+    out["pagination"] = _page(total, page, limit)
+    return out
+
+
+def profile(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The profile: static facts, recent dynamic context and buckets, from the latest recallable memories."""
+    from engram_index.supermemory.buckets import bucket_members, effective_buckets
+
+    wanted = body.get("buckets")
+    buckets = effective_buckets(face, ns)
+    if wanted is not None:
+        unknown = [b for b in wanted if b not in buckets]
+        if unknown:
+            raise invalid(f"unknown bucket {unknown[0]!r}", "buckets")
+        buckets = {b: buckets[b] for b in wanted}
+    expr = body.get("filter")
+    test = v5filters.compile_filter(expr) if expr is not None else None
+    passing = None if test is None else {d for d, md in face.metadata(ns).items() if test(md)}
+    now = stamp()
+    rows = [MemoryRow.from_row(r) for r in face.store.query(
+        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND is_latest=1 AND forgotten_ms IS NULL"
+        " ORDER BY updated_ms DESC, id", (ns,))]
+    rows = [m for m in rows if not m.forgotten(now) and (passing is None or m.doc_id in passing)]
+
+    def fact(m: MemoryRow) -> dict[str, str]:
+        return {"id": m.id, "memory": m.memory}
+
+    return {"profile": {
+        "static": [fact(m) for m in rows if m.is_static][:STATIC_LIMIT],
+        "dynamic": [fact(m) for m in rows if not m.is_static][:DYNAMIC_LIMIT],
+        "buckets": {name: [fact(m) for m in bucket_members(rows, name, description)]
+                    for name, description in buckets.items()},
+    }}
+
+
+def profile_markdown(result: dict[str, Any]) -> str:
+    """The profile as Markdown (Accept: text/markdown)."""
+    p = result["profile"]
+    lines = ["# Profile", "", "## Static", ""]
+    lines += [f"- {f['memory']}" for f in p["static"]] or ["(none)"]
+    lines += ["", "## Dynamic", ""]
+    lines += [f"- {f['memory']}" for f in p["dynamic"]] or ["(none)"]
+    for name, facts in p["buckets"].items():
+        lines += ["", f"## {name}", ""]
+        lines += [f"- {f['memory']}" for f in facts] or ["(none)"]
+    return "\n".join(lines) + "\n"

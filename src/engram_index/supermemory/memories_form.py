@@ -1,0 +1,172 @@
+"""How a processed document's chunks and memories are written: one transaction per collection.
+
+`form` decides what a revision does to the document's memories (the deterministic extractor, or
+the LLM when one is configured); `index` writes the batch's chunks, then its memories with their
+version chains, relations and the documents' `done`, each namespace's batch under its lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engram_index.engine.types import Document
+from engram_index.store.sqlite import Statement, StoredDocument
+from engram_index.supermemory import extract
+from engram_index.supermemory.face import Face, doc_tag, f16, stamp
+from engram_index.supermemory.tables import (
+    MEMORY_COLUMNS, DocRow, MemoryRow, chunks_collection, memories_collection, parse_iso_ms,
+)
+
+if TYPE_CHECKING:
+    from engram_index.supermemory.pipeline import Job
+
+FORGET_AFTER_KEY = "forgetAfter"
+
+
+@dataclass(slots=True)
+class NewMemory:
+    """A memory a revision creates, and the memory it relates to."""
+
+    text: str
+    is_static: bool = False
+    is_inference: bool = False
+    relation: str | None = None  # updates / extends / derives
+    target: MemoryRow | None = None
+
+
+@dataclass(slots=True)
+class Formed:
+    """What a revision does to its document's memories."""
+
+    new: list[NewMemory] = field(default_factory=list)
+    retire: list[str] = field(default_factory=list)
+    vectors: list[np.ndarray | None] = field(default_factory=list)
+
+
+def forget_after(doc: DocRow) -> int | None:
+    """When a document's memories expire: its metadata's forgetAfter (ISO 8601), if any."""
+    value = doc.metadata.get(FORGET_AFTER_KEY)
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_iso_ms(value)
+    except ValueError:
+        return None
+
+
+def latest_of(face: Face, ns: str, doc_id: str) -> list[MemoryRow]:
+    """A document's memories that are still latest."""
+    return [MemoryRow.from_row(r) for r in face.store.query(
+        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND doc_id=? AND is_latest=1", (ns, doc_id))]
+
+
+def form(face: Face, ns: str, doc: DocRow, text: str) -> Formed:
+    """Relate the revision's statements to the document's latest memories."""
+    known = latest_of(face, ns, doc.id)
+    if doc.task_type == "superrag":
+        return Formed(retire=[m.id for m in known])
+    if face.llm is not None:
+        from engram_index.supermemory.llm_memories import form_with_llm
+
+        return form_with_llm(face, ns, doc, text, known)
+    by_id = {m.id: m for m in known}
+    decided = extract.plan([extract.Known(m.id, m.memory, m.version) for m in known], extract.statements(text))
+    out = Formed(retire=decided.retire)
+    for statement, parent in decided.create:
+        out.new.append(NewMemory(statement.text, statement.is_static, False,
+                                 "updates" if parent else None, by_id[parent.id] if parent else None))
+    return out
+
+
+def _chunk_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[StoredDocument], list[str], list[Statement]]:
+    """A job's chunk records, the old chunks to delete, and the chunk rows."""
+    doc = job.doc
+    ids = [f"{doc.id}c{i}" for i in range(len(job.chunks))]
+    old = {r[0] for r in face.store.query("SELECT id FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc.id))}
+    puts = [StoredDocument(Document(cid, "", span.text, (doc_tag(doc.id),), None, now,
+                                    metadata={"doc": doc.id, "position": i}, vector=f16(vec)))
+            for i, (cid, span, vec) in enumerate(zip(ids, job.chunks, job.chunk_vectors))]
+    rows: list[Statement] = [("DELETE FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc.id))]
+    rows += [("INSERT INTO sm_chunks(ns, id, doc_id, position, content, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+              (ns, cid, doc.id, i, span.text, now)) for i, (cid, span) in enumerate(zip(ids, job.chunks))]
+    return puts, sorted(old - set(ids)), rows
+
+
+def index(face: Face, ns: str, jobs: Sequence[Job]) -> None:
+    """Write the batch's chunks, then its memories and statuses (skipping documents changed meanwhile)."""
+    with face.ns_lock(ns):
+        current = face.documents(ns, [j.doc.id for j in jobs])
+        jobs = [j for j in jobs if j.doc.id in current and current[j.doc.id].revision == j.doc.revision]
+        if not jobs:
+            return
+        face.ensure_collections(ns)
+        now = stamp()
+        puts: list[StoredDocument] = []
+        deletes: list[str] = []
+        rows: list[Statement] = []
+        for job in jobs:
+            p, d, r = _chunk_writes(face, ns, job, now)
+            puts += p
+            deletes += d
+            rows += r
+        face.collections.write(chunks_collection(ns), puts, deletes, also=rows)
+        memory_puts: list[StoredDocument] = []
+        rows = []
+        for job in jobs:
+            p, r = _memory_writes(face, ns, job, now)
+            memory_puts += p
+            rows += r
+            rows.append(("UPDATE sm_documents SET status='done', error=NULL, updated_ms=? WHERE ns=? AND id=?"
+                         " AND revision=?", (now, ns, job.doc.id, job.doc.revision)))
+        face.collections.write(memories_collection(ns), memory_puts, (), also=rows)
+    face.changed(ns)
+
+
+def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[StoredDocument], list[Statement]]:
+    """A job's new memories, the memories it supersedes or retires, and their rows and relations."""
+    formed = job.formed
+    if formed is None:
+        return [], []
+    doc = job.doc
+    expiry = forget_after(doc)
+    puts: list[StoredDocument] = []
+    rows: list[Statement] = [("UPDATE sm_memories SET forget_after_ms=? WHERE ns=? AND doc_id=?", (expiry, ns, doc.id))]
+    superseded: dict[str, MemoryRow] = {}
+    for memory, vector in zip(formed.new, formed.vectors):
+        mid = extract.memory_id(ns, doc.id, doc.revision, memory.text)
+        version = 1
+        if memory.target is not None:
+            rows.append(("INSERT OR REPLACE INTO sm_relations(ns, src, dst, relation) VALUES (?, ?, ?, ?)",
+                         (ns, mid, memory.target.id, memory.relation)))
+            if memory.relation == "updates":
+                version = memory.target.version + 1
+                superseded[memory.target.id] = memory.target
+        row = MemoryRow(mid, doc.id, memory.text, memory.is_static, memory.is_inference, True, None, expiry,
+                        version, now, now)
+        rows.append((
+            "INSERT OR REPLACE INTO sm_memories(ns, id, doc_id, memory, is_static, is_inference, is_latest,"
+            " forgotten_ms, forget_after_ms, version, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, 1, NULL, ?, ?,"
+            " ?, ?)", (ns, mid, doc.id, memory.text, int(memory.is_static), int(memory.is_inference), expiry, version,
+                       now, now)))
+        puts.append(StoredDocument(Document(mid, "", memory.text, face.memory_tags(row), None, now,
+                                            metadata={"doc": doc.id}, vector=f16(vector))))
+    retired = face.memories(ns, [*formed.retire, *[i for i in superseded if i not in formed.retire]])
+    for old in retired.values():
+        rows.append(("UPDATE sm_memories SET is_latest=0, updated_ms=? WHERE ns=? AND id=?", (now, ns, old.id)))
+        old.is_latest = False
+        puts.append(_retagged(face, ns, old, now))
+    return [p for p in puts if p is not None], rows
+
+
+def _retagged(face: Face, ns: str, memory: MemoryRow, now: int) -> StoredDocument:
+    """A memory's record again, with tags for its new state (its text and vector kept)."""
+    info = face.collections.info(memories_collection(ns))
+    found = face.store.document_by_id(info.id, memory.id)
+    vector = found[1].vector if found is not None else None
+    metadata: dict[str, Any] = {"doc": memory.doc_id}
+    return StoredDocument(Document(memory.id, "", memory.memory, face.memory_tags(memory), None, memory.created_ms,
+                                   metadata=metadata, vector=vector))

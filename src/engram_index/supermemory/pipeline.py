@@ -1,0 +1,189 @@
+"""The processing pipeline: one background thread walks queued documents to done (or failed).
+
+Documents are taken in batches (up to BATCH, each namespace written together): every step's
+status change is one transaction for the batch, the batch's chunks and memories are embedded in
+one call, and each collection gets one write. A step only moves a document at the revision it
+started with: a document resubmitted meanwhile is queued again and its later run wins. At start,
+every document not yet done or failed is queued again, so nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engram_index.errors import EngramError
+from engram_index.supermemory import memories_form
+from engram_index.supermemory.chunking import Span, chunk
+from engram_index.supermemory.face import PROCESSING, Face, stamp
+from engram_index.supermemory.sources import extract_document
+from engram_index.supermemory.tables import DocRow
+
+log = logging.getLogger("engram_index.supermemory")
+BATCH = 32
+
+
+@dataclass
+class Job:
+    """One document in flight: what it became at each step."""
+
+    doc: DocRow
+    text: str = ""
+    chunks: list[Span] = field(default_factory=list)
+    formed: memories_form.Formed | None = None
+    chunk_vectors: list[np.ndarray | None] = field(default_factory=list)
+    error: str | None = None
+
+
+class Pipeline:
+    """The background worker that processes documents."""
+
+    def __init__(self, face: Face) -> None:
+        """Attach to the face (its `on_queued` hook feeds this queue)."""
+        self.face = face
+        self._queue: deque[tuple[str, str]] = deque()
+        self._cond = threading.Condition()
+        self._stop = False
+        self._busy = False
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="supermemory-pipeline")
+        face.on_queued = self.submit
+
+    def start(self) -> None:
+        """Queue every unfinished document again and start working."""
+        rows = self.face.store.query(
+            "SELECT ns, id FROM sm_documents WHERE status NOT IN ('done', 'failed') ORDER BY created_ms, id")
+        for ns, doc_id in rows:
+            self.submit(ns, doc_id)
+        if rows:
+            log.info("resuming %d unfinished supermemory documents", len(rows))
+        self._thread.start()
+
+    def submit(self, ns: str, doc_id: str) -> None:
+        """Queue a document for processing."""
+        with self._cond:
+            self._queue.append((ns, doc_id))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Finish the batch in hand and stop (what is queued resumes at the next start)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join(60)
+
+    def idle(self) -> bool:
+        """Whether nothing is queued or in hand."""
+        with self._cond:
+            return not self._queue and not self._busy
+
+    def _loop(self) -> None:
+        """Take batches until stopped."""
+        while True:
+            with self._cond:
+                while not self._queue and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                taken: dict[tuple[str, str], None] = {}
+                while self._queue and len(taken) < BATCH:
+                    taken[self._queue.popleft()] = None
+                self._busy = True
+            try:
+                by_ns: dict[str, list[str]] = {}
+                for ns, doc_id in taken:
+                    by_ns.setdefault(ns, []).append(doc_id)
+                for ns, ids in by_ns.items():
+                    try:
+                        self._process(ns, ids)
+                    except Exception as exc:  # a bug or a broken store: say so on the documents
+                        log.exception("supermemory processing failed")
+                        self._give_up(ns, ids, f"processing failed: {exc}")
+            finally:
+                with self._cond:
+                    self._busy = False
+
+    # -- one batch of one namespace ------------------------------------------------------------
+
+    def _process(self, ns: str, ids: Sequence[str]) -> None:
+        """Walk a namespace's batch through every step."""
+        face = self.face
+        docs = face.documents(ns, ids)
+        jobs = [Job(d) for d in docs.values() if d.status in PROCESSING]
+        if not jobs:
+            return
+        self._status(ns, jobs, "extracting")
+        for job in jobs:
+            try:
+                job.text = extract_document(face, job.doc)
+            except EngramError as exc:
+                job.error = exc.message
+            except Exception as exc:  # an extractor's own failure on a malformed file
+                log.warning("extracting %s/%s failed", ns, job.doc.id, exc_info=True)
+                job.error = f"cannot extract text: {exc}"
+        self._fail(ns, jobs)
+        jobs = [j for j in jobs if j.error is None]
+        self._status(ns, jobs, "chunking")
+        for job in jobs:
+            job.chunks = chunk(job.text)
+            try:
+                job.formed = memories_form.form(face, ns, job.doc, job.text)
+            except EngramError as exc:
+                job.error = exc.message
+        self._fail(ns, jobs)
+        jobs = [j for j in jobs if j.error is None]
+        self._status(ns, jobs, "embedding")
+        texts = [c.text for j in jobs for c in j.chunks]
+        texts += [s.text for j in jobs if j.formed for s in j.formed.new]
+        try:
+            vectors = face.embed_documents(texts)
+        except EngramError as exc:
+            for job in jobs:
+                job.error = f"embedding failed: {exc.message}"
+            self._fail(ns, jobs)
+            return
+        at = 0
+        for job in jobs:
+            job.chunk_vectors = vectors[at:at + len(job.chunks)]
+            at += len(job.chunks)
+        for job in jobs:
+            if job.formed:
+                job.formed.vectors = vectors[at:at + len(job.formed.new)]
+                at += len(job.formed.new)
+        self._status(ns, jobs, "indexing")
+        memories_form.index(face, ns, jobs)
+
+    def _give_up(self, ns: str, ids: Sequence[str], error: str) -> None:
+        """Mark unfinished documents failed (a PATCH or a resubmission queues them again)."""
+        marks = ",".join("?" * len(PROCESSING))
+        try:
+            self.face.store.execute([
+                (f"UPDATE sm_documents SET status='failed', error=? WHERE ns=? AND id=? AND status IN ({marks})",
+                 (error, ns, doc_id, *PROCESSING)) for doc_id in ids])
+        except Exception:  # the store itself is failing: the documents resume at the next start
+            log.exception("could not mark documents failed")
+
+    def _status(self, ns: str, jobs: Sequence[Job], status: str) -> None:
+        """Move the batch's documents to a status (each only at the revision it started with)."""
+        if not jobs:
+            return
+        now = stamp()
+        self.face.store.execute([
+            ("UPDATE sm_documents SET status=?, updated_ms=? WHERE ns=? AND id=? AND revision=?",
+             (status, now, ns, j.doc.id, j.doc.revision)) for j in jobs])
+
+    def _fail(self, ns: str, jobs: Sequence[Job]) -> None:
+        """Mark the documents that failed a step, with why."""
+        failed = [j for j in jobs if j.error is not None]
+        if not failed:
+            return
+        now = stamp()
+        self.face.store.execute([
+            ("UPDATE sm_documents SET status='failed', error=?, updated_ms=? WHERE ns=? AND id=? AND revision=?",
+             (j.error, now, ns, j.doc.id, j.doc.revision)) for j in failed])
+        self.face.changed(ns)

@@ -1,0 +1,249 @@
+"""v5 search: memories, chunks or both in one list ranked by a 0-1 similarity, filtered before ranking.
+
+Each namespace's chunks and memories are two collections; a search asks the engine for the best
+candidates of each (hybrid BM25 + vector when an embedder is configured, BM25 alone otherwise),
+scores every candidate on one calibrated scale and keeps those at or above `threshold`:
+
+    similarity = 0.7 × max(cosine, 0) + 0.3 × keyword coverage     (with an embedder)
+    similarity = keyword coverage                                   (keyword only)
+
+where keyword coverage is the share of the query's content words the result holds (an exact or
+stemmed match counts 1, an identifier part 0.5). Cosine of all-MiniLM-L6-v2 is already a 0-1
+scale in practice (unrelated texts sit near 0.0-0.2, paraphrases above 0.6), so the default
+threshold 0.3 keeps what is on topic. docs/design/supermemory.md has the reasoning and numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engram_index.engine.analyzer import query_words
+from engram_index.engine.explain import Explainer
+from engram_index.engine.keyword import searchable_words
+from engram_index.engine.types import Filters, Hit, SearchRequest
+from engram_index.supermemory import filters as v5filters
+from engram_index.supermemory.errors import NotConfigured
+from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
+from engram_index.supermemory.related import related
+from engram_index.supermemory.tables import CHUNK_COLUMNS, ChunkRow, chunks_collection, iso, memories_collection
+from engram_index.supermemory.views import included_document
+
+VECTOR_WEIGHT = 0.7
+RELATED_LIMIT = 5
+FORMULA_VECTOR = "0.7 * max(cosine, 0) + 0.3 * keywordCoverage"
+FORMULA_KEYWORD = "keywordCoverage"
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One result the engine found, on the 0-1 scale."""
+
+    kind: str  # memory / chunk
+    id: str
+    doc_id: str
+    text: str
+    hit: Hit
+    explainer: Explainer  # the query's, for the explanation
+    vector: bool  # scored with its cosine (an embedder is configured)
+    coverage: float
+    rerank: float | None = None
+
+    @property
+    def similarity(self) -> float:
+        """The 0-1 score (see the module doc)."""
+        if not self.vector:
+            return self.coverage
+        cosine = max(self.hit.similarity or 0.0, 0.0)
+        return min(max(VECTOR_WEIGHT * cosine + (1 - VECTOR_WEIGHT) * self.coverage, 0.0), 1.0)
+
+
+def coverages(whole: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """Per document, the share of the query's content words it holds (an identifier part counts half)."""
+    if not whole.shape[1]:
+        return np.zeros(whole.shape[0])
+    score: np.ndarray = (whole.sum(axis=1) + 0.5 * (part & ~whole).sum(axis=1)) / whole.shape[1]
+    return score
+
+
+def rank(found: Sequence[Candidate], limit: int, threshold: float) -> list[Candidate]:
+    """The best `limit` candidates at or above `threshold`, ties by kind then id."""
+    return sorted((c for c in found if c.similarity >= threshold), key=lambda c: (-c.similarity, c.kind, c.id))[:limit]
+
+
+def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filters, set[str] | None, bool]:
+    """Engine filters selecting the documents that pass `expr`, the passing set, and whether none pass."""
+    if expr is None:
+        return Filters(), None, False
+    test = v5filters.compile_filter(expr)
+    metadata = face.metadata(ns)
+    passing = {doc_id for doc_id, md in metadata.items() if test(md)}
+    if not passing:
+        return Filters(), passing, True
+    if len(passing) == len(metadata):
+        return Filters(), passing, False
+    return Filters(any_tags=(tuple(sorted(doc_tag(d) for d in passing)),)), passing, False
+
+
+def check_features(face: Face, body: dict[str, Any]) -> None:
+    """Refuse, naming the setting, a feature this server was started without."""
+    rerank = body.get("rerank", "none")
+    if rerank == "order" and face.reranker is None and face.llm is None:
+        raise NotConfigured('rerank "order" needs a reranker', "start the server with --rerank SPEC (a /rerank"
+                            " endpoint or a packaged cross-encoder) or --llm MODEL@URL")
+    if rerank == "aggregate" and face.llm is None:
+        raise NotConfigured('rerank "aggregate" needs an LLM', "start the server with --llm MODEL@URL (any"
+                            " OpenAI-compatible endpoint)")
+    if body.get("rewriteQuery") and face.llm is None:
+        raise NotConfigured("rewriteQuery needs an LLM", "start the server with --llm MODEL@URL (any"
+                            " OpenAI-compatible endpoint), or send rewriteQuery: false")
+
+
+def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
+               at_ms: int) -> list[Candidate]:
+    """The scored candidates of one query in the mode's collections."""
+    explainer = Explainer(searchable_words(query_words(query)))
+    vector = face.embed_query(query)
+    out: list[Candidate] = []
+    kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
+    for kind in kinds:
+        name = memories_collection(ns) if kind == "memory" else chunks_collection(ns)
+        if not face.searchable(name):
+            continue
+        use_vector = vector is not None and face.collections.info(name).model == face.model()
+        engine_filters = flt
+        skip: set[str] = set()
+        if kind == "memory":
+            none = (SUPERSEDED,) if forgotten else (SUPERSEDED, FORGOTTEN)
+            engine_filters = Filters(any_tags=flt.any_tags, none_tags=none)
+            if not forgotten:
+                skip = face.expired_ids(ns, at_ms)
+        want = min(max(3 * limit, 30), 300) + len(skip)
+        request = SearchRequest("hybrid" if use_vector else "keyword", q=query,
+                                vector=vector if use_vector else None, limit=want, filters=engine_filters,
+                                explain=False)
+        excluded = set(engine_filters.none_tags)
+        required = set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
+        # The record is read fresh from the store: its tags are current even while the keyword
+        # index has not yet committed a retagging (a forget, a new version), so check them again.
+        hits = [h for h in face.collections.search(name, request).hits
+                if h.document.id not in skip and not excluded.intersection(h.document.tags)
+                and (required is None or required.intersection(h.document.tags))]
+        # Which query words each holds, from the index's term counts (one pass for all of them).
+        held = coverages(*face.collections.index(name).holds(explainer.words, [h.document.id for h in hits]))
+        for hit, cov in zip(hits, held):
+            doc = hit.document
+            meta = doc.metadata or {}
+            out.append(Candidate(kind, doc.id, str(meta.get("doc", "")), doc.text, hit, explainer, use_vector,
+                                 float(cov)))
+    return out
+
+
+def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str, Any]:
+    """Run one v5 search and shape its response."""
+    began = time.perf_counter()
+    check_features(face, body)
+    mode = body.get("searchMode", "hybrid")
+    limit = body.get("limit", 10)
+    threshold = body.get("threshold", 0.3)
+    include = body.get("include", {})
+    at_ms = stamp()
+    flt, passing, nothing = doc_filter(face, ns, body.get("filter"))
+    found: dict[tuple[str, str], Candidate] = {}
+    ranked: list[Candidate] = []
+    if not nothing:
+        queries = [body["query"]]
+        if body.get("rewriteQuery"):
+            from engram_index.supermemory.llm_search import rewrites
+
+            queries += rewrites(face, body["query"])
+        pool = [candidates(face, ns, q, mode, limit, flt, bool(include.get("forgotten")), at_ms) for q in queries]
+        if len(pool) == 1:
+            ranked = rank(pool[0], limit, threshold)
+        else:  # rewrites: each result scored against every query that found it, the best kept
+            for cand in (c for cands in pool for c in cands):
+                key = (cand.kind, cand.id)
+                if key not in found or found[key].similarity < cand.similarity:
+                    found[key] = cand
+            ranked = rank(list(found.values()), limit, threshold)
+    aggregated: dict[str, Any] | None = None
+    if body.get("rerank", "none") != "none" and ranked:
+        from engram_index.supermemory.llm_search import aggregate, reorder
+
+        ranked = reorder(face, body["query"], ranked)
+        if body["rerank"] == "aggregate":
+            aggregated = aggregate(face, body["query"], ranked)
+    results = shape(face, ns, ranked, include, passing, at_ms, explain)
+    if aggregated is not None:
+        results.insert(0, aggregated)
+    return {"results": results, "searchTime": round((time.perf_counter() - began) * 1000, 3)}
+
+
+def shape(face: Face, ns: str, ranked: list[Candidate], include: dict[str, Any], passing: set[str] | None,
+          at_ms: int, explain: bool) -> list[dict[str, Any]]:
+    """The response's results: every field the SDK requires, includes when asked."""
+    memories = face.memories(ns, [c.id for c in ranked if c.kind == "memory"])
+    chunk_ids = [c.id for c in ranked if c.kind == "chunk"]
+    chunks: dict[str, ChunkRow] = {}
+    if chunk_ids:
+        marks = ",".join("?" * len(chunk_ids))
+        for row in face.store.query(f"SELECT {CHUNK_COLUMNS} FROM sm_chunks WHERE ns=? AND id IN ({marks})",
+                                    (ns, *chunk_ids)):
+            chunks[row[0]] = ChunkRow(*row)
+    docs = face.documents(ns, [c.doc_id for c in ranked])
+    allowed = (lambda d: d in passing) if passing is not None else None
+    out: list[dict[str, Any]] = []
+    for cand in ranked:
+        doc = docs.get(cand.doc_id)
+        item: dict[str, Any] = {"id": cand.id}
+        if cand.kind == "memory":
+            memory = memories.get(cand.id)
+            if memory is None:
+                continue  # deleted since the engine answered
+            item["memory"] = memory.memory
+            latest, inference = memory.is_latest and not memory.forgotten(at_ms), memory.is_inference
+            created, updated = memory.created_ms, memory.updated_ms
+        else:
+            chunk = chunks.get(cand.id)
+            if chunk is None:
+                continue
+            item["chunk"] = chunk.content
+            latest, inference, created, updated = True, False, chunk.created_ms, chunk.created_ms
+        item.update(metadata=doc.metadata if doc is not None else {}, similarity=round(cand.similarity, 6),
+                    isLatest=latest, isInference=inference, system={"createdAt": iso(created), "updatedAt": iso(updated)})
+        included: dict[str, Any] = {}
+        if include.get("documents") and doc is not None:
+            included["document"] = included_document(doc)
+        if include.get("related"):
+            included["related"] = (related(face, ns, cand.id, RELATED_LIMIT, at_ms, allowed) if cand.kind == "memory"
+                                   else {"parents": [], "children": [], "siblings": []})
+        if included:
+            item["included"] = included
+        if explain:
+            item["explanation"] = explanation(cand, face.embedder is not None and cand.hit.similarity is not None)
+        out.append(item)
+    return out
+
+
+def explanation(cand: Candidate, vector: bool) -> dict[str, Any]:
+    """Why a result matched: the terms, a highlighted snippet, the vector similarity and the fusion."""
+    hit = cand.hit
+    hit.terms, hit.snippet = cand.explainer.explain(hit.document.text, hit.document.tags, None)
+    out: dict[str, Any] = {
+        "matchedTerms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
+        "keywordCoverage": round(cand.coverage, 6),
+        "bm25": None if hit.bm25 is None else round(float(hit.bm25), 6),
+        "vectorSimilarity": None if hit.similarity is None else round(float(hit.similarity), 6),
+        "similarity": FORMULA_VECTOR if vector else FORMULA_KEYWORD,
+    }
+    if hit.snippet is not None:
+        out["snippet"] = {"text": hit.snippet.text,
+                          "highlights": [{"byteStart": s, "byteEnd": e} for s, e in hit.snippet.highlights]}
+    if cand.rerank is not None:
+        out["rerankScore"] = round(cand.rerank, 6)
+    return out
+

@@ -1,0 +1,235 @@
+"""The v5 face's own tables in the record store, their numbered migrations, and typed rows.
+
+Documents, chunks, memories and their relations live here; the chunks and memories are also
+records of two collections per namespace (`supermemory:{ns}:chunks`, `supermemory:{ns}:memories`),
+written in the same transactions (`Collections.write(..., also=...)`), which the engine searches.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from engram_index.store.sqlite import Statement, Store
+
+# Append-only: a store whose sm_schema says N has run migrations [0, N).
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE sm_namespaces (
+        name TEXT PRIMARY KEY,
+        supporting_context TEXT,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE sm_documents (
+        ns TEXT NOT NULL,
+        id TEXT NOT NULL,
+        custom_id TEXT,
+        content TEXT NOT NULL DEFAULT '',
+        title TEXT,
+        type TEXT NOT NULL DEFAULT 'text',
+        url TEXT,
+        summary TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        grp TEXT NOT NULL DEFAULT '{}',
+        supporting_context TEXT,
+        date TEXT,
+        task_type TEXT NOT NULL DEFAULT 'memory',
+        status TEXT NOT NULL,
+        error TEXT,
+        revision INTEGER NOT NULL DEFAULT 1,
+        raw BLOB,
+        filename TEXT,
+        content_type TEXT,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        PRIMARY KEY (ns, id)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX sm_documents_custom ON sm_documents(ns, custom_id) WHERE custom_id IS NOT NULL;
+    CREATE INDEX sm_documents_status ON sm_documents(status) WHERE status NOT IN ('done', 'failed');
+    CREATE INDEX sm_documents_created ON sm_documents(ns, created_ms);
+    CREATE TABLE sm_chunks (
+        ns TEXT NOT NULL,
+        id TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        PRIMARY KEY (ns, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX sm_chunks_doc ON sm_chunks(ns, doc_id, position);
+    CREATE TABLE sm_memories (
+        ns TEXT NOT NULL,
+        id TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        memory TEXT NOT NULL,
+        is_static INTEGER NOT NULL DEFAULT 0,
+        is_inference INTEGER NOT NULL DEFAULT 0,
+        is_latest INTEGER NOT NULL DEFAULT 1,
+        forgotten_ms INTEGER,
+        forget_after_ms INTEGER,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        PRIMARY KEY (ns, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX sm_memories_doc ON sm_memories(ns, doc_id);
+    CREATE INDEX sm_memories_created ON sm_memories(ns, created_ms);
+    CREATE INDEX sm_memories_expiry ON sm_memories(ns, forget_after_ms) WHERE forget_after_ms IS NOT NULL;
+    CREATE TABLE sm_relations (
+        ns TEXT NOT NULL,
+        src TEXT NOT NULL,
+        dst TEXT NOT NULL,
+        relation TEXT NOT NULL,
+        PRIMARY KEY (ns, src, dst)
+    ) WITHOUT ROWID;
+    CREATE INDEX sm_relations_dst ON sm_relations(ns, dst);
+    CREATE TABLE sm_buckets (
+        ns TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL,
+        PRIMARY KEY (ns, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE sm_settings (name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+    CREATE TABLE sm_feedback (
+        id TEXT PRIMARY KEY, key_id TEXT, body TEXT NOT NULL, created_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
+    # Lists sort by creation or update time: an index for each order a list can ask for.
+    """
+    CREATE INDEX sm_documents_updated ON sm_documents(ns, updated_ms);
+    CREATE INDEX sm_memories_updated ON sm_memories(ns, updated_ms);
+    CREATE INDEX sm_chunks_created ON sm_chunks(ns, created_ms);
+    """,
+)
+
+
+def migrate(store: Store) -> None:
+    """Run the face's migrations the store has not run yet (each in one transaction)."""
+    store.execute([("CREATE TABLE IF NOT EXISTS sm_schema (version INTEGER NOT NULL)", ())])
+    rows = store.query("SELECT version FROM sm_schema")
+    version = int(rows[0][0]) if rows else 0
+    for number in range(version, len(MIGRATIONS)):
+        statements: list[Statement] = [(s, ()) for s in MIGRATIONS[number].split(";") if s.strip()]
+        statements.append(("DELETE FROM sm_schema", ()))
+        statements.append(("INSERT INTO sm_schema(version) VALUES (?)", (number + 1,)))
+        store.execute(statements)
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+def iso(ms: int) -> str:
+    """An ISO 8601 UTC timestamp with milliseconds and a Z."""
+    dt = datetime.fromtimestamp(ms / 1000, timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def parse_iso_ms(text: str) -> int:
+    """Milliseconds since the epoch of an ISO 8601 date or date-time (UTC when no zone is given)."""
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def chunks_collection(ns: str) -> str:
+    """The collection holding a namespace's chunks."""
+    return f"supermemory:{ns}:chunks"
+
+
+def memories_collection(ns: str) -> str:
+    """The collection holding a namespace's memories."""
+    return f"supermemory:{ns}:memories"
+
+
+DOC_COLUMNS = ("ns, id, custom_id, content, title, type, url, summary, metadata, grp, supporting_context, date,"
+               " task_type, status, error, revision, filename, content_type, created_ms, updated_ms")
+
+
+@dataclass(slots=True)
+class DocRow:
+    """One document as stored (without its raw file bytes)."""
+
+    ns: str
+    id: str
+    custom_id: str | None
+    content: str
+    title: str | None
+    type: str
+    url: str | None
+    summary: str | None
+    metadata: dict[str, Any]
+    group: dict[str, Any]
+    supporting_context: str | None
+    date: str | None
+    task_type: str
+    status: str
+    error: str | None
+    revision: int
+    filename: str | None
+    content_type: str | None
+    created_ms: int
+    updated_ms: int
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> DocRow:
+        """A row of DOC_COLUMNS."""
+        values = list(row)
+        values[8] = json.loads(values[8])
+        values[9] = json.loads(values[9])
+        return cls(*values)
+
+    def filterable(self) -> dict[str, Any]:
+        """What filters see: the group's keys, then the metadata's (metadata wins a clash)."""
+        return {**self.group, **self.metadata}
+
+
+MEMORY_COLUMNS = ("id, doc_id, memory, is_static, is_inference, is_latest, forgotten_ms, forget_after_ms, version,"
+                  " created_ms, updated_ms")
+
+
+@dataclass(slots=True)
+class MemoryRow:
+    """One memory as stored."""
+
+    id: str
+    doc_id: str
+    memory: str
+    is_static: bool
+    is_inference: bool
+    is_latest: bool
+    forgotten_ms: int | None
+    forget_after_ms: int | None
+    version: int
+    created_ms: int
+    updated_ms: int
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> MemoryRow:
+        """A row of MEMORY_COLUMNS."""
+        r = list(row)
+        return cls(r[0], r[1], r[2], bool(r[3]), bool(r[4]), bool(r[5]), r[6], r[7], r[8], r[9], r[10])
+
+    def forgotten(self, at_ms: int) -> bool:
+        """Forgotten outright, or expired by `at_ms`."""
+        return self.forgotten_ms is not None or (self.forget_after_ms is not None and self.forget_after_ms <= at_ms)
+
+
+CHUNK_COLUMNS = "id, doc_id, position, content, created_ms"
+
+
+@dataclass(slots=True)
+class ChunkRow:
+    """One chunk as stored."""
+
+    id: str
+    doc_id: str
+    position: int
+    content: str
+    created_ms: int

@@ -1,0 +1,93 @@
+"""A real engram-index server on loopback for the Kindgi face, and official-SDK clients for it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from kindgi.client import Kindgi
+
+from engram_index.app import create_app
+from engram_index.embed.base import Embedder
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.auth import InsecureOpen
+from engram_index.keys import KeyStore
+from engram_index.testkit.serve import free_port, serving
+
+DID = "did:web:localhost"
+DIMS = 64
+NO_EMBEDDER = object()
+
+
+@dataclass
+class Server:
+    """A running server: its URL and data directory, minting tokens as `keys create kindgi` does."""
+
+    url: str
+    data: Path
+
+    def token(self, tenant: str = "acme", *, expires_ms: int | None = None, **grants: Any) -> str:
+        """A new token for a principal of `tenant` (user, service, orgs, projects, admin)."""
+        full = {"tenant": tenant, "user": grants.get("user"), "orgs": sorted(grants.get("orgs", ())),
+                "projects": sorted(grants.get("projects", ())), "admin": bool(grants.get("admin"))}
+        if grants.get("service"):
+            full["service"] = grants["service"]
+        token, _ = KeyStore(self.data).create("kindgi", full, expires_ms=expires_ms)
+        return token
+
+    def client(self, tenant: str = "acme", **grants: Any) -> Kindgi:
+        """An official SDK client holding a new token."""
+        return Kindgi(base_url=self.url, token=self.token(tenant, **grants), max_retries=0)
+
+
+@contextmanager
+def kindgi_server(data: Path, embedder: Embedder | None | object = None) -> Iterator[Server]:
+    """Serve a data directory (with the hashing embedder unless told otherwise) until the block ends."""
+    chosen = HashingEmbedder(DIMS) if embedder is None else None if embedder is NO_EMBEDDER else embedder
+    app = create_app(data, DID, authenticator=InsecureOpen(), embedding=QueryEmbedding(chosen))  # type: ignore[arg-type]
+    with serving(app) as url:
+        yield Server(url, data)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ServeProcess:
+    """`engram-index serve` as its own process (to kill with SIGKILL), restartable on the same port."""
+
+    def __init__(self, data: Path, *extra: str) -> None:
+        """Serve `data` on a free loopback port with these extra options, once `start` is called."""
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
+                        str(self.port), "--insecure-open", "--no-access-log", *extra]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it answers."""
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{self.url}/xrpc/_health")
+                return
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and self.proc.poll() is None, "the server did not start"
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL the server (no shutdown of any kind) and reap it."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None

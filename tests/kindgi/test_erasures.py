@@ -1,0 +1,125 @@
+"""Erasures by fact, by subject and by conversation: 202, then gone from every read and the indexes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kindgi.client import AuthError, Kindgi, NotFoundError, ServerError
+
+from tests.kindgi.server import Server, kindgi_server
+
+SCOPE = {"tenantId": "acme", "projectId": "web"}
+
+
+def _finished(admin: Kindgi, erasure_id: str) -> object:
+    deadline = time.monotonic() + 30
+    while True:
+        erasure = admin.memory.get_erasure(erasure_id)
+        if erasure.status in ("completed", "failed"):
+            return erasure
+        assert time.monotonic() < deadline, "the erasure did not finish"
+        time.sleep(0.05)
+
+
+def _index_bytes(data: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (data / "spaces").rglob("*") if p.is_file())
+
+
+def _gone(client: Kindgi, fact_id: str, word: str) -> None:
+    with pytest.raises(NotFoundError):
+        client.memory.get_fact(fact_id)
+    with pytest.raises(NotFoundError):
+        client.memory.list_fact_revisions(fact_id)
+    assert fact_id not in {f.id for f in client.memory.list_facts().data}
+    for mode in ("list", "keyword", "semantic", "both"):
+        query = None if mode == "list" else word
+        assert fact_id not in {r.fact.id for r in client.memory.retrieve(mode=mode, query=query).results}
+
+
+def test_erasing_a_fact_answers_202_and_then_every_revision_is_gone(server: Server) -> None:
+    writer = server.client(user="alice", projects=["web"])
+    admin = server.client(admin=True)
+    fact = writer.memory.write_fact(type="note", scope=SCOPE, content="quokkasecret one")
+    writer.memory.supersede_fact(fact.id, content="quokkasecret two")
+    other = writer.memory.write_fact(type="note", scope=SCOPE, content="kept words")
+    assert writer.memory.retrieve(mode="keyword", query="quokkasecret").results  # committed to a segment
+    assert b"quokkasecret" in _index_bytes(server.data)
+    started = admin.memory.create_erasure({"factId": fact.id})
+    assert started.selector_kind == "fact" and started.status in ("pending", "running", "completed")
+    assert started.warnings and started.warnings[0].code == "erasure-unmatchable" and started.matchable is False
+    done = _finished(admin, str(started.id))
+    assert done.status == "completed" and done.selector is None  # type: ignore[attr-defined]
+    assert done.counts == {"facts": 1, "revisions": 2}  # type: ignore[attr-defined]
+    _gone(writer, fact.id, "quokkasecret")
+    assert writer.memory.get_fact(other.id).content == "kept words"
+    assert b"quokkasecret" not in _index_bytes(server.data)  # no keyword segment keeps the words
+
+
+def test_erasing_a_subject_removes_the_facts_that_name_them(server: Server) -> None:
+    writer = server.client(service="app", projects=["web"])
+    admin = server.client(admin=True)
+    named = writer.memory.write_fact(type="note", scope=SCOPE, content="wombatword about p1",
+                                     subjects=[{"kind": "participant", "id": "p1"}])
+    theirs = writer.memory.write_fact(type="note", content="wombatword of p1",
+                                      scope={**SCOPE, "participantId": "p1"})
+    external = writer.memory.write_fact(type="note", scope=SCOPE, content="about someone else",
+                                        subjects=[{"kind": "external", "id": "p1"}])
+    done = _finished(admin, str(admin.memory.create_erasure(subject={"kind": "participant", "id": "p1"}).id))
+    assert done.counts["facts"] == 2  # type: ignore[attr-defined]
+    _gone(writer, named.id, "wombatword")
+    _gone(writer, theirs.id, "wombatword")
+    assert writer.memory.get_fact(external.id).content == "about someone else"
+
+
+def test_erasing_a_conversation_removes_its_facts(server: Server) -> None:
+    writer = server.client(user="alice", projects=["web"])
+    admin = server.client(admin=True)
+    in_thread = writer.memory.write_fact(type="note", scope={**SCOPE, "threadId": "conv-9"}, content="numbatword")
+    outside = writer.memory.write_fact(type="note", scope={**SCOPE, "threadId": "conv-8"}, content="numbatword")
+    _finished(admin, str(admin.memory.create_erasure(conversationId="conv-9").id))
+    _gone(writer, in_thread.id, "numbatword")
+    assert writer.memory.get_fact(outside.id).version == 1
+
+
+def test_erasures_are_listed_exported_and_stay_erased_after_a_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with kindgi_server(data) as server:
+        writer = server.client(user="alice", projects=["web"])
+        admin_token = server.token(admin=True)
+        admin = Kindgi(base_url=server.url, token=admin_token)
+        fact = writer.memory.write_fact(type="note", scope=SCOPE, content="bilbyword")
+        eid = str(admin.memory.create_erasure(factId=fact.id).id)
+        _finished(admin, eid)
+        page = admin.memory.list_erasures()
+        assert [str(e.id) for e in page.data] == [eid] and page.has_more is False
+        ledger = admin.memory.export_erasures().data
+        assert [(str(e.id), e.selector_kind, e.status) for e in ledger] == [(eid, "fact", "completed")]
+        assert admin.memory.resume_erasure(eid).status == "completed"
+        with pytest.raises(ServerError) as err:
+            admin.memory.replay_erasures(erasures=[])
+        assert err.value.status == 501 and err.value.server_code == "memory-operation-unsupported"
+    with kindgi_server(data) as again:
+        client = Kindgi(base_url=again.url, token=admin_token)
+        _gone(client, fact.id, "bilbyword")
+        assert client.memory.get_erasure(eid).status == "completed"
+
+
+def test_erasures_need_a_tenant_admin_and_name_exactly_one_selector(server: Server) -> None:
+    user = server.client(user="alice", projects=["web"])
+    admin = server.client(admin=True)
+    with pytest.raises(AuthError) as err:
+        user.memory.create_erasure(factId="x")
+    assert err.value.status == 403 and err.value.server_code == "permission-denied"
+    with pytest.raises(AuthError):
+        user.memory.list_erasures()
+    with pytest.raises(NotFoundError):
+        admin.memory.get_erasure("00000000-0000-4000-8000-000000000000")
+    import httpx
+
+    token = server.token(admin=True)
+    for body, code in (({"factId": "a", "conversationId": "b"}, "bad-input"), ({"userId": "u"}, "unknown-field"),
+                       ({"subject": {"kind": "user", "id": "u"}}, "bad-input"), ({}, "bad-input")):
+        answer = httpx.post(f"{server.url}/v1/memory/erasures", json=body, headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == code

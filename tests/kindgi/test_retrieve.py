@@ -1,0 +1,174 @@
+"""POST /v1/memory/retrieve in its four modes, through the official SDK."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kindgi.client import InvalidRequestError, Kindgi, ServerError
+
+from engram_index.embed.hashing import HashingEmbedder
+from tests.kindgi.server import DIMS, NO_EMBEDDER, Server, kindgi_server
+
+SCOPE = {"tenantId": "acme", "projectId": "web"}
+TEXTS = ["green tea in the morning", "black coffee at night", "tea ceremony in kyoto", "morning run by the river",
+         "herbal tea before sleep", "coffee beans from brazil", "the river is cold in the morning"]
+
+
+def _seed(client: Kindgi) -> dict[str, str]:
+    return {client.memory.write_fact(type="note", scope=SCOPE, content=t).id: t for t in TEXTS}
+
+
+def test_list_is_newest_first_without_scores(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    ids = list(_seed(client))
+    results = client.memory.retrieve(mode="list", query=None, limit=5).results
+    assert [r.fact.id for r in results] == ids[::-1][:5] and all(r.score is None for r in results)
+
+
+def test_keyword_scores_are_bm25_values_best_first(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    texts = _seed(client)
+    results = client.memory.retrieve(mode="keyword", query="morning tea").results
+    assert results and all("tea" in texts[r.fact.id] or "morning" in texts[r.fact.id] for r in results)
+    scores = [r.score for r in results]
+    assert all(s is not None and s > 0 for s in scores) and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert texts[results[0].fact.id] == "green tea in the morning"
+
+
+def test_semantic_scores_are_the_cosine_of_the_embeddings(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    texts = _seed(client)
+    embedder = HashingEmbedder(DIMS)
+    query = embedder.embed_queries(["tea in the morning"])[0]
+    results = client.memory.retrieve(mode="semantic", query="tea in the morning", limit=len(TEXTS)).results
+    assert len(results) == len(TEXTS)
+    for r in results:
+        doc = embedder.embed_documents([texts[r.fact.id]])[0].astype(np.float16).astype(np.float32)
+        assert r.score is not None and -1 <= r.score <= 1
+        assert r.score == pytest.approx(float(doc @ query), abs=2e-3)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)  # type: ignore[type-var]
+
+
+def test_both_fuses_the_keyword_and_semantic_legs_by_reciprocal_rank(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    _seed(client)
+    query = "tea morning river"
+    keyword = [r.fact.id for r in client.memory.retrieve(mode="keyword", query=query, limit=20).results]
+    semantic = [r.fact.id for r in client.memory.retrieve(mode="semantic", query=query, limit=20).results]
+    fused = client.memory.retrieve(mode="both", query=query, limit=5).results
+    expected: dict[str, float] = {}
+    for leg in (keyword, semantic):
+        for rank, fid in enumerate(leg, 1):
+            expected[fid] = expected.get(fid, 0.0) + 1 / (60 + rank)
+    first_seen = {fid: i for i, fid in enumerate(dict.fromkeys(keyword + semantic))}
+    best = sorted(expected, key=lambda f: (-expected[f], first_seen[f]))[:5]
+    assert [r.fact.id for r in fused] == best
+    assert [r.score for r in fused] == pytest.approx([expected[f] for f in best])
+
+
+def test_only_current_revisions_are_retrieved(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    fact = client.memory.write_fact(type="note", scope=SCOPE, content="walrus moustache")
+    client.memory.supersede_fact(fact.id, content="penguin tuxedo")
+    assert client.memory.retrieve(mode="keyword", query="walrus").results == []
+    for mode in ("semantic", "both"):  # by meaning the one fact is always nearest: its current revision
+        assert [r.fact.content for r in client.memory.retrieve(mode=mode, query="walrus").results] == ["penguin tuxedo"]
+    for mode in ("keyword", "both"):
+        found = client.memory.retrieve(mode=mode, query="penguin").results
+        assert [(r.fact.id, r.fact.version) for r in found] == [(fact.id, 2)]
+    assert [(r.fact.version) for r in client.memory.retrieve(mode="list").results] == [2]
+
+
+def test_type_and_limit_are_honoured_in_every_mode(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    for i in range(6):
+        client.memory.write_fact(type="note" if i % 2 else "task", scope=SCOPE, content=f"tea number {i}")
+    for mode in ("list", "keyword", "semantic", "both"):
+        query = None if mode == "list" else "tea"
+        results = client.memory.retrieve(mode=mode, query=query, type="task", limit=2).results
+        assert len(results) == 2 and {r.fact.type for r in results} == {"task"}
+
+
+def test_a_fact_is_retrievable_by_keyword_as_soon_as_its_write_is_answered(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    for i in range(15):
+        word = f"zebra{i}quux"
+        fact = client.memory.write_fact(type="note", scope=SCOPE, content=f"a {word} here")
+        assert [r.fact.id for r in client.memory.retrieve(mode="keyword", query=word).results] == [fact.id]
+        assert [r.fact.id for r in client.memory.retrieve(mode="both", query=word, limit=1).results] == [fact.id]
+
+
+def test_the_embedding_model_is_checked_against_the_deployments(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    _seed(client)
+    assert client.memory.retrieve(mode="semantic", query="tea", embedding_model="hashing-v1").results
+    with pytest.raises(ServerError) as err:
+        client.memory.retrieve(mode="both", query="tea", embedding_model="text-embedding-3-large")
+    assert err.value.status == 422 and err.value.server_code == "semantic-unavailable"
+    assert err.value.details == {"embeddingModel": "hashing-v1"}
+
+
+def test_without_embeddings_semantic_and_both_are_422_and_keyword_and_list_still_work(tmp_path: Path) -> None:
+    with kindgi_server(tmp_path / "data", NO_EMBEDDER) as server:
+        client = server.client(user="alice", projects=["web"])
+        fact = client.memory.write_fact(type="note", scope=SCOPE, content="oolong tea")
+        assert fact.embedding_model is None
+        for mode in ("semantic", "both"):
+            with pytest.raises(ServerError) as err:
+                client.memory.retrieve(mode=mode, query="tea")
+            assert err.value.status == 422 and err.value.server_code == "semantic-unavailable"
+        assert [r.fact.id for r in client.memory.retrieve(mode="keyword", query="oolong").results] == [fact.id]
+        assert [r.fact.id for r in client.memory.retrieve(mode="list").results] == [fact.id]
+
+
+@pytest.mark.parametrize("body, code", [
+    ({"mode": "keyword"}, "bad-input"),
+    ({"mode": "nearest", "query": "x"}, "bad-input"),
+    ({"mode": "keyword", "query": 5}, "bad-input"),
+    ({"mode": "list", "limit": 0}, "validation-failed"),
+    ({"mode": "list", "limit": "ten"}, "bad-input"),
+    ({"mode": "list", "type": ""}, "bad-input"),
+    ({"mode": "list", "embeddingModel": ""}, "bad-input"),
+    ({"mode": "keyword", "query": "x" * 4001}, "validation-failed"),
+    ({"mode": "list", "scope": "acme"}, "bad-input"),
+    ({"mode": "list", "scope": {"tenantId": "acme", "participantId": ""}}, "bad-input"),
+    ({"mode": "list", "limt": 3}, "unknown-field"),
+])
+def test_a_malformed_intent_is_400_with_its_code(server: Server, body: dict[str, object], code: str) -> None:
+    token = server.token(user="alice", projects=["web"])
+    import httpx
+
+    answer = httpx.post(f"{server.url}/v1/memory/retrieve", json=body, headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == code
+
+
+def test_a_limit_is_floored_and_a_query_is_required_but_for_list(server: Server) -> None:
+    import httpx
+
+    token = server.token(user="alice", projects=["web"])
+    client = Kindgi(base_url=server.url, token=token)
+    _seed(client)
+    answer = httpx.post(f"{server.url}/v1/memory/retrieve", json={"mode": "list", "limit": 2.9},
+                        headers={"Authorization": f"Bearer {token}"})
+    assert len(answer.json()["results"]) == 2
+    with pytest.raises(InvalidRequestError) as err:
+        client.memory.retrieve(mode="semantic", query=None)
+    assert err.value.server_code == "bad-input"
+
+
+def test_on_request_each_result_says_why_it_matched(server: Server) -> None:
+    token = server.token(user="alice", projects=["web"])
+    client = Kindgi(base_url=server.url, token=token, default_headers={"X-Kindgi-Explain": "true"})
+    _seed(client)
+    hit = client.memory.retrieve(mode="both", query="green tea", limit=1).results[0]
+    why = (hit.model_extra or {})["explanation"]
+    assert why["keyword"]["rank"] == 1 and {t["term"] for t in why["keyword"]["terms"]} >= {"green", "tea"}
+    assert why["semantic"]["rank"] >= 1 and -1 <= why["semantic"]["similarity"] <= 1
+    assert why["fusion"] == {"method": "rrf", "k": 60, "ranks": {"keyword": 1, "semantic": why["semantic"]["rank"]}}
+    snippet = why["snippet"]
+    text = snippet["text"].encode()
+    assert [text[h["byteStart"]:h["byteEnd"]].decode().lower() for h in snippet["highlights"]] == ["green", "tea"]
+    plain = server.client(user="alice", projects=["web"]).memory.retrieve(mode="both", query="green tea", limit=1)
+    assert "explanation" not in (plain.results[0].model_extra or {})

@@ -1,0 +1,52 @@
+"""Under `serve --workers` the processes are read-only: searches work, every write is refused clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import supermemory
+
+from engram_index.app import create_app
+from engram_index.collections import Collections
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.auth import InsecureOpen
+from engram_index.testkit.serve import serving
+from tests.supermemory.conftest import Server, add_done, running
+
+
+def test_a_read_only_process_searches_and_refuses_writes(tmp_path: Path) -> None:
+    with running(tmp_path, HashingEmbedder(64)) as srv:
+        add_done(srv.client(), "shared", "Read-only replicas still answer searches.")
+        key = srv.key
+    writer = Collections(tmp_path)  # what `serve --workers` does first: every index caught up
+    writer.catch_up()
+    writer.close()
+    app = create_app(tmp_path, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(HashingEmbedder(64)), read_only=True)
+    with serving(app) as url:
+        client = Server(url, tmp_path, key, app).client()
+        assert client.search("shared", query="replicas", search_mode="memories").results
+        for write in (lambda: client.add("shared", content="x"), lambda: client.memories.forget("shared", ids=["m"]),
+                      lambda: client.namespaces.delete("shared")):
+            with pytest.raises(supermemory.PermissionDeniedError) as err:
+                write()
+            assert "--workers" in err.value.body["details"]
+
+
+def test_serve_workers_on_a_fresh_data_directory_answers_v5_reads(tmp_path: Path) -> None:
+    from supermemory import Supermemory
+
+    from engram_index.keys import KeyStore
+    from engram_index.testkit.serve import free_port
+    from tests.supermemory.test_crash import served
+
+    token, _ = KeyStore(tmp_path).create("supermemory", {"namespaces": None})
+    port = free_port()
+    with served(tmp_path, port, "--workers", "2"):
+        client = Supermemory(api_key=token, base_url=f"http://127.0.0.1:{port}", max_retries=0)
+        assert client.namespaces.list().namespaces == []
+        assert client.search("nothing", query="x").results == []
+        with pytest.raises(supermemory.PermissionDeniedError):
+            client.add("nothing", content="x")
