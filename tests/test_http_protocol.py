@@ -176,3 +176,18 @@ def test_the_access_log_writes_a_bounded_line_for_a_huge_target(tmp_path: Path) 
     assert logged, "the request was not logged"
     assert all(len(line) < MAX_LOGGED_TARGET + 200 for line in lines)
     assert "more characters" in logged[0]
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"GET /v1/memory/facts HTTP/1.1\r\n\r\n",  # no Host
+    b"POST /v1/memory/retrieve HTTP/1.1\r\nHost: a\r\nContent-Length: x1\r\n\r\n",
+    b"GET /v1/memory/facts HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
+], ids=["no-host", "bad-content-length", "transfer-coding"])
+def test_malformed_http_on_a_memory_path_is_answered_in_the_kindgi_envelope(url: str, request_bytes: bytes) -> None:
+    response = exchange(url, request_bytes)
+    assert response.status == 400 and not response.reset
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "requestId"}
+    assert body["error"]["code"] == "bad-input"
+    assert body["error"]["requestId"].startswith("req-")
+    assert response.headers["x-request-id"] == body["error"]["requestId"]

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from engram_index.engram.api import xrpc
 from engram_index.errors import EngramError
+from engram_index.kindgi import wire as kindgi_wire
 
 Headers = list[tuple[bytes, bytes]]
 # An error as (JSON body, extra headers); the status is the error's own.
@@ -20,6 +21,7 @@ Envelope = Callable[[EngramError], tuple[bytes, Headers]]
 # Path prefix → the face's envelope. The first match wins; paths of no face get XRPC's.
 FACES: list[tuple[str, Envelope]] = [
     ("/xrpc/", xrpc.error_body),
+    ("/v1/memory/", kindgi_wire.error_body),
 ]
 DEFAULT: Envelope = xrpc.error_body
 

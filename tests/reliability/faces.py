@@ -33,6 +33,7 @@ from engram_index.engram.importer import import_jsonl
 from engram_index.engram.records import encode_query_vector
 from engram_index.testkit.serve import free_port
 
+from .faces_kindgi import KINDGI
 from .fuzzkit import Call, Face, Served
 from .records import AUTHOR, MODEL, line, write_file
 
@@ -272,5 +273,6 @@ ENGRAM = Face(
 
 # v5 (/ns/...) and Kindgi (/v1/memory/...) join here: Face(name="v5", ...), Face(name="kindgi", ...).
 FACES: dict[str, Face] = {"engram": ENGRAM}
+FACES["kindgi"] = KINDGI
 
 __all__ = ["FACES", "ENGRAM", "line"]

@@ -84,6 +84,8 @@ class Face:
     remember: Callable[[Served, Call, Any], None]
     paths: tuple[str, ...]  # the face's routes, for the raw HTTP fuzzer
     temporary: frozenset[int] = frozenset({503})  # 5xx statuses the face may answer under load
+    # A header every error must carry equal to the body's `error.requestId` (Kindgi's X-Request-Id).
+    request_id_header: str | None = None
 
 
 @dataclass
@@ -96,7 +98,8 @@ class Tally:
     violations: list[str] = field(default_factory=list)
 
 
-def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally) -> list[str]:
+def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally,
+          headers: httpx.Headers | None = None) -> list[str]:
     """Every way one answer breaks the rules (empty when it keeps them), counted in the tally."""
     tally.requests += 1
     tally.statuses[status] += 1
@@ -110,10 +113,15 @@ def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally) -> list
         except ValueError:
             problems.append("body is not JSON")
     if body is not None:
-        if status == 200:
+        if 200 <= status < 300:
             problems += face.output_errors(call, body)
         elif status >= 400:
             problems += face.envelope_errors(call, status, body)
+            if face.request_id_header and headers is not None and isinstance(body, dict):
+                inner = body.get("error")
+                given = headers.get(face.request_id_header)
+                if not isinstance(inner, dict) or given != inner.get("requestId"):
+                    problems.append(f"{face.request_id_header} {given!r} is not the body's requestId")
             if isinstance(body, dict):
                 tally.errors[str(body.get("error"))[:40]] += 1
     if problems:
@@ -121,14 +129,14 @@ def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally) -> list
     return problems
 
 
-def send(client: httpx.Client, served: Served, call: Call) -> tuple[int, bytes]:
+def send(client: httpx.Client, served: Served, call: Call) -> tuple[int, bytes, httpx.Headers]:
     """Send a call; a transport failure is status 0."""
     try:
         r = client.request(call.method, served.url + call.path, params=list(call.params), content=call.body,
                            headers=dict(call.headers))
     except httpx.TransportError:
-        return 0, b""
-    return r.status_code, r.content
+        return 0, b"", httpx.Headers()
+    return r.status_code, r.content, r.headers
 
 
 def fuzz(face: Face, served: Served, tally: Tally, examples: int, seed: int | None = None) -> None:
@@ -141,11 +149,11 @@ def fuzz(face: Face, served: Served, tally: Tally, examples: int, seed: int | No
     @given(st.data())
     def run(data: st.DataObject) -> None:
         call = data.draw(face.calls(served), label="call")
-        status, raw = send(client, served, call)
-        problems = judge(face, call, status, raw, tally)
+        status, raw, headers = send(client, served, call)
+        problems = judge(face, call, status, raw, tally, headers)
         assert status != 0, f"no answer to {call}: the server is down?"
         assert not problems, f"{call} -> {status} {raw[:300]!r}: {problems}"
-        if status == 200 and raw:
+        if 200 <= status < 300 and raw:
             face.remember(served, call, json.loads(raw))
 
     try:

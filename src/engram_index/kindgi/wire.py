@@ -69,6 +69,17 @@ def error_response(exc: EngramError, rid: str) -> Response:
     return json_response(STATUS.get(err.code, err.status), dumps({"error": inner}), rid, headers)
 
 
+def error_body(exc: EngramError) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """An error's envelope and its X-Request-Id, for the layers below the app (malformed HTTP)."""
+    err = as_kindgi(exc)
+    rid = f"req-{uuid.uuid4()}"  # no request was parsed: the id is always a new one
+    inner: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.details:
+        inner["details"] = err.details
+    inner["requestId"] = rid
+    return dumps({"error": inner}), [(REQUEST_ID_HEADER.lower().encode("ascii"), rid.encode("ascii"))]
+
+
 async def read_body(request: Request) -> bytes:
     """The raw request body, refused with 413 request-too-large past MAX_BODY_BYTES (before reading it all)."""
     declared = request.headers.get("content-length")
