@@ -272,5 +272,6 @@ ENGRAM = Face(
 
 # v5 (/ns/...) and Kindgi (/v1/memory/...) join here: Face(name="v5", ...), Face(name="kindgi", ...).
 FACES: dict[str, Face] = {"engram": ENGRAM}
+from .faces_v5 import V5; FACES[V5.name] = V5  # noqa: E402,E702  (after FACES: faces_v5 imports nothing of this module)
 
 __all__ = ["FACES", "ENGRAM", "line"]
