@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from engram_index.engram.api import xrpc
 from engram_index.errors import EngramError
+from engram_index.supermemory import http as supermemory_http
 
 Headers = list[tuple[bytes, bytes]]
 # An error as (JSON body, extra headers); the status is the error's own.
@@ -20,6 +21,7 @@ Envelope = Callable[[EngramError], tuple[bytes, Headers]]
 # Path prefix → the face's envelope. The first match wins; paths of no face get XRPC's.
 FACES: list[tuple[str, Envelope]] = [
     ("/xrpc/", xrpc.error_body),
+    *((prefix, supermemory_http.error_body) for prefix in supermemory_http.PREFIXES),
 ]
 DEFAULT: Envelope = xrpc.error_body
 
@@ -27,7 +29,7 @@ DEFAULT: Envelope = xrpc.error_body
 def envelope_for(path: str) -> Envelope:
     """The envelope of the face that serves `path`."""
     for prefix, envelope in FACES:
-        if path.startswith(prefix):
+        if path.startswith(prefix) and (prefix.endswith("/") or path[len(prefix):len(prefix) + 1] in ("", "/", "?")):
             return envelope
     return DEFAULT
 
