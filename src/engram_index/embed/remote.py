@@ -18,6 +18,7 @@ import httpx
 import numpy as np
 
 from engram_index.engine.types import ModelIdentity
+from engram_index.http_answers import excerpt, retry_after
 from engram_index.embed.base import DEFAULT_BATCH_SIZE, BadEmbedding, BatchedEmbedder, EmbedderError, EmbedderRejected, EmbedderUnavailable
 
 log = logging.getLogger(__name__)
@@ -26,29 +27,6 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 4.0
-
-
-def _excerpt(response: httpx.Response) -> str:
-    """The provider's own error message if it gave one, else the start of the body."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            error = error.get("message")
-        if isinstance(error, str):
-            return error[:200]
-    return response.text[:200]
-
-
-def _retry_after(response: httpx.Response | None) -> float | None:
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 class HttpEmbedder(BatchedEmbedder):
@@ -98,12 +76,12 @@ class HttpEmbedder(BatchedEmbedder):
                     except ValueError:
                         raise BadEmbedding(f"{self.provider} answered {path} with malformed JSON") from None
                 if 400 <= code < 500 and code != 429:
-                    raise EmbedderRejected(f"{self.provider} refused {path} ({code}): {_excerpt(response)}")
-                problem = f"answered {code}: {_excerpt(response)}"
+                    raise EmbedderRejected(f"{self.provider} refused {path} ({code}): {excerpt(response)}")
+                problem = f"answered {code}: {excerpt(response)}"
             if attempt == self.retries:
                 raise EmbedderUnavailable(f"{self.provider} {problem} on {path} after {attempt + 1} tries")
             wait = min(self.max_backoff, self.backoff * 2**attempt)
-            hinted = _retry_after(response)
+            hinted = retry_after(response)
             if hinted is not None and 0 <= hinted <= self.max_backoff:
                 wait = hinted
             log.warning("%s %s%s %s; retrying in %.2fs", self.provider, self.base_url, path, problem, wait)

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from engram_index.errors import EngramError
+from engram_index.http_answers import excerpt, retry_after
 
 log = logging.getLogger(__name__)
 
@@ -46,29 +47,6 @@ class Rejected(Exception):
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.detail = detail
-
-
-def excerpt(response: httpx.Response) -> str:
-    """The service's own error message if it gave one, else the start of the body."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error", body.get("message", body.get("detail")))
-        if isinstance(error, dict):
-            error = error.get("message")
-        if isinstance(error, str):
-            return error[:200]
-    return response.text[:200]
-
-
-def _retry_after(response: httpx.Response | None) -> float | None:
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def check_base_url(url: str, what: str) -> str:
@@ -117,7 +95,7 @@ def post_json(
                 raise Rejected(code, excerpt(response))
             problem = f"answered {code}: {excerpt(response)}"
         wait = min(policy.max_backoff_s, policy.backoff_s * 2**attempt)
-        hinted = _retry_after(response)
+        hinted = retry_after(response)
         if hinted is not None and 0 <= hinted <= policy.max_backoff_s:
             wait = hinted
         if attempt >= policy.retries or time.monotonic() + wait >= deadline:
