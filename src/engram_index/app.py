@@ -220,8 +220,10 @@ def create_app(
         *kindgi_routes(),
         *supermemory_routes(),
     ]
-    return Starlette(routes=routes, lifespan=lifespan,
-                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
+    app.router.redirect_slashes = False  # a bodyless 307 is no JSON answer: a trailing slash gets the 404 envelope
+    return app
 
 
 AUTH_STATE_FILE = "auth.sqlite"

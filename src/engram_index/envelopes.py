@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from engram_index.engram.api import xrpc
 from engram_index.errors import EngramError
+from engram_index.supermemory import http as supermemory_http
 from engram_index.kindgi import wire as kindgi_wire
 
 Headers = list[tuple[bytes, bytes]]
@@ -22,6 +23,7 @@ Envelope = Callable[[EngramError], tuple[bytes, Headers]]
 FACES: list[tuple[str, Envelope]] = [
     ("/xrpc/", xrpc.error_body),
     ("/v1/memory/", kindgi_wire.error_body),
+    *((prefix, supermemory_http.error_body) for prefix in supermemory_http.PREFIXES),
 ]
 DEFAULT: Envelope = xrpc.error_body
 
@@ -29,7 +31,7 @@ DEFAULT: Envelope = xrpc.error_body
 def envelope_for(path: str) -> Envelope:
     """The envelope of the face that serves `path`."""
     for prefix, envelope in FACES:
-        if path.startswith(prefix):
+        if path.startswith(prefix) and (prefix.endswith("/") or path[len(prefix):len(prefix) + 1] in ("", "/", "?")):
             return envelope
     return DEFAULT
 

@@ -34,6 +34,7 @@ from engram_index.engram.records import encode_query_vector
 from engram_index.testkit.serve import free_port
 
 from .faces_kindgi import KINDGI
+from .faces_v5 import V5
 from .fuzzkit import Call, Face, Served
 from .records import AUTHOR, MODEL, line, write_file
 
@@ -271,8 +272,9 @@ ENGRAM = Face(
     temporary=frozenset({503}),
 )
 
-# v5 (/ns/...) and Kindgi (/v1/memory/...) join here: Face(name="v5", ...), Face(name="kindgi", ...).
+# One Face per face: garden.engram here, v5 (/ns/...) in faces_v5.py, Kindgi (/v1/memory/...) in faces_kindgi.py.
 FACES: dict[str, Face] = {"engram": ENGRAM}
 FACES["kindgi"] = KINDGI
+FACES[V5.name] = V5
 
 __all__ = ["FACES", "ENGRAM", "line"]

@@ -85,6 +85,11 @@ def error_response(exc: Exception) -> Response:
                       status_code=500)
 
 
+def error_body(exc: EngramError) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """An error's ErrorResponse body and extra headers, for the layers below the app (malformed HTTP)."""
+    return orjson.dumps(exc.body() if isinstance(exc, V5Error) else {"error": exc.message}), []
+
+
 def http_error(request: Request, status: int) -> Response:
     """This face's body for the router's own 404 and 405 under its prefixes."""
     if status == 405:
