@@ -35,7 +35,7 @@ from engram_index.testkit.serve import free_port
 
 from .faces_kindgi import KINDGI
 from .faces_v5 import V5
-from .fuzzkit import Call, Face, Served
+from .fuzzkit import Call, Face, Served, stop
 from .records import AUTHOR, MODEL, line, write_file
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -82,16 +82,6 @@ def wait_ready(url: str, space: str | None, proc: subprocess.Popen[bytes], timeo
         time.sleep(0.1)
     raise AssertionError("the server did not get ready")
 
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a server this suite started."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from engram_index.keys import KeyStore
 from engram_index.testkit.serve import free_port
 
-from .fuzzkit import Call, Face, Served
+from .fuzzkit import Call, Face, Served, stop
 
 PREFIX = "/v1/memory"
 TENANTS = ("acme", "globex")
@@ -103,15 +103,6 @@ def _wait(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("the server did not get ready")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a server this suite started."""
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
 
 @contextmanager
 def serve_kindgi(data: Path) -> Iterator[Served]:
@@ -128,7 +119,7 @@ def serve_kindgi(data: Path) -> Iterator[Served]:
             served.pool.add("fact", fact_id)
         yield served
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 # -- calls ----------------------------------------------------------------------------------

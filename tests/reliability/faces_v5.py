@@ -28,7 +28,7 @@ from supermemory.types import DeleteDocumentsResult, ListResponse, SearchRespons
 from engram_index.testkit.serve import free_port
 from tests.supermemory.test_required_fields import missing
 
-from .fuzzkit import Call, Face, Served
+from .fuzzkit import Call, Face, Served, stop
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NAMESPACES = ("fuzz_a", "fuzz_b")
@@ -43,16 +43,6 @@ def _cli(*args: str) -> str:
     return subprocess.run([sys.executable, "-m", "engram_index.cli", *args], env={**os.environ, "PYTHONPATH": SRC},
                           check=True, capture_output=True, text=True).stdout
 
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a server this suite started."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def _wait(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:

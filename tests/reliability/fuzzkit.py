@@ -10,6 +10,7 @@ HTTP fuzzer below the faces sends mutated request heads and wants a JSON answer,
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -231,3 +232,14 @@ def rounds(seconds: float, examples: int) -> Iterator[int]:
     while n == 0 or time.monotonic() < end:
         yield n
         n += 1
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server this suite started."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
