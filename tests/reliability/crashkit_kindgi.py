@@ -1,0 +1,276 @@
+"""kill -9 of a served Kindgi face while clients write facts, then check every acknowledged write.
+
+`KindgiCrash` mints a token, serves a data directory with `engram-index serve` (the hashing
+embedder) and runs rounds: writers send fact writes, supersedes, verifies and deletes over HTTP,
+each under a fresh `Idempotency-Key`, and keep every 2xx answer byte for byte; the server is
+killed -9 at a random moment and served again. Then a request the kill cut off is sent again with
+its key and body: it must succeed (its key is free, not held in flight forever), as a replay when
+it had happened and as a first run when it had not, and so exactly once. Every acknowledged
+request is replayed: the same status and bytes with `X-Idempotent-Replay: true`, writing nothing.
+The facts are then read with the official SDK: exactly the live ones, each at its version with
+its whole chain, found by its current word (keyword) and its content (semantic, rank 1), and no
+superseded or deleted word found.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from kindgi.client import Kindgi
+
+from engram_index.keys import KeyStore
+from tests.kindgi.server import ServeProcess
+
+from .crashkit_v5 import word
+
+SCOPE = {"tenantId": "acme", "projectId": "web"}
+PREFIX = "/v1/memory"
+EMBEDDER = "hashing:256"
+SUBJECTS = ("river", "stone", "cloud", "lamp", "bridge", "meadow", "anchor")
+
+
+def content(n: int) -> str:
+    """Write number `n`'s content, around the word only it holds."""
+    return f"{word(n)} remembers the {SUBJECTS[n % 7]} near the {SUBJECTS[(n // 7) % 7]}"
+
+
+@dataclass
+class Request:
+    """One change sent under an Idempotency-Key, and its answer once acknowledged."""
+
+    kind: str  # write / supersede / verify / delete
+    method: str
+    path: str
+    key: str
+    body: bytes
+    fact: str | None  # None for a write until it is answered
+    number: int | None  # the content number a write or supersede brings
+    status: int | None = None
+    answer: bytes | None = None
+
+
+@dataclass
+class Fact:
+    """What the acknowledged writes made of one fact."""
+
+    numbers: list[int]  # the content number of each version (a verify repeats the last)
+    deleted: bool = False
+
+    @property
+    def version(self) -> int:
+        """Its current version."""
+        return len(self.numbers)
+
+
+@dataclass
+class Round:
+    """What one kill did."""
+
+    acknowledged: int = 0
+    cut_off: int = 0  # requests in flight at the kill
+    had_happened: int = 0  # of those, answered after the restart as replays
+    replayed: int = 0  # acknowledged requests replayed and checked after the restart
+
+
+@dataclass
+class KindgiCrash:
+    """A data directory served again and again, and the changes it acknowledged."""
+
+    data: Path
+    seed: int = 18
+    facts: dict[str, Fact] = field(default_factory=dict)
+    acked: list[Request] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """Mint the token and prepare the server (not started)."""
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.token, _ = KeyStore(self.data).create(
+            "kindgi", {"tenant": "acme", "user": "alice", "orgs": [], "projects": ["web"], "admin": False})
+        self.server = ServeProcess(self.data, "--embedder", EMBEDDER)
+        self.rng = random.Random(self.seed)
+        self._next = 0
+        self._lock = threading.Lock()
+        self._cut: list[Request] = []
+        self._owned: dict[str, int] = {}  # fact -> the writer that changes it (one at a time per fact)
+
+    def http(self) -> httpx.Client:
+        """A plain HTTP client holding the token (the answer's bytes and headers are what is checked)."""
+        return httpx.Client(base_url=self.server.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
+
+    # -- one round -------------------------------------------------------------------------------
+
+    def round(self, writers: int = 3, max_delay: float = 1.5, replay_sample: int = 40) -> Round:
+        """Serve, settle what the last kill cut off, check, write until a random moment, kill -9."""
+        done = Round()
+        self.server.start()
+        if self.rounds:
+            self._settle(self.rounds[-1])
+            self._replay(self.rounds[-1], replay_sample)
+            self.check(sample=30)
+        stop = threading.Event()
+        threads = [threading.Thread(target=self._write, args=(w, writers, random.Random(self.rng.random()), stop, done))
+                   for w in range(writers)]
+        for t in threads:
+            t.start()
+        time.sleep(self.rng.uniform(0.05, max_delay))
+        self.server.kill()
+        stop.set()
+        for t in threads:
+            t.join(60)
+        done.cut_off = len(self._cut)
+        self.rounds.append(done)
+        return done
+
+    def _number(self) -> int:
+        """A fresh content number."""
+        with self._lock:
+            self._next += 1
+            return self._next
+
+    def _request(self, rng: random.Random, writer: int, writers: int) -> Request:
+        """The next change one writer makes: a new fact, or a change to one of its live facts."""
+        with self._lock:
+            mine = [f for f, fact in self.facts.items() if not fact.deleted and hash(f) % writers == writer]
+        key = str(uuid.uuid4())
+        pick = rng.random()
+        if not mine or pick < 0.45:
+            n = self._number()
+            body = {"type": "note", "scope": SCOPE, "content": content(n)}
+            return Request("write", "POST", f"{PREFIX}/facts", key, orjson.dumps(body), None, n)
+        fact = rng.choice(mine)
+        if pick < 0.75:
+            n = self._number()
+            return Request("supersede", "POST", f"{PREFIX}/facts/{fact}/supersede", key,
+                           orjson.dumps({"content": content(n)}), fact, n)
+        if pick < 0.9:
+            return Request("verify", "POST", f"{PREFIX}/facts/{fact}/verify", key, b"{}", fact, None)
+        return Request("delete", "DELETE", f"{PREFIX}/facts/{fact}", key, b"", fact, None)
+
+    def _write(self, writer: int, writers: int, rng: random.Random, stop: threading.Event, done: Round) -> None:
+        """Send changes until stopped or cut off by the kill."""
+        with self.http() as client:
+            while not stop.is_set():
+                req = self._request(rng, writer, writers)
+                try:
+                    answer = self._send(client, req)
+                except httpx.TransportError:  # the server died under it: not acknowledged
+                    with self._lock:
+                        self._cut.append(req)
+                    return
+                if answer.status_code >= 300:
+                    self.problems.append(f"{req.kind} refused: {answer.status_code} {answer.text[:200]}")
+                    return
+                self._acknowledge(req, answer)
+                done.acknowledged += 1
+
+    def _send(self, client: httpx.Client, req: Request) -> httpx.Response:
+        """Send one change with its key."""
+        headers = {"Idempotency-Key": req.key}
+        if req.body:
+            headers["Content-Type"] = "application/json"
+        return client.request(req.method, req.path, content=req.body or None, headers=headers)
+
+    def _acknowledge(self, req: Request, answer: httpx.Response) -> None:
+        """Apply an acknowledged change to what the facts must be."""
+        fact = orjson.loads(answer.content)
+        with self._lock:
+            req.status, req.answer = answer.status_code, answer.content
+            if req.kind == "write":
+                req.fact = fact["id"]
+                self.facts[fact["id"]] = Fact([req.number or 0])
+            elif req.kind == "delete":
+                self.facts[fact["id"]].deleted = True
+            else:
+                known = self.facts[fact["id"]]
+                known.numbers.append(req.number if req.number is not None else known.numbers[-1])
+                if fact.get("version") != known.version:
+                    self.problems.append(f"{req.kind} of {fact['id']} answered version {fact.get('version')},"
+                                         f" {known.version} expected")
+            self.acked.append(req)
+
+    def _settle(self, last: Round) -> None:
+        """Send each cut-off change again with its key: once, and never held in flight."""
+        with self.http() as client:
+            for req in self._cut:
+                answer = self._send(client, req)
+                if answer.status_code >= 300:
+                    self.problems.append(f"a cut-off {req.kind} retried with its key: {answer.status_code}"
+                                         f" {answer.text[:200]}")
+                    continue
+                last.had_happened += answer.headers.get("X-Idempotent-Replay") == "true"
+                self._acknowledge(req, answer)
+        self._cut = []
+
+    def _replay(self, last: Round, sample: int) -> None:
+        """Replay acknowledged changes: byte-identical answers marked as replays."""
+        chosen = self.acked[-sample:] + self.rng.sample(self.acked, min(sample, len(self.acked)))
+        with self.http() as client:
+            for req in chosen:
+                again = self._send(client, req)
+                if (again.status_code, again.content) != (req.status, req.answer):
+                    self.problems.append(f"replay of a {req.kind} answered {again.status_code} {again.text[:120]},"
+                                         f" not the kept answer")
+                elif again.headers.get("X-Idempotent-Replay") != "true":
+                    self.problems.append(f"replay of a {req.kind} is not marked X-Idempotent-Replay")
+                last.replayed += 1
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def check(self, sample: int | None = None) -> None:
+        """The facts as the SDK reads them: exactly the live ones, at their versions, found both ways."""
+        client = Kindgi(base_url=self.server.url, token=self.token, max_retries=0)
+        listed: list[str] = []
+        cursor = None
+        while True:
+            page = client.memory.list_facts(limit=100, cursor=cursor)
+            listed += [str(f.id) for f in page.data]
+            if not page.has_more:
+                break
+            cursor = page.next_cursor
+        live = {f for f, fact in self.facts.items() if not fact.deleted}
+        if len(listed) != len(set(listed)) or set(listed) != live:
+            self.problems.append(f"listed {len(listed)} facts ({len(set(listed))} distinct), {len(live)} live:"
+                                 f" extra {sorted(set(listed) - live)[:3]} missing {sorted(live - set(listed))[:3]}")
+        ids = sorted(self.facts)
+        for fact_id in ids if sample is None else self.rng.sample(ids, min(sample, len(ids))):
+            self._check_fact(client, fact_id, self.facts[fact_id])
+
+    def _check_fact(self, client: Kindgi, fact_id: str, fact: Fact) -> None:
+        """One fact: its chain of versions, its current word found, its older and deleted words not."""
+        chain = [r.version for r in client.memory.list_fact_revisions(fact_id).data] if not fact.deleted else []
+        if not fact.deleted and chain != list(range(fact.version, 0, -1)):
+            self.problems.append(f"{fact_id}: revisions {chain}, {fact.version} acknowledged")
+        now = fact.numbers[-1]
+        found = [str(r.fact.id) for r in client.memory.retrieve(mode="keyword", query=word(now)).results]
+        if found != ([] if fact.deleted else [fact_id]):
+            self.problems.append(f"{fact_id} ({'deleted' if fact.deleted else 'live'}): {word(now)} finds {found}")
+        for old in set(fact.numbers[:-1]) - {now}:
+            if client.memory.retrieve(mode="keyword", query=word(old)).results:
+                self.problems.append(f"{fact_id}: the superseded {word(old)} is still found")
+        if not fact.deleted:
+            near = client.memory.retrieve(mode="semantic", query=content(now), limit=3).results
+            if not near or str(near[0].fact.id) != fact_id or near[0].fact.version != fact.version:
+                self.problems.append(f"{fact_id}: its content finds {[(str(r.fact.id), r.score) for r in near]}")
+
+    def finish(self) -> dict[str, int]:
+        """Serve once more, settle, replay every acknowledged change, check every fact; the counts."""
+        self.server.start()
+        try:
+            last = self.rounds[-1] if self.rounds else Round()
+            self._settle(last)
+            self._replay(last, len(self.acked))
+            self.check()
+        finally:
+            self.server.kill()
+        return {"acknowledged": len(self.acked), "facts": len(self.facts),
+                "live": sum(not f.deleted for f in self.facts.values()), "problems": len(self.problems)}
