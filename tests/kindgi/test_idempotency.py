@@ -11,8 +11,13 @@ import httpx
 import pytest
 from kindgi.client import ConflictError, Kindgi
 
+from engram_index.app import create_app
+from engram_index.embed.hashing import HashingEmbedder
 from engram_index.embed.ollama import OllamaEmbedder
+from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
+from engram_index.testkit.serve import serving
 from tests.embed.fake_provider import FakeProvider
 from tests.kindgi.server import ServeProcess, Server, kindgi_server
 
@@ -160,3 +165,34 @@ def _try_post(url: str, token: str) -> None:
         _post(url, token, "k-5", FACT)
     except httpx.TransportError:
         pass  # the server was killed under it
+
+
+class _Died(Exception):
+    """The process dying right after a commit (the answer is never sent; the key dies with it)."""
+
+
+def test_an_erasure_cut_off_right_after_it_is_recorded_replays_on_retry_instead_of_running_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(HashingEmbedder(64)))
+    with serving(app) as url:
+        admin = Server(url, data).token(admin=True)
+        store = app.state.kindgi.erasures.store
+        real = store.execute
+        died: list[bool] = []
+
+        def dies_after_recording(statements: list[tuple[str, tuple[object, ...]]]) -> None:
+            real(statements)
+            if not died and any(sql.startswith("INSERT INTO kindgi_erasures") for sql, _ in statements):
+                died.append(True)
+                raise _Died()
+
+        monkeypatch.setattr(store, "execute", dies_after_recording)
+        selector = {"conversationId": "conv-1"}
+        cut = _post(url, admin, "e-1", selector, "/v1/memory/erasures")
+        assert died and cut.status_code == 500  # standing for an answer that never left
+        retry = _post(url, admin, "e-1", selector, "/v1/memory/erasures")
+        assert retry.status_code == 202 and retry.headers.get("x-idempotent-replay") == "true"
+        ledger = Kindgi(base_url=url, token=admin, max_retries=0).memory.export_erasures().data
+        assert [str(e.id) for e in ledger] == [retry.json()["id"]]  # recorded once, not once per attempt

@@ -21,7 +21,7 @@ import orjson
 
 from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.errors import KindgiError
-from engram_index.kindgi.facts import Facts, decode_cursor, encode_cursor
+from engram_index.kindgi.facts import Facts, Seal, _no_seal, decode_cursor, encode_cursor
 from engram_index.kindgi.models import format_ms
 from engram_index.store.sqlite import Statement
 
@@ -95,8 +95,12 @@ class Erasures:
                 f" AND fact_id IN ({','.join('?' * len(chunk))})", (tenant, *chunk))]
         return held
 
-    def create(self, principal: Principal, selector: dict[str, Any]) -> dict[str, Any]:
-        """Record an erasure (after the legal-hold check) and start it; its answer, with warnings."""
+    def create(self, principal: Principal, selector: dict[str, Any], seal: Seal = _no_seal) -> dict[str, Any]:
+        """Record an erasure (after the legal-hold check) and start it; its answer, with warnings.
+
+        The answer is kept for its Idempotency-Key in the transaction that records the erasure:
+        a crash between the two would let a retry under the key record a second erasure.
+        """
         require_admin(principal)
         held = self._held(principal.tenant, self._reached(principal.tenant, selector))
         if held:
@@ -104,13 +108,16 @@ class Erasures:
         eid = str(uuid.uuid4())
         kind = "fact" if "factId" in selector else "conversation" if "conversationId" in selector \
             else selector["subject"]["kind"]
+        raw = orjson.dumps(selector).decode()
+        now = self.clock()
+        row = (eid, kind, raw, "pending", "seed", principal.ref, "{}", 0, None, now, None, None)
+        answer = {**_view(row), "warnings": [UNMATCHABLE]}
         self.store.execute([(
             "INSERT INTO kindgi_erasures(tenant, id, selector_kind, selector, status, phase, requested_by, created_ms)"
-            " VALUES (?, ?, ?, ?, 'pending', 'seed', ?, ?)",
-            (principal.tenant, eid, kind, orjson.dumps(selector).decode(), principal.ref, self.clock()))])
-        view = self.get(principal, eid)
+            " VALUES (?, ?, ?, ?, 'pending', 'seed', ?, ?)", (principal.tenant, eid, kind, raw, principal.ref, now)),
+            *seal(202, answer)])
         self._start(principal.tenant, eid)
-        return {**view, "warnings": [UNMATCHABLE]}
+        return answer
 
     def _start(self, tenant: str, eid: str) -> None:
         """Run an erasure on a thread of its own."""

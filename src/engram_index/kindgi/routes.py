@@ -227,7 +227,7 @@ def _erasures(call: Call) -> Any:
 def create_erasure(call: Call) -> tuple[int, dict[str, Any]]:
     """POST /v1/memory/erasures: started, 202."""
     selector = models.erasure_selector(parse_object(call.body))
-    return 202, _erasures(call).create(call.principal, selector)
+    return 202, _erasures(call).create(call.principal, selector, call.seal)
 
 
 def list_erasures(call: Call) -> tuple[int, dict[str, Any]]:
