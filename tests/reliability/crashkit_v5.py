@@ -96,14 +96,15 @@ class V5Crash:
 
     # -- one round -------------------------------------------------------------------------------
 
-    def round(self, writers: int = 2, max_delay: float = 1.5) -> Round:
+    def round(self, writers: int = 2, max_delay: float = 1.5, max_batch: int = 24) -> Round:
         """Serve, retry what the last kill cut off, write until a random moment, kill -9."""
         self.server.start()
         done = Round()
         self._retry_cut_off()
         stop = threading.Event()
         cut: list[Sent] = []
-        threads = [threading.Thread(target=self._write, args=(random.Random(self.rng.random()), stop, cut, done))
+        threads = [threading.Thread(target=self._write,
+                                    args=(random.Random(self.rng.random()), stop, cut, done, max_batch))
                    for _ in range(writers)]
         for t in threads:
             t.start()
@@ -127,12 +128,12 @@ class V5Crash:
             start, self._next = self._next, self._next + k
         return list(range(start, start + k))
 
-    def _write(self, rng: random.Random, stop: threading.Event, cut: list[Sent], done: Round) -> None:
+    def _write(self, rng: random.Random, stop: threading.Event, cut: list[Sent], done: Round, max_batch: int) -> None:
         """Add documents until stopped or cut off by the kill."""
         client = self.client()
         while not stop.is_set():
             batch = rng.random() < 0.4
-            numbers = self._numbers(rng.randint(2, 24) if batch else 1)
+            numbers = self._numbers(rng.randint(2, max_batch) if batch else 1)
             sent = Sent([(n, f"c{n}" if rng.random() < 0.5 else None) for n in numbers], batch)
             try:
                 ids = self._send(client, sent)
@@ -200,7 +201,7 @@ class V5Crash:
         if doubled:
             self.problems.append(f"stored twice: {doubled[:3]}")
 
-    def finish(self, timeout: float = 300) -> dict[str, int]:
+    def finish(self, timeout: float = 120) -> dict[str, int]:
         """Serve, retry what was cut off, let processing end, check everything; the counts."""
         self.server.start()
         try:
