@@ -6,9 +6,22 @@ after every kill each acknowledged record must be stored once and found by its w
 `--path sync`: `engram-index serve` syncing a space of 6 members x 150 memories from the fake
 network (tests' SpaceNetwork, answers slowed to 0.2 s), killed when a random share of the space
 is indexed; at the end every record of the network must be stored once and indexed.
+`--path v5`: `engram-index serve` with a minted supermemory key and the hashing embedder; two
+writers add documents through the official SDK (single adds and batches of 2-24, half under
+caller ids) and the server is killed 0.05-1.5 s after it is up, then served again; a request cut
+off is retried under its caller id. At the end processing finishes and every acknowledged
+document must be done, once, with one chunk and one memory, found by its word and by its text at
+rank 1 (similarity 1: its vector is there), and in the reopened engine by word and by vector.
+`--path kindgi`: three writers change facts (write, supersede, verify, delete) under fresh
+Idempotency-Keys over HTTP, killed 0.05-1.5 s after the server is up; after each restart every
+cut-off change is sent again with its key (it must succeed: replayed if it had happened), 80
+acknowledged ones are replayed (byte-identical, `X-Idempotent-Replay: true`) and 30 facts are
+checked with the SDK (version chain, keyword, semantic rank 1); at the end all of them.
 
     python bench/crash.py --path import --kills 50
     python bench/crash.py --path sync --kills 10
+    python bench/crash.py --path v5 --kills 20
+    python bench/crash.py --path kindgi --kills 20
 """
 
 from __future__ import annotations
@@ -116,15 +129,66 @@ def crash_sync(kills: int, seed: int) -> list[str]:
             f"{found}/{len(words)} words found |"]
 
 
+def crash_v5(kills: int, seed: int) -> list[str]:
+    """Kill a v5 server while it processes documents; a row of the table."""
+    from tests.reliability.crashkit_v5 import V5Crash
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = V5Crash(Path(tmp) / "data", seed=seed)
+        for _ in range(kills):
+            run.round()
+        counts = run.finish(timeout=600)
+    for problem in run.problems[:20]:
+        print(f"problem: {problem}")
+    midway = sum(r.unfinished_at_kill > 0 for r in run.rounds)
+    statuses: dict[str, int] = {}
+    for r in run.rounds:
+        for status, n in r.statuses.items():
+            statuses[status] = statuses.get(status, 0) + n
+    doubled = sum("twice" in p or "chunks and" in p for p in run.problems)
+    at_kills = ", ".join(f"{s} {n}" for s, n in sorted(statuses.items()) if s != "done")
+    return [f"| v5 | {kills} | {midway} ({sum(r.unfinished_at_kill for r in run.rounds)} documents unfinished at"
+            f" the kills: {at_kills}) | {counts['acknowledged']} acknowledged documents"
+            f" ({sum(r.cut_off for r in run.rounds)} requests cut off, {counts['retried']} documents retried under"
+            f" their ids) | {counts['lost']} | {doubled} doubled; {counts['documents']} documents done at the end"
+            f" ({counts['unacknowledged_stored']} unacknowledged ones that had landed), {counts['problems']}"
+            " problems |"]
+
+
+def crash_kindgi(kills: int, seed: int) -> list[str]:
+    """Kill a Kindgi server while clients change facts; a row of the table."""
+    from tests.reliability.crashkit_kindgi import KindgiCrash
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = KindgiCrash(Path(tmp) / "data", seed=seed)
+        for _ in range(kills):
+            run.round()
+        counts = run.finish()
+    for problem in run.problems[:20]:
+        print(f"problem: {problem}")
+    cut = sum(r.cut_off for r in run.rounds)
+    happened = sum(r.had_happened for r in run.rounds)
+    kinds: dict[str, int] = {}
+    for req in run.acked:
+        kinds[req.kind] = kinds.get(req.kind, 0) + 1
+    lost = sum("missing" in p or "finds" in p or "revisions" in p for p in run.problems)
+    return [f"| kindgi | {kills} | {sum(r.cut_off > 0 for r in run.rounds)} ({cut} changes in flight: {happened}"
+            f" had happened and replayed, {cut - happened} ran on retry) | {counts['acknowledged']} acknowledged"
+            f" changes ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); {counts['facts']} facts,"
+            f" {counts['live']} live | {lost} | {sum(r.replayed for r in run.rounds)} replays checked,"
+            f" {counts['problems']} problems |"]
+
+
 def main() -> None:
     """Run the kills and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--path", choices=["import", "sync"], default="import")
+    parser.add_argument("--path", choices=["import", "sync", "v5", "kindgi"], default="import")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=18)
     args = parser.parse_args()
     started = time.monotonic()
-    rows = crash_import(args.kills, args.seed) if args.path == "import" else crash_sync(args.kills, args.seed)
+    paths = {"import": crash_import, "sync": crash_sync, "v5": crash_v5, "kindgi": crash_kindgi}
+    rows = paths[args.path](args.kills, args.seed)
     print(f"\n### kill -9: {args.path}, {time.monotonic() - started:.0f} s\n")
     print("| path | kills | landed midway | what was acknowledged | kills that lost something | at the end |")
     print("|---|---:|---:|---|---:|---|")
