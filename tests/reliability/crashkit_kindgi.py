@@ -1,15 +1,17 @@
 """kill -9 of a served Kindgi face while clients write facts, then check every acknowledged write.
 
-`KindgiCrash` mints a token, serves a data directory with `engram-index serve` (the hashing
-embedder) and runs rounds: writers send fact writes, supersedes, verifies and deletes over HTTP,
-each under a fresh `Idempotency-Key`, and keep every 2xx answer byte for byte; the server is
+`KindgiCrash` mints tokens (a user's and the tenant admin's), serves a data directory with
+`engram-index serve` (the hashing embedder) and runs rounds: writers send fact writes,
+supersedes, verifies, deletes and (as the admin) one-fact erasures over HTTP, each under a fresh
+`Idempotency-Key`, and keep every 2xx answer byte for byte; the server is
 killed -9 at a random moment and served again. Then a request the kill cut off is sent again with
 its key and body: it must succeed (its key is free, not held in flight forever), as a replay when
 it had happened and as a first run when it had not, and so exactly once. Every acknowledged
 request is replayed: the same status and bytes with `X-Idempotent-Replay: true`, writing nothing.
 The facts are then read with the official SDK: exactly the live ones, each at its version with
-its whole chain, found by its current word (keyword) and its content (semantic, rank 1), and no
-superseded or deleted word found.
+its whole chain, found by its current word (keyword) and its content (semantic, rank 1), no
+superseded or deleted word found, and an erased fact (once its erasure, resumed after a restart,
+completes) gone from gets, revisions and every retrieve.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def content(n: int) -> str:
 class Request:
     """One change sent under an Idempotency-Key, and its answer once acknowledged."""
 
-    kind: str  # write / supersede / verify / delete
+    kind: str  # write / supersede / verify / delete / erase
     method: str
     path: str
     key: str
@@ -54,6 +56,7 @@ class Request:
     number: int | None  # the content number a write or supersede brings
     status: int | None = None
     answer: bytes | None = None
+    admin: bool = False  # sent with the admin's token (an erasure)
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Fact:
 
     numbers: list[int]  # the content number of each version (a verify repeats the last)
     deleted: bool = False
+    erased: str | None = None  # the erasure that removes it
 
     @property
     def version(self) -> int:
@@ -93,8 +97,10 @@ class KindgiCrash:
     def __post_init__(self) -> None:
         """Mint the token and prepare the server (not started)."""
         self.data.mkdir(parents=True, exist_ok=True)
-        self.token, _ = KeyStore(self.data).create(
+        keys = KeyStore(self.data)
+        self.token, _ = keys.create(
             "kindgi", {"tenant": "acme", "user": "alice", "orgs": [], "projects": ["web"], "admin": False})
+        self.admin, _ = keys.create("kindgi", {"tenant": "acme", "user": None, "orgs": [], "projects": [], "admin": True})
         self.server = ServeProcess(self.data, "--embedder", EMBEDDER)
         self.rng = random.Random(self.seed)
         self._next = 0
@@ -151,9 +157,12 @@ class KindgiCrash:
             n = self._number()
             return Request("supersede", "POST", f"{PREFIX}/facts/{fact}/supersede", key,
                            orjson.dumps({"content": content(n)}), fact, n)
-        if pick < 0.9:
+        if pick < 0.88:
             return Request("verify", "POST", f"{PREFIX}/facts/{fact}/verify", key, b"{}", fact, None)
-        return Request("delete", "DELETE", f"{PREFIX}/facts/{fact}", key, b"", fact, None)
+        if pick < 0.96:
+            return Request("delete", "DELETE", f"{PREFIX}/facts/{fact}", key, b"", fact, None)
+        return Request("erase", "POST", f"{PREFIX}/erasures", key, orjson.dumps({"factId": fact}), fact, None,
+                       admin=True)
 
     def _write(self, writer: int, writers: int, rng: random.Random, stop: threading.Event, done: Round) -> None:
         """Send changes until stopped or cut off by the kill."""
@@ -175,6 +184,8 @@ class KindgiCrash:
     def _send(self, client: httpx.Client, req: Request) -> httpx.Response:
         """Send one change with its key."""
         headers = {"Idempotency-Key": req.key}
+        if req.admin:
+            headers["Authorization"] = f"Bearer {self.admin}"
         if req.body:
             headers["Content-Type"] = "application/json"
         return client.request(req.method, req.path, content=req.body or None, headers=headers)
@@ -187,6 +198,9 @@ class KindgiCrash:
             if req.kind == "write":
                 req.fact = fact["id"]
                 self.facts[fact["id"]] = Fact([req.number or 0])
+            elif req.kind == "erase":
+                known = self.facts[req.fact or ""]
+                known.deleted, known.erased = True, fact["id"]
             elif req.kind == "delete":
                 self.facts[fact["id"]].deleted = True
             else:
@@ -228,6 +242,7 @@ class KindgiCrash:
     def check(self, sample: int | None = None) -> None:
         """The facts as the SDK reads them: exactly the live ones, at their versions, found both ways."""
         client = Kindgi(base_url=self.server.url, token=self.token, max_retries=0)
+        self._wait_erasures()
         listed: list[str] = []
         cursor = None
         while True:
@@ -244,8 +259,24 @@ class KindgiCrash:
         for fact_id in ids if sample is None else self.rng.sample(ids, min(sample, len(ids))):
             self._check_fact(client, fact_id, self.facts[fact_id])
 
+    def _wait_erasures(self, timeout: float = 60) -> None:
+        """Wait until every acknowledged erasure has completed (one a kill cut short resumes at start)."""
+        admin = Kindgi(base_url=self.server.url, token=self.admin, max_retries=0)
+        deadline = time.monotonic() + timeout
+        for fact_id, fact in self.facts.items():
+            if fact.erased is None:
+                continue
+            while (status := admin.memory.get_erasure(fact.erased).status) != "completed":
+                if status == "failed" or time.monotonic() > deadline:
+                    self.problems.append(f"the erasure of {fact_id} is {status}")
+                    break
+                time.sleep(0.1)
+
     def _check_fact(self, client: Kindgi, fact_id: str, fact: Fact) -> None:
         """One fact: its chain of versions, its current word found, its older and deleted words not."""
+        if fact.erased is not None:
+            self._check_erased(client, fact_id, fact)
+            return
         chain = [r.version for r in client.memory.list_fact_revisions(fact_id).data] if not fact.deleted else []
         if not fact.deleted and chain != list(range(fact.version, 0, -1)):
             self.problems.append(f"{fact_id}: revisions {chain}, {fact.version} acknowledged")
@@ -261,6 +292,19 @@ class KindgiCrash:
             if not near or str(near[0].fact.id) != fact_id or near[0].fact.version != fact.version:
                 self.problems.append(f"{fact_id}: its content finds {[(str(r.fact.id), r.score) for r in near]}")
 
+    def _check_erased(self, client: Kindgi, fact_id: str, fact: Fact) -> None:
+        """An erased fact: no get, no revisions, none of its words or contents found."""
+        with self.http() as http:
+            for path in (f"{PREFIX}/facts/{fact_id}", f"{PREFIX}/facts/{fact_id}/revisions"):
+                if (code := http.get(path).status_code) != 404:
+                    self.problems.append(f"erased {fact_id}: GET {path} is {code}")
+        for n in set(fact.numbers):
+            if client.memory.retrieve(mode="keyword", query=word(n)).results:
+                self.problems.append(f"erased {fact_id}: {word(n)} is still found")
+            near = client.memory.retrieve(mode="semantic", query=content(n), limit=3).results
+            if any(str(r.fact.id) == fact_id for r in near):
+                self.problems.append(f"erased {fact_id}: its content is still found")
+
     def finish(self) -> dict[str, int]:
         """Serve once more, settle, replay every acknowledged change, check every fact; the counts."""
         self.server.start()
@@ -272,4 +316,5 @@ class KindgiCrash:
         finally:
             self.server.kill()
         return {"acknowledged": len(self.acked), "facts": len(self.facts),
-                "live": sum(not f.deleted for f in self.facts.values()), "problems": len(self.problems)}
+                "live": sum(not f.deleted for f in self.facts.values()),
+                "erased": sum(f.erased is not None for f in self.facts.values()), "problems": len(self.problems)}
