@@ -5,9 +5,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from kindgi.client import AuthError, Kindgi, NotFoundError, ServerError
 
+from engram_index.app import create_app
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.auth import InsecureOpen
+from engram_index.testkit.serve import serving
 from tests.kindgi.server import Server, kindgi_server
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
@@ -144,3 +150,41 @@ def test_erasures_need_a_tenant_admin_and_name_exactly_one_selector(server: Serv
                        ({"subject": {"kind": "user", "id": "u"}}, "bad-input"), ({}, "bad-input")):
         answer = httpx.post(f"{server.url}/v1/memory/erasures", json=body, headers={"Authorization": f"Bearer {token}"})
         assert answer.status_code == 400 and answer.json()["error"]["code"] == code
+
+
+def test_an_erasure_cut_short_after_its_deletion_commits_still_leaves_no_byte_when_run_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(HashingEmbedder(64)))
+    with serving(app) as url:
+        server = Server(url, data)
+        token = server.token(user="alice", projects=["web"])
+        writer = Kindgi(base_url=url, token=token, max_retries=0)
+        admin = server.client(admin=True)
+        # Written under a key, so that its kept answer (with its words) is in the store too.
+        fact = writer.memory.write_fact(type="note", scope=SCOPE, content="numbatsecret lives at 4 Ash Row",
+                                        idempotency_key="w-1")
+        for i in range(20):
+            writer.memory.write_fact(type="note", scope=SCOPE, content=f"kept neighbour number {i}")
+        assert writer.memory.retrieve(mode="keyword", query="numbatsecret").results
+        collections = app.state.kindgi.erasures.facts.collections
+        real = collections.compact
+        cut: list[str] = []
+
+        def dies_once(name: str) -> None:  # the process dying after the deletion commit, before the rest
+            if not cut:
+                cut.append(name)
+                raise RuntimeError("cut short")
+            real(name)
+
+        monkeypatch.setattr(collections, "compact", dies_once)
+        erasure = str(admin.memory.create_erasure({"factId": fact.id}).id)
+        assert _finished(admin, erasure).status == "failed" and cut  # type: ignore[attr-defined]
+        assert admin.memory.resume_erasure(erasure).status == "completed"
+        left = _data_bytes(data)
+        for word in (b"numbatsecret", b"Ash Row"):
+            assert word not in left, (word, [str(p) for p in data.rglob("*") if p.is_file() and word in p.read_bytes()])
+        again = httpx.post(f"{url}/v1/memory/facts", headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "w-1"},
+                           json={"type": "note", "scope": SCOPE, "content": "numbatsecret lives at 4 Ash Row"})
+        assert again.headers.get("x-idempotent-replay") != "true"  # the erased answer is not kept

@@ -17,6 +17,7 @@ completes) gone from gets, revisions and every retrieve.
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
 import time
 import uuid
@@ -225,8 +226,12 @@ class KindgiCrash:
         self._cut = []
 
     def _replay(self, last: Round, sample: int) -> None:
-        """Replay acknowledged changes: byte-identical answers marked as replays."""
-        chosen = self.acked[-sample:] + self.rng.sample(self.acked, min(sample, len(self.acked)))
+        """Replay acknowledged changes: byte-identical answers marked as replays.
+
+        Not those of erased facts: an erasure drops the kept answers that name them (kindgi.md).
+        """
+        kept = [r for r in self.acked if r.fact is None or self.facts[r.fact].erased is None]
+        chosen = kept[-sample:] + self.rng.sample(kept, min(sample, len(kept)))
         with self.http() as client:
             for req in chosen:
                 again = self._send(client, req)
@@ -305,6 +310,16 @@ class KindgiCrash:
             if any(str(r.fact.id) == fact_id for r in near):
                 self.problems.append(f"erased {fact_id}: its content is still found")
 
+    def _check_scrubbed(self) -> None:
+        """The stopped data directory: no kept answer, revision or subject row names an erased fact."""
+        erased = [f for f, fact in self.facts.items() if fact.erased is not None]
+        with sqlite3.connect(self.data / "records.sqlite") as db:
+            for fact_id in erased:
+                for table, where in (("kindgi_idempotency", "instr(body, ?) > 0"), ("kindgi_revisions", "fact_id=?"),
+                                     ("kindgi_subjects", "fact_id=?")):
+                    if db.execute(f"SELECT count(*) FROM {table} WHERE {where}", (fact_id,)).fetchone()[0]:
+                        self.problems.append(f"erased {fact_id} is still in {table}")
+
     def finish(self) -> dict[str, int]:
         """Serve once more, settle, replay every acknowledged change, check every fact; the counts."""
         self.server.start()
@@ -315,6 +330,7 @@ class KindgiCrash:
             self.check()
         finally:
             self.server.kill()
+        self._check_scrubbed()
         return {"acknowledged": len(self.acked), "facts": len(self.facts),
                 "live": sum(not f.deleted for f in self.facts.values()),
                 "erased": sum(f.erased is not None for f in self.facts.values()), "problems": len(self.problems)}

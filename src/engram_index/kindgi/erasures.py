@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 UNMATCHABLE = {"code": "erasure-unmatchable",
                "message": "This deployment keeps no erasure ledger key: a replay after a backup restore cannot"
                           " find this person again."}
+# Where a running erasure keeps the ids of the facts it deleted, inside its stored selector.
+REACHED = "_reached"
 _COLUMNS = ("id, selector_kind, selector, status, phase, requested_by, counts, attempts, last_error,"
             " created_ms, started_ms, completed_ms")
 
@@ -47,7 +49,7 @@ def _view(row: tuple[Any, ...]) -> dict[str, Any]:
     (eid, kind, selector, status, phase, by, counts, attempts, last_error, created, started, completed) = row
     out: dict[str, Any] = {"id": eid, "selectorKind": kind}
     if selector is not None:
-        out["selector"] = orjson.loads(selector)
+        out["selector"] = {k: v for k, v in orjson.loads(selector).items() if k != REACHED}
     out.update(status=status, phase=phase, requestedBy=by, matchable=False, counts=orjson.loads(counts),
                attempts=attempts)
     if last_error is not None:
@@ -137,12 +139,14 @@ class Erasures:
         if not rows or rows[0][0] is None:
             return
         selector = orjson.loads(rows[0][0])
+        # The facts an earlier run deleted before it was cut short: the steps after still need them.
+        settled = [str(i) for i in selector.pop(REACHED, [])]
         now = self.clock()
         self.store.execute([("UPDATE kindgi_erasures SET status='running', phase='erase', started_ms=?,"
                              " attempts=attempts WHERE tenant=? AND id=?", (now, tenant, eid))])
         try:
             with self.facts.tenant_lock(tenant):  # no change of these facts lands in between
-                ids = self._erase(tenant, eid, selector)
+                ids = self._erase(tenant, eid, selector) or settled
             if ids and self.facts.has_space(tenant):
                 self.facts.collections.compact(self.facts.space(tenant))  # no keyword segment keeps the words
             if ids and self.idempotency is not None:
@@ -171,8 +175,11 @@ class Erasures:
                            (f"DELETE FROM kindgi_subjects WHERE tenant=? AND fact_id IN ({marks})", (tenant, *chunk))]
         if ids:  # a run again after a restart finds nothing and keeps the first run's counts
             counts = {"facts": len(ids), "revisions": revisions}
-            statements.append(("UPDATE kindgi_erasures SET phase='settle', counts=? WHERE tenant=? AND id=?",
-                               (orjson.dumps(counts).decode(), tenant, eid)))
+            # The ids stay beside the selector (both cleared at completion): a run again after a crash
+            # finds no rows, yet must still compact, drop the kept answers and empty the log for them.
+            statements.append(("UPDATE kindgi_erasures SET phase='settle', counts=?, selector=? WHERE tenant=? AND id=?",
+                               (orjson.dumps(counts).decode(), orjson.dumps({**selector, REACHED: ids}).decode(),
+                                tenant, eid)))
         if self.facts.has_space(tenant):
             self.facts.collections.write(self.facts.space(tenant), [], ids, also=statements)
         else:
