@@ -311,7 +311,7 @@ class KindgiCrash:
                 self.problems.append(f"erased {fact_id}: its content is still found")
 
     def _check_scrubbed(self) -> None:
-        """The stopped data directory: no kept answer, revision or subject row names an erased fact."""
+        """The stopped data directory: no row names an erased fact, and no file holds its words."""
         erased = [f for f, fact in self.facts.items() if fact.erased is not None]
         with sqlite3.connect(self.data / "records.sqlite") as db:
             for fact_id in erased:
@@ -319,6 +319,11 @@ class KindgiCrash:
                                      ("kindgi_subjects", "fact_id=?")):
                     if db.execute(f"SELECT count(*) FROM {table} WHERE {where}", (fact_id,)).fetchone()[0]:
                         self.problems.append(f"erased {fact_id} is still in {table}")
+        left = b"".join(p.read_bytes() for p in self.data.rglob("*") if p.is_file())
+        for fact_id in erased:
+            for n in set(self.facts[fact_id].numbers):
+                if word(n).encode() in left:
+                    self.problems.append(f"erased {fact_id}: {word(n)} is still in the data directory")
 
     def finish(self) -> dict[str, int]:
         """Serve once more, settle, replay every acknowledged change, check every fact; the counts."""
