@@ -338,4 +338,5 @@ class KindgiCrash:
         self._check_scrubbed()
         return {"acknowledged": len(self.acked), "facts": len(self.facts),
                 "live": sum(not f.deleted for f in self.facts.values()),
-                "erased": sum(f.erased is not None for f in self.facts.values()), "problems": len(self.problems)}
+                "erased": sum(f.erased is not None for f in self.facts.values()), "problems": len(self.problems),
+                "replayable": sum(r.fact is None or self.facts[r.fact].erased is None for r in self.acked)}
