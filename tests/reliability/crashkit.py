@@ -5,6 +5,8 @@ runs it, kills it at a random moment (after a random number of acknowledgements,
 few milliseconds more, so that kills land mid-batch as well as between batches) and returns what
 was acknowledged. `check_acknowledged` then reopens the data directory and wants each
 acknowledged record present exactly once and found by its own word and by its own vector.
+A served face acknowledges in its answers instead: crashkit_v5 and crashkit_kindgi kill
+`engram-index serve` under their clients and check what those were answered.
 """
 
 from __future__ import annotations
