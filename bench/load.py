@@ -224,6 +224,28 @@ def report(face: str, args: argparse.Namespace, rate: float, result: Result, los
               f"{len(result.acknowledged) - len(lost)}; lost: {len(lost)} {lost[:5]}")
 
 
+def refusal_cost(face: str, data: Path, port: int, url: str, work: Workload, args: argparse.Namespace) -> None:
+    """Requests a second the server answers when it admits nothing (after one), beside those it admits."""
+    proc = serve(face, data, port, 1e6, 1e6)
+    try:
+        fill(work, url, args.n)
+        admitted = asyncio.run(closed_loop(port, args.capacity_seconds, 16, work))
+    finally:
+        stop(proc)
+    proc = serve(face, data, port, 0.1, 1)
+    try:
+        refused = asyncio.run(closed_loop(port, args.capacity_seconds, 16, work))
+    finally:
+        stop(proc)
+    answered = sum(refused.statuses.values()) / args.capacity_seconds
+    load = os.getloadavg()
+    print(f"\n### refusal cost: {WHAT[face]}, n={args.n} (load average {load[0]:.1f})\n")
+    print("| admitted/s (admission off) | ms each | refused/s (admission on, rate 0.1) | ms each | statuses refused |")
+    print("|---:|---:|---:|---:|---|")
+    print(f"| {admitted.offered:.0f} | {1000 / admitted.offered:.2f} | {answered:.0f} | {1000 / answered:.2f} "
+          f"| {dict(refused.statuses)} |")
+
+
 def main() -> None:
     """Measure capacity, offer twice that, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -233,6 +255,8 @@ def main() -> None:
     parser.add_argument("--capacity-seconds", type=float, default=10.0)
     parser.add_argument("--capacity", type=float, help="Skip measuring: use this many requests a second.")
     parser.add_argument("--writes", type=float, default=None, help="Share of writes (v5, Kindgi; default 0.1).")
+    parser.add_argument("--refusals", action="store_true",
+                        help="Only measure what refusing costs: closed loop against a server admitting nothing.")
     args = parser.parse_args()
     face = args.face
     args.n = args.n if args.n is not None else {"engram": 20000, "kindgi": 2000, "v5": 1000}[face]
@@ -243,6 +267,9 @@ def main() -> None:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         capacity = args.capacity
+        if args.refusals:
+            refusal_cost(face, data, port, url, work, args)
+            return
         proc = serve(face, data, port, 1e6, 1e6)
         try:
             fill(work, url, args.n)
