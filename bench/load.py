@@ -7,14 +7,15 @@ they are processed and sends hybrid searches with a share of document adds. Each
 by `engram-index serve` (--insecure-open; the hashing embedder for v5 and Kindgi, none for the
 garden face, whose searches carry their vectors). Capacity is measured with 16 closed-loop
 clients (admission off); the face is then served again admitting `--rate` (per space) or
-`--key-rate` (per key; one key sends everything) = the capacity, burst the same, and twice the
-capacity is offered open loop for --seconds. Prints a table: every answer by status and name,
-the admitted count against the token bucket's bound (burst + rate x window), the admitted
-requests' p50/p99 from their scheduled send time (no coordinated omission) and from the write,
+`--key-rate` (per key; one key sends everything) = the capacity (or `--admit-share` of it),
+burst the same, and twice the capacity is offered open loop for --seconds. Prints a table: every
+answer by status and name, the admitted count against the token bucket's bound (burst + rate x
+window), the admitted requests' p50/p99 from their scheduled send time (no coordinated omission) and from the write,
 requests that got no answer, the server's RSS at the start and the end, and (writes) whether
 every acknowledged write is found after a restart.
 
     python bench/load.py --n 20000 --seconds 60
+    python bench/load.py --n 20000 --seconds 60 --admit-share 0.8
     python bench/load.py --face kindgi --n 2000 --seconds 60
     python bench/load.py --face v5 --n 1000 --seconds 60
 """
@@ -202,14 +203,15 @@ def report(face: str, args: argparse.Namespace, rate: float, result: Result, los
     bound = admitted_bound(rate, rate, result.window)
     load = os.getloadavg()
     writes = f" + {args.writes:.0%} writes" if args.writes else ""
-    print(f"\n### load: {WHAT[face]}{writes}, n={args.n}, {args.seconds:.0f} s at 2x capacity "
+    print(f"\n### load: {WHAT[face]}{writes}, n={args.n}, {args.seconds:.0f} s at 2x capacity, admitting "
+          f"{args.admit_share:g} x capacity "
           f"(load average {load[0]:.1f} / {load[1]:.1f} at the end)\n")
     print("| offered/s | admitted rate/burst | sent | 2xx | 429 | 503 | other | no answer | admitted/s over the window "
           "| bucket bound (burst + rate x window) | p50 / p99 ms from schedule | p50 / p99 ms from the write "
           "| RSS MB start → end |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     other = sum(v for s, v in result.statuses.items() if not 200 <= s < 300 and s not in (429, 503))
-    print(f"| {2 * rate:.0f} | {rate:.0f}/{rate:.0f} | {result.sent} | {result.admitted} | {result.statuses[429]} "
+    print(f"| {result.offered:.0f} | {rate:.0f}/{rate:.0f} | {result.sent} | {result.admitted} | {result.statuses[429]} "
           f"| {result.statuses[503]} | {other} | {result.unanswered} | {result.admitted / result.window:.1f} "
           f"| {bound} | {result.percentile(50):.0f} / {result.percentile(99):.0f} "
           f"| {result.percentile(50, True):.0f} / {result.percentile(99, True):.0f} "
@@ -255,6 +257,8 @@ def main() -> None:
     parser.add_argument("--capacity-seconds", type=float, default=10.0)
     parser.add_argument("--capacity", type=float, help="Skip measuring: use this many requests a second.")
     parser.add_argument("--writes", type=float, default=None, help="Share of writes (v5, Kindgi; default 0.1).")
+    parser.add_argument("--admit-share", type=float, default=1.0,
+                        help="Admit this share of the capacity (refusals cost CPU too: below 1 leaves room for them).")
     parser.add_argument("--refusals", action="store_true",
                         help="Only measure what refusing costs: closed loop against a server admitting nothing.")
     args = parser.parse_args()
@@ -280,10 +284,10 @@ def main() -> None:
                       f"{measured.percentile(99):.0f} ms, statuses {dict(measured.statuses)})")
         finally:
             stop(proc)
-        rate = max(1.0, round(capacity))
+        rate = max(1.0, round(capacity * args.admit_share))
         proc = serve(face, data, port, rate, rate)
         try:
-            result = asyncio.run(open_loop(port, args.seconds, 2 * rate, proc.pid, work))
+            result = asyncio.run(open_loop(port, args.seconds, 2 * round(capacity), proc.pid, work))
         finally:
             stop(proc)
         lost = None
