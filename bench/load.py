@@ -51,6 +51,7 @@ class Result:
     offered: float = 0.0  # requests a second sent (open loop) or achieved (closed loop)
     statuses: Counter[int] = field(default_factory=Counter)
     names: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)  # refusals by limit: "rate" or "at once"
     latencies: list[float] = field(default_factory=list)  # admitted (2xx) only, seconds
     window: float = 0.0  # from the first send to the last answer: when admission can have happened
     wire: list[float] = field(default_factory=list)  # admitted only, from the write on a connection
@@ -135,6 +136,7 @@ async def _one(pool: Pool, work: Workload, i: int, scheduled: float, out: Result
             out.acknowledged.append(ident)
     else:
         out.names[work.refusal_name(body)] += 1
+        out.reasons[work.refusal_reason(body)] += 1
 
 
 async def closed_loop(port: int, seconds: float, clients: int, work: Workload) -> Result:
@@ -217,7 +219,7 @@ def report(face: str, args: argparse.Namespace, rate: float, result: Result, los
           f"| {result.percentile(50, True):.0f} / {result.percentile(99, True):.0f} "
           f"| {result.rss[0]:.0f} → {result.rss[1]:.0f} |")
     print(f"\nwindow (first send to last answer): {result.window:.1f} s; statuses: {dict(sorted(result.statuses.items()))}"
-          f"; error names: {dict(result.names)}")
+          f"; error names: {dict(result.names)}; refused by: {dict(result.reasons)}")
     exact = other == 0 and result.unanswered == 0 and set(result.names) <= {REFUSAL[face]}
     print(f"admission exact: every refusal a 429 {REFUSAL[face]!r} in the envelope: {exact}; "
           f"admitted within the bucket: {result.admitted <= bound}")

@@ -92,6 +92,15 @@ class Workload:
             return str(error.get("code")) if isinstance(error, dict) else f"(no envelope: {error!r})"
         return str(error)
 
+    def refusal_reason(self, body: bytes) -> str:
+        """Which limit refused: the token bucket ("rate") or the requests-at-once cap ("at once")."""
+        try:
+            error = json.loads(body)
+        except ValueError:
+            return "(not JSON)"
+        text = json.dumps(error)
+        return "at once" if "at once" in text else "rate" if "a second" in text else "other"
+
     def lookup(self, ident: str) -> tuple[str, str, dict[str, Any] | None]:
         """The method, path and body that find an acknowledged write."""
         if self.face == "kindgi":
