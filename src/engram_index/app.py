@@ -269,7 +269,8 @@ def worker_app() -> Starlette:
         config["service_did"],
         authenticator=authenticator,
         limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
-        key_limits=Admission(config["key_rate"], config["key_burst"], config["key_concurrent"]),
+        key_limits=Admission(**{name: config[f"key_{name}"] for name in ("rate", "burst", "concurrent")
+                                if f"key_{name}" in config}),  # absent: the defaults
         embedding=embedding,
         read_only=True,
         search_threads=config["search_threads"],

@@ -104,3 +104,27 @@ def test_serve_takes_the_per_key_rate_and_burst_for_v5(tmp_path: Path) -> None:
         server.kill()
     assert statuses == [200, 200, 429]
     assert free_port()  # the port is free again
+
+
+def test_workers_admit_per_key_as_the_parents_options_say(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from engram_index.app import WORKER_CONFIG_ENV, create_app, worker_app
+    from engram_index.engram.auth import InsecureOpen
+    from engram_index.keys import KeyStore
+    from engram_index.testkit.serve import serving
+
+    data = tmp_path / "d"
+    with serving(create_app(data, "did:web:localhost", authenticator=InsecureOpen())):
+        pass  # the data directory (and the v5 tables) a worker opens read-only
+    key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
+    monkeypatch.setenv(WORKER_CONFIG_ENV, json.dumps({
+        "data": str(data), "service_did": "did:web:localhost", "insecure_open": True, "rate": 50.0, "burst": 100.0,
+        "concurrent": 8, "key_rate": 0.1, "key_burst": 1, "key_concurrent": 8, "embedder": "none",
+        "embed_authorities": [], "plc_url": "https://plc.directory", "did_web_http_localhost": False,
+        "search_threads": 1, "llm": None, "rerank": None,
+    }))
+    with serving(worker_app()) as url:
+        statuses = [httpx.post(f"{url}/ns/n1/search", headers={"Authorization": f"Bearer {key}"},
+                               json={"query": "bike"}).status_code for _ in range(2)]
+    assert statuses == [200, 429]
