@@ -21,6 +21,7 @@ from engram_index.engram.api.search import search_memories
 from engram_index.engram.api.spaces import REGISTER_NSID, WARM_NSID, describe, register_space, warm_space
 from engram_index.engram.api.status import get_space_status
 from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.admission import Admission
 from engram_index.engram.api.limits import SpaceLimits
 from engram_index.engram.api.xrpc import error_response, xrpc
 from engram_index.envelopes import error_response as face_error
@@ -99,6 +100,7 @@ def create_app(
     *,
     authenticator: Authenticator,
     limits: SpaceLimits | None = None,
+    key_limits: Admission | None = None,
     embedding: QueryEmbedding | None = None,
     read_only: bool = False,
     sync: SyncConfig | None = None,
@@ -113,7 +115,8 @@ def create_app(
     the write notifications of space hosts are accepted. Searches run on `search_threads` threads
     of their own: one computes while another waits in tantivy or a vector scan (both release the
     GIL); more threads only contend for the GIL. `llm` and `reranker` (None when not configured)
-    are on `app.state` for the faces that use them.
+    are on `app.state` for the faces that use them. `key_limits` admits the requests of each key
+    of the v5 and Kindgi faces (a token bucket and slots per key; the default when None).
     """
 
     @asynccontextmanager
@@ -123,6 +126,7 @@ def create_app(
         app.state.authenticator = authenticator
         app.state.service_did = service_did
         app.state.limits = limits or SpaceLimits()
+        app.state.key_limits = key_limits or Admission()
         app.state.embedding = embedding or QueryEmbedding()
         app.state.llm, app.state.reranker = llm, reranker
         app.state.spaces = Collections(data_dir, read_only=read_only)
@@ -265,6 +269,8 @@ def worker_app() -> Starlette:
         config["service_did"],
         authenticator=authenticator,
         limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
+        key_limits=Admission(**{name: config[f"key_{name}"] for name in ("rate", "burst", "concurrent")
+                                if f"key_{name}" in config}),  # absent: the defaults
         embedding=embedding,
         read_only=True,
         search_threads=config["search_threads"],
