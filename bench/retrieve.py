@@ -120,7 +120,9 @@ def serve(data: Path, port: int) -> subprocess.Popen[bytes]:
     """`engram-index serve` on a loopback port, answering once it listens (wait_idle: once loaded)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
-                             str(port), "--insecure-open", "--no-access-log", "--embedder", "local"],
+                             str(port), "--insecure-open", "--no-access-log", "--embedder", "local",
+                             # one client measures latency: no per-key admission in the way
+                             "--key-rate", "1000000", "--key-burst", "1000000"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while True:

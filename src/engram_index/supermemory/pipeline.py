@@ -204,7 +204,7 @@ def _embed_pooled(face: Face, jobs: Sequence[Job]) -> None:
 
     Without an LLM the memories are the document's sentences, so embedding the chunks too would
     embed every word twice; a chunk's vector is instead its sentences' pooled by tokens
-    (`embed.base.pool`; bench/v5_chunk_vectors.py: nDCG@10 0.8607 against 0.8673 for the model
+    (`embed.base.pool`; bench/v5_chunk_vectors.py: nDCG@10 0.8609 against 0.8673 for the model
     on the whole chunk, for about half of ingest's embedding). A chunk with no whole sentence
     (one cut inside a very long one) is embedded itself.
     """
