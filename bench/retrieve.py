@@ -107,6 +107,12 @@ def wait_idle(url: str, token: str, pid: int, timeout: float = 600) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the index did not load")
         time.sleep(0.5)
+    wait_quiet(pid, deadline - time.monotonic())
+
+
+def wait_quiet(pid: int, timeout: float = 300) -> None:
+    """Wait until the server uses under 5 % of a core for a whole second (loading, merging done)."""
+    deadline = time.monotonic() + timeout
     before = server_cpu_s(pid)
     while before is not None and time.monotonic() < deadline:
         time.sleep(1.0)

@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from retrieve import server_cpu_s  # noqa: E402
+from retrieve import wait_quiet  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
 
 from engram_index.admission import Admission  # noqa: E402
@@ -186,18 +186,6 @@ def served(data: Path) -> tuple[subprocess.Popen[bytes], str]:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("the server did not start") from None
             time.sleep(0.1)
-
-
-def wait_quiet(pid: int, timeout: float = 300) -> None:
-    """Wait until the server uses under 5 % of a core for a whole second (loading, merging done)."""
-    deadline = time.monotonic() + timeout
-    before = server_cpu_s(pid)
-    while before is not None and time.monotonic() < deadline:
-        time.sleep(1.0)
-        now = server_cpu_s(pid)
-        if now is not None and now - before < 0.05:
-            return
-        before = now
 
 
 def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None = None) -> list[dict[str, float]]:
