@@ -124,7 +124,8 @@ def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally,
                 if not isinstance(inner, dict) or given != inner.get("requestId"):
                     problems.append(f"{face.request_id_header} {given!r} is not the body's requestId")
             if isinstance(body, dict):
-                tally.errors[str(body.get("error"))[:40]] += 1
+                error = body.get("error")  # a name, or Kindgi's {code, …}
+                tally.errors[str(error.get("code") if isinstance(error, dict) else error)[:40]] += 1
     if problems:
         tally.violations.append(f"{call} -> {status} {raw[:200]!r}: {problems}")
     return problems
