@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from engram_index.keys import KeyStore
 from engram_index.testkit.serve import free_port
 
-from .fuzzkit import Call, Face, Served, stop
+from .fuzzkit import Call, Face, Served, shared_envelope, stop
 
 PREFIX = "/v1/memory"
 TENANTS = ("acme", "globex")
@@ -264,10 +264,10 @@ def kindgi_calls(served: Served) -> st.SearchStrategy[Call]:
 
 def kindgi_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
     """How an error body breaks the Kindgi envelope."""
-    if call.check == "raw" and isinstance(body, dict) and isinstance(body.get("error"), str):
-        # A head whose request line does not parse names no face: the HTTP layer answers XRPC's
-        # envelope (a readable /v1/memory/ target gets Kindgi's, see test_http_protocol.py).
-        return []
+    if call.check == "raw" and not call.path.startswith(PREFIX):
+        # A malformed head whose target cannot be read, or is no memory path, gets the shared envelope;
+        # one with a readable /v1/memory target must get Kindgi's (call.path is that target).
+        return [] if shared_envelope(body) else [f"not the shared envelope: {str(body)[:100]}"]
     if not isinstance(body, dict) or set(body) != {"error"} or not isinstance(body["error"], dict):
         return [f"not a Kindgi error envelope: {str(body)[:100]}"]
     inner = body["error"]

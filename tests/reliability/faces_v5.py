@@ -28,7 +28,7 @@ from supermemory.types import DeleteDocumentsResult, ListResponse, SearchRespons
 from engram_index.testkit.serve import free_port
 from tests.supermemory.test_required_fields import missing
 
-from .fuzzkit import Call, Face, Served, stop
+from .fuzzkit import Call, Face, Served, shared_envelope, stop
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NAMESPACES = ("fuzz_a", "fuzz_b")
@@ -246,12 +246,18 @@ def _quote(value: str) -> str:
 # -- checks ---------------------------------------------------------------------------------
 
 
+def v5_path(target: str) -> bool:
+    """Whether a path or request target is under one of v5's prefixes (`/ns` itself or `/ns/…`, not `/nsx`)."""
+    path = target.split("?", 1)[0]
+    return any(path == p or path.startswith(p + "/") for p in V5_PREFIXES)
+
+
 def v5_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
     """How an error body breaks both of the spec's shapes: ErrorResponse or ValidationErrorResponse."""
-    if call.check == "raw" or not call.path.startswith(V5_PREFIXES):
-        # Malformed heads and paths of no face (/, the health probe) may get the shared XRPC envelope.
-        if isinstance(body, dict) and set(body) <= {"error", "message"} and isinstance(body.get("error"), str):
-            return []
+    if not v5_path(call.path):
+        # Paths of no face (/, the health probe) and malformed heads whose target cannot be read get
+        # the shared envelope; a readable v5 target (call.path, for raw heads) must get v5's.
+        return [] if shared_envelope(body) else [f"not the shared envelope: {str(body)[:100]}"]
     if not isinstance(body, dict):
         return [f"not an object: {str(body)[:80]}"]
     if body.get("success") is False:
