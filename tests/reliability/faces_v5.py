@@ -4,8 +4,11 @@
 `engram-index serve` and adds a few documents to two namespaces (waiting until they are processed).
 The calls are search bodies valid and not (modes, limits, thresholds, filters of every shape,
 include flags, nulls, unknown keys, wrong types), list bodies and query strings, document gets and
-deletes with odd ids, bad JSON, wrong methods and keys. Every error must be one of the spec's two
-bodies; every 200 must carry every field the official SDK's models mark required.
+deletes with odd ids, bad JSON, wrong methods and keys; and (faces_v5_writes.py) document adds,
+batches, patches, file uploads and replacements with odd content types, profiles, buckets, memory
+gets, forgetting by id and by description (dry run or not) and namespace PATCH/DELETE, stateful
+through the pool. Every error must be one of the spec's two bodies with a status the spec gives its
+route; every 2xx must carry every field the official SDK's models mark required.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from supermemory.types import DeleteDocumentsResult, ListResponse, SearchRespons
 from engram_index.testkit.serve import free_port
 from tests.supermemory.test_required_fields import missing
 
+from .faces_v5_writes import MODELS as WRITE_MODELS, STATUSES, remember_write, write_call
 from .fuzzkit import Call, Face, Served, shared_envelope, stop
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -207,7 +211,9 @@ def v5_calls(draw: st.DrawFn, served: Served) -> Call:
     """One v5 request: a search, a list, a document get or delete, or a wrong method on one of them."""
     ns = _namespace(draw)
     headers = _headers(draw, served)
-    kind = draw(st.sampled_from(["search"] * 5 + ["list"] * 2 + ["get", "get", "delete", "method"]))
+    kind = draw(st.sampled_from(["search"] * 5 + ["list"] * 2 + ["get", "get", "delete", "method"] + ["write"] * 8))
+    if kind == "write":
+        return write_call(draw, served, ns, headers, _encode)
     if kind == "search":
         return Call("POST", f"/ns/{ns}/search", (), _encode(draw, draw(_search_body())), headers, check="search")
     if kind == "list":
@@ -260,6 +266,9 @@ def v5_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
         return [] if shared_envelope(body) else [f"not the shared envelope: {str(body)[:100]}"]
     if not isinstance(body, dict):
         return [f"not an object: {str(body)[:80]}"]
+    allowed = STATUSES.get(call.check)
+    if allowed is not None and status not in allowed | {405, 413, 503}:
+        return [f"status {status} is not one the spec gives {call.check}"]
     if body.get("success") is False:
         if set(body) - {"success", "error", "data"} or not isinstance(body.get("error"), list):
             return [f"not a ValidationErrorResponse: {str(body)[:100]}"]
@@ -279,7 +288,8 @@ def v5_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
     return []
 
 
-_MODELS: dict[str, Any] = {"search": SearchResponse, "list": ListResponse, "delete": DeleteDocumentsResult}
+_MODELS: dict[str, Any] = {"search": SearchResponse, "list": ListResponse, "delete": DeleteDocumentsResult,
+                           **WRITE_MODELS}
 
 
 def v5_output_errors(call: Call, body: Any) -> list[str]:
@@ -303,7 +313,8 @@ def v5_output_errors(call: Call, body: Any) -> list[str]:
 
 
 def v5_remember(served: Served, call: Call, body: Any) -> None:
-    """Nothing to follow: documents are named by the pool filled when serving."""
+    """Keep the ids writes, lists and searches answer, for the reads and forgetting after them."""
+    remember_write(served, call, body)
 
 
 V5 = Face(
