@@ -32,7 +32,7 @@ from engram_index.testkit.serve import free_port
 from tests.supermemory.test_required_fields import missing
 
 from .faces_v5_writes import MODELS as WRITE_MODELS, STATUSES, remember_write, write_call
-from .fuzzkit import Call, Face, Served, shared_envelope, stop
+from .fuzzkit import Call, Face, Served, serve_command, shared_envelope, stop, wait_up
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NAMESPACES = ("fuzz_a", "fuzz_b")
@@ -47,20 +47,6 @@ def _cli(*args: str) -> str:
     return subprocess.run([sys.executable, "-m", "engram_index.cli", *args], env={**os.environ, "PYTHONPATH": SRC},
                           check=True, capture_output=True, text=True).stdout
 
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    """Wait until the server answers its health probe."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the server exited"
-        try:
-            if httpx.get(url + HEALTH, timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the server did not get ready")
 
 
 def add_documents(url: str, key: str, docs: list[tuple[str, str, str, dict[str, Any]]], timeout: float = 60) -> None:
@@ -85,12 +71,12 @@ def serve_v5(data: Path) -> Iterator[Served]:
     key = _cli("keys", "create", "supermemory", "--data", str(data)).split()[-1]
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-         "--insecure-open", "--embedder", "hashing:64", "--no-access-log"],
+        serve_command("--data", str(data), "--port", str(port),
+                      "--insecure-open", "--embedder", "hashing:64", "--no-access-log"),
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(url, proc)
+        wait_up(url, proc)
         docs = [(ns, f"d{i}", text, {"n": i, "kind": "note" if i % 2 else "fact", "tags": ["x", f"t{i}"]})
                 for ns in NAMESPACES for i, text in enumerate(TEXTS)]
         add_documents(url, key, docs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,6 +26,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from .rawhttp import exchange
+
+
+# How the faces start `engram-index` (bench/heap.py swaps in its memory hooks, in place).
+SERVER: list[str] = [sys.executable, "-m", "engram_index.cli"]
+
+
+def serve_command(*args: str) -> list[str]:
+    """`engram-index serve ARGS`, as the faces start it."""
+    return [*SERVER, "serve", *args]
 
 
 @dataclass(frozen=True)
@@ -257,6 +267,22 @@ def rounds(seconds: float, examples: int) -> Iterator[int]:
     while n == 0 or time.monotonic() < end:
         yield n
         n += 1
+
+
+def wait_up(url: str, proc: subprocess.Popen[bytes], probe: str = "/xrpc/_health",
+            params: dict[str, str] | None = None, up: Callable[[int], bool] = lambda status: status == 200,
+            timeout: float = 60) -> None:
+    """Wait until a server this suite started answers `probe` with a status `up` accepts."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the server exited"
+        try:
+            if up(httpx.get(url + probe, params=params, timeout=5).status_code):
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the server did not get ready")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
