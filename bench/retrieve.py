@@ -88,8 +88,36 @@ def build(data: Path, n: int, scifact: Path) -> None:
         spaces.close()
 
 
+def server_cpu_s(pid: int) -> float | None:
+    """CPU seconds the process has used (user + system), from /proc; None where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(url: str, token: str, pid: int, timeout: float = 600) -> None:
+    """Wait until the tenant's index has loaded (a retrieve answers) and the server has gone quiet
+    (under 5 % of a core for a whole second: no loading, merging or saving left to compete)."""
+    deadline = time.monotonic() + timeout
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    while httpx.post(f"{url}/v1/memory/retrieve", headers=headers, timeout=timeout,
+                     content=orjson.dumps({"mode": "keyword", "query": "warm", "limit": 1})).status_code != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the index did not load")
+        time.sleep(0.5)
+    before = server_cpu_s(pid)
+    while before is not None and time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = server_cpu_s(pid)
+        if now is not None and now - before < 0.05:
+            return
+        before = now
+
+
 def serve(data: Path, port: int) -> subprocess.Popen[bytes]:
-    """`engram-index serve` on a loopback port, answering once its index has loaded."""
+    """`engram-index serve` on a loopback port, answering once it listens (wait_idle: once loaded)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
                              str(port), "--insecure-open", "--no-access-log", "--embedder", "local"],
@@ -111,10 +139,13 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
 
 
-def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], count: int) -> tuple[float, float, float]:
-    """p50, p99 (ms) and mean results of `count` retrieves in one mode, one at a time."""
+def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], count: int,
+                       pid: int) -> tuple[float, float, float, float | None]:
+    """p50, p99 (ms), mean results and the server's CPU ms per retrieve of `count` retrieves in one
+    mode, one at a time."""
     samples: list[float] = []
     found = 0
+    cpu_before: float | None = None
     with httpx.Client(base_url=url, timeout=60) as http:
         for i in range(count + 10):
             body: dict[str, object] = {"mode": mode, "limit": 10}
@@ -130,8 +161,12 @@ def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], coun
             if i >= 10:  # the first few warm the caches, the embedder and the connection
                 samples.append(elapsed)
                 found += len(answer.json()["results"])
+            elif i == 9:
+                cpu_before = server_cpu_s(pid)
+    cpu_after = server_cpu_s(pid)
+    cpu_ms = None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) / count * 1000
     p50, p99 = percentiles(samples)
-    return p50, p99, found / count
+    return p50, p99, found / count, cpu_ms
 
 
 def fresh_keyword(url: str, token: str, count: int) -> tuple[float, float]:
@@ -187,6 +222,7 @@ def main() -> None:
     args = parser.parse_args()
     root = args.data or Path(tempfile.mkdtemp(prefix="kindgi-bench-"))
     rows = []
+    print(f"# bench/retrieve.py on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
     for n in (int(s) for s in args.sizes.split(",")):
         data = root / f"n{n}"
         began = time.perf_counter()
@@ -198,23 +234,26 @@ def main() -> None:
         proc = serve(data, port)
         url = f"http://127.0.0.1:{port}"
         try:
+            wait_idle(url, token, proc.pid)
             queries, _ = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), 300, seed=2)
             for mode in MODES:
-                p50, p99, found = retrieve_latencies(url, token, mode, queries, args.requests)
-                rows.append(f"| {n:>7,} | {mode:<8} | {p50:7.2f} | {p99:7.2f} | {found:5.1f} |")
+                p50, p99, found, cpu_ms = retrieve_latencies(url, token, mode, queries, args.requests, proc.pid)
+                cpu = "" if cpu_ms is None else f"{cpu_ms:.2f}"
+                rows.append(f"| {n:>7,} | {mode:<8} | {p50:7.2f} | {p99:7.2f} | {cpu} | {found:5.1f} |")
                 print(rows[-1], flush=True)
             p50, p99 = fresh_keyword(url, writer, 50)
-            rows.append(f"| {n:>7,} | keyword right after a write | {p50:7.2f} | {p99:7.2f} | 1.0 |")
+            rows.append(f"| {n:>7,} | keyword right after a write | {p50:7.2f} | {p99:7.2f} | | 1.0 |")
             print(rows[-1], flush=True)
             texts = [f"write bench fact {i}: {q}" for i, q in enumerate(queries * (args.writes // len(queries) + 1))]
             one = write_rate(url, writer, texts[: args.writes], 1)
             four = write_rate(url, writer, texts[: args.writes], 4)
-            rows.append(f"| {n:>7,} | writes   | {one:6.1f}/s (1 client) | {four:6.1f}/s (4 clients) | built in {built:.0f} s |")
+            rows.append(f"| {n:>7,} | writes   | {one:6.1f}/s (1 client) | {four:6.1f}/s (4 clients) | | built in {built:.0f} s |")
             print(rows[-1], flush=True)
         finally:
             proc.terminate()
             proc.wait(30)
-    print("\n| facts | mode | p50 ms | p99 ms | results |\n|---|---|---|---|---|")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end (on {os.cpu_count()} cores)")
+    print("\n| facts | mode | p50 ms | p99 ms | server CPU ms per retrieve | results |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -234,14 +234,17 @@ def _model_of(spaces: Collections, uri: str) -> ModelIdentity | None:
 @click.option("--rerank", "rerank_spec", envvar="ENGRAM_RERANK", default=None,
               help="Reranker for rerank: order: url:http://HOST/rerank#MODEL (Cohere/Jina), url:http://HOST/rerank "
                    "(TEI), or llm (key in $ENGRAM_RERANK_API_KEY).")
+@click.option("--allow-private-urls", is_flag=True,
+              help="Let v5 URL documents be fetched from private, loopback and link-local addresses (an "
+                   "intranet); off by default, so that no caller can make the server read its own network.")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str,
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
     public_url: str | None, poll_interval: float, open_registration: bool, search_threads: int, access_log: bool,
-    llm_spec: str | None, rerank_spec: str | None,
+    llm_spec: str | None, rerank_spec: str | None, allow_private_urls: bool,
 ) -> None:
-    """Serve the garden.engram XRPC queries over HTTP.
+    """Serve every face over HTTP: garden.engram XRPC, supermemory v5 (/ns) and Kindgi memory (/v1/memory).
 
     Example: engram-index serve --data ./data --port 8080 --service-did did:web:index.example.com
     """
@@ -307,6 +310,7 @@ def serve(
         llm=llm,
         reranker=reranker,
     )
+    app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL
     run(app, host, port, access_log=access_log)
 
 

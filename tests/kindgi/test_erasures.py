@@ -57,6 +57,27 @@ def test_erasing_a_fact_answers_202_and_then_every_revision_is_gone(server: Serv
     assert b"quokkasecret" not in _index_bytes(server.data)  # no keyword segment keeps the words
 
 
+def _data_bytes(data: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in data.rglob("*") if p.is_file())
+
+
+def test_an_erased_fact_leaves_no_byte_of_its_words_anywhere_in_the_data_directory(server: Server) -> None:
+    writer = server.client(user="alice", projects=["web"])
+    admin = server.client(admin=True)
+    fact = writer.memory.write_fact(type="note", scope=SCOPE, content="wombatsecret lives at 12 Elm Road")
+    writer.memory.supersede_fact(fact.id, content="wombatsecret moved to 9 Oak Lane")
+    for i in range(20):  # neighbours on the same pages, which stay in use after the erasure
+        writer.memory.write_fact(type="note", scope=SCOPE, content=f"kept neighbour number {i}")
+    assert writer.memory.retrieve(mode="keyword", query="wombatsecret").results
+    assert b"wombatsecret" in _data_bytes(server.data)
+    done = _finished(admin, str(admin.memory.create_erasure({"factId": fact.id}).id))
+    assert done.status == "completed"  # type: ignore[attr-defined]
+    left = _data_bytes(server.data)  # the record store, its write-ahead log, the indexes, the saved counts
+    for word in (b"wombatsecret", b"Elm Road", b"Oak Lane"):
+        assert word not in left, (word, [str(p) for p in server.data.rglob("*") if p.is_file() and word in p.read_bytes()])
+    assert len(writer.memory.list_facts().data) == 20
+
+
 def test_erasing_a_subject_removes_the_facts_that_name_them(server: Server) -> None:
     writer = server.client(service="app", projects=["web"])
     admin = server.client(admin=True)

@@ -72,6 +72,29 @@ def test_moving_a_namespace_reprocesses_its_documents_in_the_destination(client:
         client.namespaces.delete(ns + "_dest", move_to=ns + "_dest")
 
 
+def test_moving_a_namespace_carries_its_memories_with_their_ids_versions_and_forgetting(
+        client: Supermemory, ns: str) -> None:
+    add_done(client, ns, "The wifi password is hunter2. The office opens at nine.", id="notes")
+    add_done(client, ns + "_dest", "The destination already holds this.", id="there")
+    before = {m.memory: m for m in client.list(ns, "memories").memories}
+    wifi = before["The wifi password is hunter2."]
+    assert client.memories.forget(ns, ids=[wifi.id]).count == 1
+    client.namespaces.delete(ns, move_to=ns + "_dest")
+    dest = ns + "_dest"
+    assert wait_done(client, dest, "notes").system.status == "done"
+    kept = {m.memory: m for m in client.list(dest, "memories", include={"forgotten": True}).memories}
+    assert set(kept) == {"The wifi password is hunter2.", "The office opens at nine.",
+                         "The destination already holds this."}
+    assert kept["The wifi password is hunter2."].id == wifi.id and kept["The wifi password is hunter2."].is_forgotten
+    assert kept["The office opens at nine."].id == before["The office opens at nine."].id
+    assert not any("hunter2" in (r.memory or "") for r in client.search(
+        dest, query="wifi password hunter2", search_mode="memories", threshold=0).results)  # forgotten stays so
+    assert [r.memory for r in client.search(dest, query="office opens", search_mode="memories").results][:1] == [
+        "The office opens at nine."]
+    assert client.search(dest, query="office opens nine", search_mode="chunks").results
+    assert client.namespaces.list(q=dest).namespaces[0].document_count == 2
+
+
 def test_isolation_between_namespaces_is_absolute(client: Supermemory, ns: str) -> None:
     mine, theirs = ns + "_a", ns + "_b"
     add_done(client, mine, "The secret code is blue falcon.", id="same", metadata={"k": "v"})

@@ -42,6 +42,10 @@ class FetchRefused(FetchError):
     """A URL this service will not fetch (scheme, address, credentials, length)."""
 
 
+class PrivateAddressRefused(FetchRefused):
+    """A URL whose host is (or resolves to) a private, loopback or link-local address."""
+
+
 class FetchFailed(FetchError):
     """The URL could not be reached or answered an error status."""
 
@@ -89,7 +93,7 @@ def _checked_target(url: httpx.URL, allow_private: bool, resolve: Resolver) -> s
     if not allow_private:
         for address in addresses:
             if not is_public(address):
-                raise FetchRefused(f"the URL's host {url.host!r} is a private, loopback or link-local address")
+                raise PrivateAddressRefused(f"the URL's host {url.host!r} is a private, loopback or link-local address")
     return addresses[0]
 
 

@@ -3,8 +3,10 @@
 `POST /v1/memory/erasures` (tenant admin only) checks for legal holds at once (409 legal-hold with
 the held facts' ids), records the erasure as pending and answers 202; a background thread then
 deletes every revision of every fact it reaches, their subject rows and their index documents in
-one transaction, and rebuilds the tenant's keyword index so that no segment keeps the words. A
-completed erasure keeps no identifier: its selector is cleared, its counts stay. No ledger key
+one transaction, and rebuilds the tenant's keyword index so that no segment keeps the words; the
+answers kept for Idempotency-Key replays that name the facts are dropped, deleted rows are zeroed
+in place (SQLite's secure_delete) and the write-ahead log is emptied, so that no byte of an erased
+fact is left anywhere in the data directory. A completed erasure keeps no identifier: its selector is cleared, its counts stay. No ledger key
 is held, so `matchable` is false and a replay after a restore is not offered (501).
 """
 
@@ -22,6 +24,7 @@ import orjson
 from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts, decode_cursor, encode_cursor
+from engram_index.kindgi.idempotency import Idempotency
 from engram_index.kindgi.models import format_ms
 from engram_index.store.sqlite import Statement
 
@@ -60,9 +63,12 @@ def _view(row: tuple[Any, ...]) -> dict[str, Any]:
 class Erasures:
     """Every tenant's erasures, run in the background."""
 
-    def __init__(self, facts: Facts, clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
-        """Erase from `facts`; pending erasures of an earlier process are resumed by `resume_pending`."""
+    def __init__(self, facts: Facts, idempotency: Idempotency | None = None,
+                 clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        """Erase from `facts` (and from the answers `idempotency` keeps); pending erasures of an
+        earlier process are resumed by `resume_pending`."""
         self.facts = facts
+        self.idempotency = idempotency
         self.store = facts.store
         self.clock = clock
         self._threads: list[threading.Thread] = []
@@ -132,6 +138,10 @@ class Erasures:
                 ids = self._erase(tenant, eid, selector)
             if ids and self.facts.has_space(tenant):
                 self.facts.collections.compact(self.facts.space(tenant))  # no keyword segment keeps the words
+            if ids and self.idempotency is not None:
+                self.idempotency.forget(ids)  # nor a kept answer that created or retrieved them
+            if ids and not self.store.truncate_log():  # nor an older page image in the write-ahead log
+                raise RuntimeError("the write-ahead log stayed busy")
             # Completed only now: a restart before this runs it again (finding nothing more to delete).
             self.store.execute([("UPDATE kindgi_erasures SET status='completed', phase='done', selector=NULL,"
                                  " completed_ms=? WHERE tenant=? AND id=?", (self.clock(), tenant, eid))])

@@ -40,9 +40,10 @@ class KindgiFace:
                 except IndexLoading:
                     pass
         facts = Facts(collections, embedder)
-        erasures = Erasures(facts)
+        idempotency = Idempotency(collections.store)
+        erasures = Erasures(facts, idempotency)
         erasures.resume_pending()
-        return cls(keys, facts, Retriever(facts), erasures, Idempotency(collections.store))
+        return cls(keys, facts, Retriever(facts), erasures, idempotency)
 
     def close(self) -> None:
         """Let running erasures finish and close the keys file."""

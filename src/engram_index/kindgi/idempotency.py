@@ -11,9 +11,11 @@ idempotency-key-in-flight with Retry-After. One process owns a data directory (i
 crashed request frees its key with the process, and an error answer (≥ 400) frees it at once.
 
 A retrieve changes nothing, so its answer is kept behind the response: it is held in memory (and
-replayed from there) until a background thread writes it with others in one transaction. This
-spares every retrieve a synchronous commit (bench/retrieve.py: ~8 ms of a 10 ms retrieve on a
-busy disk); a crash before the write loses only the right to replay a read, which then runs again.
+replayed from there) until a background thread writes it with the others of the next
+`GATHER_S` in one transaction. This spares every retrieve a synchronous commit (bench/retrieve.py:
+~8 ms of a 10 ms retrieve on a busy disk) and a sequential client a commit per request (a fifth
+of the server's CPU for keyword retrieves, one transaction each, before the gathering); a crash
+before the write loses only the right to replay a read, which then runs again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +34,8 @@ from engram_index.kindgi.wire import JSON, dumps
 from engram_index.store.sqlite import Statement, Store
 
 KEEP_MS = 24 * 3600 * 1000
+# How long the background writer gathers kept retrieve answers into one transaction.
+GATHER_S = 0.2
 RETRY_AFTER_S = 5
 HEADER = "Idempotency-Key"
 REPLAY_HEADER = "X-Idempotent-Replay"
@@ -48,6 +53,14 @@ class Claim:
     body_sha: str
     answer: tuple[int, bytes] | None = field(default=None)
     sealed: bool = False
+
+
+@dataclass
+class _Scrub:
+    """A request to the background writer: forget every kept answer that names one of `ids`."""
+
+    ids: tuple[str, ...]
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,7 @@ class Idempotency:
         self._running: dict[str, str] = {}
         # Answers kept behind their response, not yet written: key -> the row to write.
         self._unwritten: dict[str, tuple[Any, ...]] = {}
-        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._queue: queue.Queue[str | _Scrub | None] = queue.Queue()
         self._lock = threading.Lock()
         self.purge()
         self._writer = threading.Thread(target=self._write_behind, daemon=True, name="idempotency")
@@ -137,14 +150,38 @@ class Idempotency:
         claim.sealed = True
         self._queue.put(claim.key)
 
+    def forget(self, ids: Sequence[str]) -> None:
+        """Drop every kept answer (written or not yet) whose body names one of these fact ids: an
+        erased fact must not live on in the answer that created or retrieved it."""
+        if not ids:
+            return
+        scrub = _Scrub(tuple(ids))
+        # Through the writer, in order: an answer it has already taken is written before the scrub.
+        self._queue.put(scrub)
+        if self._writer.is_alive():
+            scrub.done.wait(60)
+        else:
+            self._scrub(scrub)
+
+    def _scrub(self, scrub: _Scrub) -> None:
+        """Forget the answers naming the scrub's ids, in memory and in the store."""
+        needles = [i.encode() for i in scrub.ids]
+        with self._lock:
+            for key in [k for k, row in self._unwritten.items() if any(n in row[4] for n in needles)]:
+                del self._unwritten[key]
+        self.store.execute([("DELETE FROM kindgi_idempotency WHERE instr(body, ?) > 0", (n,)) for n in needles])
+        scrub.done.set()
+
     def _write_behind(self) -> None:
         """Write the answers kept behind their responses, many to a transaction, until closed."""
         while True:
             first = self._queue.get()
-            keys = [first]
-            while not self._queue.empty() and len(keys) < 500:
-                keys.append(self._queue.get_nowait())
-            live = [k for k in keys if k is not None]
+            if isinstance(first, str):
+                time.sleep(GATHER_S)  # let the answers of the next moments join this transaction
+            items = [first]
+            while not self._queue.empty() and len(items) < 2000 and not isinstance(items[-1], _Scrub):
+                items.append(self._queue.get_nowait())
+            live = [k for k in items if isinstance(k, str)]
             with self._lock:
                 rows = [self._unwritten[k] for k in live if k in self._unwritten]
             try:
@@ -152,12 +189,18 @@ class Idempotency:
                     self.store.execute([(_INSERT, row) for row in rows])
             except Exception:  # the answers stay replayable from memory; the next batch tries again
                 log.exception("keeping idempotent answers failed")
-                continue
-            with self._lock:
-                for row in rows:
-                    if self._unwritten.get(row[0]) is row:
-                        del self._unwritten[row[0]]
-            if None in keys:
+            else:
+                with self._lock:
+                    for row in rows:
+                        if self._unwritten.get(row[0]) is row:
+                            del self._unwritten[row[0]]
+            for item in items:
+                if isinstance(item, _Scrub):
+                    try:
+                        self._scrub(item)
+                    except Exception:  # the erasure waiting on it times out and is marked failed
+                        log.exception("forgetting idempotent answers failed")
+            if None in items:
                 return
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,10 @@ class Store:
         self._readers_lock = threading.Lock()
         try:
             self._writer = self._connect()
+            # Deleted content is overwritten with zeros, not left in free pages: an erasure or a
+            # forget must leave no byte of what it removed in the file (truncate_log() empties the
+            # write-ahead log's older page images too).
+            self._writer.execute("PRAGMA secure_delete=ON")
             if not read_only:
                 self._migrate()
         except sqlite3.Error as exc:
@@ -223,6 +228,17 @@ class Store:
                 self._writer.executescript(
                     f"BEGIN IMMEDIATE;{MIGRATIONS[number]};PRAGMA user_version={number + 1};COMMIT;"
                 )
+
+    def truncate_log(self, attempts: int = 50) -> bool:
+        """Copy the write-ahead log into the database and empty it, so that no older page image (of a
+        row since deleted) outlives the deletion; False when readers kept it busy every time."""
+        for _ in range(attempts):
+            with self._write_lock:
+                busy = self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if not busy:
+                return True
+            time.sleep(0.02)  # a read in progress holds an older snapshot: let it end
+        return False
 
     def page_size(self) -> int:
         """The database's page size in bytes."""

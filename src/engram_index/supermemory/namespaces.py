@@ -8,7 +8,8 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from engram_index.supermemory.documents import recallable_count, remove
+from engram_index.store.sqlite import StoredDocument
+from engram_index.supermemory.documents import recallable_count
 from engram_index.supermemory.errors import Conflict, Forbidden, Missing, invalid
 from engram_index.supermemory.face import PROCESSING, Face, stamp
 from engram_index.supermemory.tables import chunks_collection, iso, memories_collection
@@ -87,7 +88,13 @@ def _drop(face: Face, ns: str) -> None:
 
 
 def _move(face: Face, ns: str, move_to: str, reach: Reach) -> dict[str, Any]:
-    """Move every document to `move_to` (reprocessed there), then delete the source."""
+    """Move every document, chunk and memory to `move_to`, then delete the source.
+
+    Chunks and memories move as they are (ids, vectors, versions, forgetting, expiry, relations):
+    re-deriving them in the destination would re-embed everything and bring forgotten memories
+    back. They are not judged against the destination's own memories: a move merges, it does not
+    reconcile. Run again after a crash, a move finishes what it began (the copies are idempotent).
+    """
     if move_to == ns:
         raise invalid("moveTo must name another namespace", "query", "moveTo")
     if not reach(move_to):
@@ -103,23 +110,31 @@ def _move(face: Face, ns: str, move_to: str, reach: Reach) -> dict[str, Any]:
     if clash:
         raise Conflict("namespace merge conflict", f"both namespaces hold a document with id {clash[0][0]!r}")
     now = stamp()
-    docs = [r[0] for r in face.store.query("SELECT id FROM sm_documents WHERE ns=?", (ns,))]
     face.ensure_collections(move_to)
     with face.ns_lock(ns), face.ns_lock(move_to):
-        # Derived data is rebuilt in the destination from the documents themselves.
-        for doc_id in docs:
-            face.store.execute([
-                ("INSERT INTO sm_documents SELECT ?, id, custom_id, content, title, type, url, summary, metadata, grp,"
-                 " supporting_context, date, task_type, 'queued', NULL, revision + 1, raw, filename, content_type,"
-                 " created_ms, ? FROM sm_documents WHERE ns=? AND id=?", (move_to, now, ns, doc_id)),
-                face.namespace_statement(move_to, now),
-            ])
-            remove(face, ns, doc_id)
+        # The destination's index gets the items first: until their rows follow, it finds
+        # records it cannot show (and skips them), never rows it cannot find.
+        for src, dst in ((chunks_collection(ns), chunks_collection(move_to)),
+                         (memories_collection(ns), memories_collection(move_to))):
+            if face.searchable(src):
+                _copy_items(face, src, dst)
+        face.store.execute([
+            *[(f"UPDATE {table} SET ns=? WHERE ns=?", (move_to, ns)) for table in ("sm_chunks", "sm_memories",
+                                                                                "sm_relations")],
+            ("UPDATE sm_documents SET ns=?, updated_ms=? WHERE ns=?", (move_to, now, ns)),
+            face.namespace_statement(move_to, now),
+        ])
         _drop(face, ns)
     face.changed(move_to)
-    for doc_id in docs:
-        face.on_queued(move_to, doc_id)
     return {"status": "queued", "operationId": "op_" + secrets.token_hex(8), "namespace": ns, "moveTo": move_to}
+
+
+def _copy_items(face: Face, src: str, dst: str) -> None:
+    """Write every live item of one collection (with its vector) into another."""
+    for batch in face.store.changes_since(face.collections.info(src).id, 0, batch=500):
+        puts = [StoredDocument(change.document) for change in batch if change.document is not None]
+        if puts:
+            face.collections.write(dst, puts)
 
 
 def get_organization(face: Face, reach: Reach) -> dict[str, Any]:

@@ -9,7 +9,7 @@ image or an archive gets its 400 at once; the text itself is extracted in the ba
 from __future__ import annotations
 
 from engram_index.errors import EngramError
-from engram_index.extract.fetch import fetch_url
+from engram_index.extract.fetch import PrivateAddressRefused, fetch_url
 from engram_index.extract.files import UnsupportedFileType, decode_text, extract_text, sniff
 from engram_index.supermemory.face import Face
 from engram_index.supermemory.tables import DocRow
@@ -29,8 +29,12 @@ def extract_document(face: Face, doc: DocRow) -> str:
         extracted = extract_text(data, doc.filename, doc.content_type or None)
     else:
         assert doc.url is not None
-        extracted = fetch_url(doc.url, max_bytes=FETCH_MAX_BYTES, timeout_s=FETCH_TIMEOUT_S,
-                              allow_private=face.allow_private_urls)
+        try:
+            extracted = fetch_url(doc.url, max_bytes=FETCH_MAX_BYTES, timeout_s=FETCH_TIMEOUT_S,
+                                  allow_private=face.allow_private_urls)
+        except PrivateAddressRefused as exc:
+            # Name the setting that would allow it: an operator indexing an intranet needs it.
+            raise PrivateAddressRefused(f"{exc.message} (a server started with --allow-private-urls fetches it)") from None
     face.store.execute([(
         "UPDATE sm_documents SET content=?, type=?, title=COALESCE(?, title) WHERE ns=? AND id=? AND revision=?",
         (extracted.text, extracted.type, extracted.title, doc.ns, doc.id, doc.revision))])
