@@ -28,8 +28,8 @@ def release_free_memory() -> bool:
 
     tantivy's indexing and merge threads allocate and free tens of MB per commit, each in its
     own glibc arena; glibc gives a non-main arena's free pages back only at its top, so without
-    this the resident set keeps what those threads freed (docs/design/reliability.md, the
-    Kindgi fuzz row: 79 → 232 MB in 120 s, back to ~76 after a trim).
+    this the resident set keeps what those threads freed (docs/design/reliability.md, the Kindgi
+    fuzz and memory rows: bench/heap.py measures it).
     """
     if _LIBC is None:
         return False

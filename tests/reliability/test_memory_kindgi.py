@@ -1,9 +1,9 @@
 """Kindgi's resident memory stays bounded under writes and retrieves (the long fuzz run's RSS growth).
 
 The long fuzz run grew the server from 79 to 232 MB in 120 s. It was no leak of Python objects
-(tracemalloc's heap stayed at 37 MB) but glibc keeping what tantivy's indexing and merge threads
-freed after each commit in their own arenas; `malloc_trim` gave 100 MB of it back. The committer
-now trims after commits, and this test holds the server to a bound over many commits.
+(the traced Python heap stayed at 36 MB, bench/heap.py) but glibc keeping what tantivy's indexing
+and merge threads freed after each commit in their own arenas; a `malloc_trim` gave it back. The
+committer now trims after commits, and this test holds the server to a bound over many commits.
 """
 
 from __future__ import annotations
