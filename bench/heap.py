@@ -2,7 +2,7 @@
 
 Serves a face as tests/reliability does, but through bench/heap_hooks.py; runs its fuzz rounds
 for --seconds, sampling the anonymous resident memory; then reads the Python heap (tracemalloc,
-with --trace: slower) and the anonymous memory again after a malloc_trim. Memory that a trim
+with --trace: slower; its highest since the last reading too) and the anonymous memory again after a malloc_trim. Memory that a trim
 gives back was freed and kept by the allocator; memory the Python heap holds is objects; the rest
 is native memory in use (indexes, SQLite caches).
 
@@ -43,8 +43,8 @@ def python_heap(pid: int, out: Path) -> str:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") == before):
         time.sleep(0.1)
-    size = float(out.read_text().splitlines()[-1])
-    return "not traced" if size < 0 else f"{size:.0f} MB"
+    size, peak = map(float, out.read_text().splitlines()[-1].split())
+    return "not traced" if size < 0 else f"{size:.0f} MB (highest before: {peak:.0f} MB)"
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """`engram-index` with memory hooks, for bench/heap.py only: never how the service is run.
 
-SIGUSR1 writes the Python heap's size (tracemalloc, when ENGRAM_HEAP_TRACE is set) to the file
+SIGUSR1 writes the Python heap's size and highest size since the last time (tracemalloc, when ENGRAM_HEAP_TRACE is set) to the file
 named by ENGRAM_HEAP_OUT; SIGUSR2 calls glibc's malloc_trim(0), giving every free page back.
 """
 
@@ -19,11 +19,13 @@ if os.environ.get("ENGRAM_HEAP_TRACE"):
 
 
 def _python_heap(signum: int, frame: FrameType | None) -> None:
-    """Append the traced Python heap's size in MB."""
+    """Append the traced Python heap's size and its highest since the last reading, in MB."""
     gc.collect()
-    size = tracemalloc.get_traced_memory()[0] / 2**20 if tracemalloc.is_tracing() else -1.0
+    size, peak = tracemalloc.get_traced_memory() if tracemalloc.is_tracing() else (-2**20, -2**20)
+    if tracemalloc.is_tracing():
+        tracemalloc.reset_peak()
     with open(os.environ["ENGRAM_HEAP_OUT"], "a") as out:
-        out.write(f"{size:.1f}\n")
+        out.write(f"{size / 2**20:.1f} {peak / 2**20:.1f}\n")
 
 
 def _trim(signum: int, frame: FrameType | None) -> None:
