@@ -1,21 +1,29 @@
-"""Load by hand: twice the measured capacity against a served space, and what admission did.
+"""Load by hand: twice the measured capacity against a served face, and what admission did.
 
-Builds a synthetic space (--n memories, 64-dim vectors), serves it with `engram-index serve`
-(--insecure-open, no embedder), measures its capacity with closed-loop hybrid searches (16 at
-once, admission off), then serves it again admitting `--rate` = the capacity (burst the same) and
-offers twice the capacity, open loop, for --seconds. Prints a table: every answer by status, the
-admitted rate against the token bucket's bound (burst + rate x seconds), the admitted requests'
-p50/p99 measured from their scheduled send time (no coordinated omission), requests that got no
-answer, and the server's RSS at the start and the end.
+`--face engram` (the default) builds a synthetic garden space (--n memories, 64-dim vectors) and
+sends hybrid searches; `--face kindgi` writes --n facts through the face and sends retrieves
+(mode both) with a share of fact writes (`--writes`); `--face v5` adds --n documents, waits until
+they are processed and sends hybrid searches with a share of document adds. Each face is served
+by `engram-index serve` (--insecure-open; the hashing embedder for v5 and Kindgi, none for the
+garden face, whose searches carry their vectors). Capacity is measured with 16 closed-loop
+clients (admission off); the face is then served again admitting `--rate` (per space) or
+`--key-rate` (per key; one key sends everything) = the capacity (or `--admit-share` of it),
+burst the same, and twice the capacity is offered open loop for --seconds. Prints a table: every
+answer by status and name, the admitted count against the token bucket's bound (burst + rate x
+window), the admitted requests' p50/p99 from their scheduled send time (no coordinated omission) and from the write,
+requests that got no answer, the server's RSS at the start and the end, and (writes) whether
+every acknowledged write is found after a restart.
 
     python bench/load.py --n 20000 --seconds 60
+    python bench/load.py --n 20000 --seconds 60 --admit-share 0.8
+    python bench/load.py --face kindgi --n 2000 --seconds 60
+    python bench/load.py --face v5 --n 1000 --seconds 60
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -24,73 +32,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlencode
 
-import httpx
 import numpy as np
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from engram_index.collections import Collections  # noqa: E402
-from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
-from engram_index.engram.records import encode_query_vector  # noqa: E402
-from engram_index.store.sqlite import StoredDocument  # noqa: E402
+from load_faces import FACES, Workload, build, fill, missing, serve  # noqa: E402
 from engram_index.testkit.serve import free_port  # noqa: E402
-
-SPACE = "at://did:plc:load2load2load2load2load2lo/space/garden.engram.space/load"
-MODEL = ModelIdentity("m", "sha256:00", 64)
-WORDS = ["river", "stone", "cloud", "ember", "maple", "quartz", "delta", "lumen", "orbit", "fjord", "cedar", "basalt"]
-
-
-def build(data: Path, n: int) -> None:
-    """A space of n memories with random words and vectors."""
-    rng = np.random.default_rng(18)
-    spaces = Collections(data)
-    try:
-        spaces.ensure_space(SPACE, MODEL)
-        for start in range(0, n, 5000):
-            docs = []
-            for i in range(start, min(n, start + 5000)):
-                text = " ".join(rng.choice(WORDS, 6)) + f" w{i}"
-                vec = rng.standard_normal(MODEL.dims).astype("<f2").tobytes()
-                docs.append(StoredDocument(Document(
-                    id=f"{SPACE}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a", text=text,
-                    created_ms=1_700_000_000_000 + i, vector=vec, metadata={"cid": "bafyreiexample"})))
-            spaces.write(SPACE, docs)
-    finally:
-        spaces.close()
-
-
-def serve(data: Path, port: int, rate: float, burst: float) -> subprocess.Popen[bytes]:
-    """The server, loaded and answering."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-         "--insecure-open", "--embedder", "none", "--no-access-log", "--rate", str(rate), "--burst", str(burst)],
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            r = httpx.get(f"{url}/xrpc/garden.engram.getSpaceStatus", params={"space": SPACE}, timeout=5)
-            if r.status_code == 200 and not r.json().get("building") and httpx.get(
-                    f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "x", "mode": "keyword"},
-                    timeout=5).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("the server did not start")
-
-
-def queries(count: int) -> list[dict[str, str]]:
-    """Hybrid searches: two words and a random vector."""
-    rng = np.random.default_rng(7)
-    return [{"space": SPACE, "q": " ".join(rng.choice(WORDS, 2)), "model": MODEL.model, "modelDigest": MODEL.digest,
-             "vector": encode_query_vector(rng.standard_normal(MODEL.dims)), "limit": "10"} for _ in range(count)]
-
 
 @dataclass
 class Result:
@@ -100,11 +51,18 @@ class Result:
     offered: float = 0.0  # requests a second sent (open loop) or achieved (closed loop)
     statuses: Counter[int] = field(default_factory=Counter)
     names: Counter[str] = field(default_factory=Counter)
-    latencies: list[float] = field(default_factory=list)  # admitted (200) only, seconds
+    reasons: Counter[str] = field(default_factory=Counter)  # refusals by limit: "rate" or "at once"
+    latencies: list[float] = field(default_factory=list)  # admitted (2xx) only, seconds
     window: float = 0.0  # from the first send to the last answer: when admission can have happened
     wire: list[float] = field(default_factory=list)  # admitted only, from the write on a connection
     unanswered: int = 0
     rss: tuple[float, float] = (0.0, 0.0)
+    acknowledged: list[str] = field(default_factory=list)  # ids of the writes answered 2xx
+
+    @property
+    def admitted(self) -> int:
+        """Requests answered 2xx."""
+        return sum(v for s, v in self.statuses.items() if 200 <= s < 300)
 
     @property
     def sent(self) -> int:
@@ -115,12 +73,6 @@ class Result:
         """A latency percentile of the admitted requests in ms: from the scheduled time, or from the write."""
         values = self.wire if wire else self.latencies
         return float(np.percentile(values, p) * 1000) if values else float("nan")
-
-
-def prepared(count: int) -> list[bytes]:
-    """The raw bytes of `count` searches, encoded once so that the client spends little CPU."""
-    return [b"GET /xrpc/garden.engram.searchMemories?" + urlencode(q).encode()
-            + b" HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n" for q in queries(count)]
 
 
 class Pool:
@@ -145,16 +97,21 @@ class Pool:
         else:
             self.free.put_nowait(conn)
 
+    def close(self) -> None:
+        """Close the idle connections."""
+        while not self.free.empty():
+            self.free.get_nowait()[1].close()
 
-async def _one(pool: Pool, request: bytes, scheduled: float, out: Result, timeout: float = 30.0) -> None:
-    """Send one search, recording its status and (when admitted) its latency from `scheduled`."""
+
+async def _one(pool: Pool, work: Workload, i: int, scheduled: float, out: Result, timeout: float = 30.0) -> None:
+    """Send request i, recording its status and (when admitted) its latency from `scheduled`."""
     conn = None
     try:
         async with asyncio.timeout(timeout):
             conn = await pool.get()
             reader, writer = conn
             sent = time.monotonic()
-            writer.write(request)
+            writer.write(work.request(i))
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.split(b"\r\n")
             length = next(int(v.split(b":", 1)[1]) for v in lines if v.lower().startswith(b"content-length:"))
@@ -171,56 +128,59 @@ async def _one(pool: Pool, request: bytes, scheduled: float, out: Result, timeou
         return
     pool.put(conn)
     out.statuses[status] += 1
-    if status == 200:
+    if 200 <= status < 300:
         out.latencies.append(time.monotonic() - scheduled)
         out.wire.append(time.monotonic() - sent)
+        ident = work.acknowledged(i, status, body)
+        if ident is not None:
+            out.acknowledged.append(ident)
     else:
-        try:
-            out.names[str(json.loads(body).get("error"))] += 1
-        except ValueError:
-            out.names["(not JSON)"] += 1
+        out.names[work.refusal_name(body)] += 1
+        out.reasons[work.refusal_reason(body)] += 1
 
 
-async def closed_loop(port: int, seconds: float, clients: int) -> Result:
-    """`clients` searching back to back for `seconds`: the capacity."""
+async def closed_loop(port: int, seconds: float, clients: int, work: Workload) -> Result:
+    """`clients` sending back to back for `seconds`: the capacity."""
     out = Result(seconds)
-    reqs = prepared(997)
     pool = Pool(port, clients)
     end = time.monotonic() + seconds
 
     async def loop(k: int) -> None:
         i = k
         while time.monotonic() < end:
-            await _one(pool, reqs[i % len(reqs)], time.monotonic(), out)
+            await _one(pool, work, i, time.monotonic(), out)
             i += clients
 
     await asyncio.gather(*(loop(k) for k in range(clients)))
-    out.offered = out.statuses[200] / seconds
+    pool.close()
+    out.offered = out.admitted / seconds
     return out
 
 
-async def open_loop(port: int, seconds: float, rate: float, pid: int, connections: int = 64) -> Result:
-    """Send at `rate` a second for `seconds` whatever the answers, over up to `connections` connections."""
+async def open_loop(port: int, seconds: float, rate: float, pid: int, work: Workload, connections: int = 64,
+                    first: int = 10**7) -> Result:
+    """Send at `rate` a second for `seconds` whatever the answers, over up to `connections` connections.
+
+    Requests are numbered from `first`, so that their writes differ from the capacity run's.
+    """
     out = Result(seconds, offered=rate)
-    reqs = prepared(997)
     pool = Pool(port, connections)
     rss_start = psutil.Process(pid).memory_info().rss / 2**20
     tasks: set[asyncio.Task[None]] = set()
     t0 = time.monotonic()
-    for i in range(int(rate * seconds)):
-        scheduled = t0 + i / rate
+    for k in range(int(rate * seconds)):
+        scheduled = t0 + k / rate
         delay = scheduled - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        task = asyncio.create_task(_one(pool, reqs[i % len(reqs)], scheduled, out))
+        task = asyncio.create_task(_one(pool, work, first + k, scheduled, out))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     if tasks:
         await asyncio.gather(*tasks)
     out.window = time.monotonic() - t0
     out.rss = (rss_start, psutil.Process(pid).memory_info().rss / 2**20)
-    while not pool.free.empty():
-        pool.free.get_nowait()[1].close()
+    pool.close()
     return out
 
 
@@ -229,50 +189,117 @@ def admitted_bound(rate: float, burst: float, seconds: float) -> int:
     return int(burst + rate * seconds) + 1
 
 
-def main() -> None:
-    """Measure capacity, offer twice that, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20000)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--capacity-seconds", type=float, default=10.0)
-    parser.add_argument("--capacity", type=float, help="Skip measuring: use this many searches a second.")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp)
-        build(data, args.n)
-        port = free_port()
-        capacity = args.capacity
-        if capacity is None:
-            proc = serve(data, port, 1e6, 1e6)
-            try:
-                measured = asyncio.run(closed_loop(port, args.capacity_seconds, 16))
-            finally:
-                proc.terminate()
-                proc.wait(30)
-            capacity = measured.offered
-            print(f"capacity: {capacity:.0f} searches/s (16 clients, closed loop, p99 {measured.percentile(99):.0f} ms)")
-        rate = max(1.0, round(capacity))
-        proc = serve(data, port, rate, rate)
-        try:
-            result = asyncio.run(open_loop(port, args.seconds, 2 * rate, proc.pid))
-        finally:
-            proc.terminate()
-            proc.wait(30)
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server and wait for it."""
+    proc.terminate()
+    proc.wait(30)
+
+
+REFUSAL = {"engram": "RateLimitExceeded", "kindgi": "rate-limit-exceeded", "v5": "rate limit exceeded"}
+WHAT = {"engram": "garden.engram searchMemories (hybrid)", "kindgi": "Kindgi retrieve (mode both)",
+        "v5": "v5 search (hybrid)"}
+
+
+def report(face: str, args: argparse.Namespace, rate: float, result: Result, lost: list[str] | None) -> None:
+    """Print the run's table and its checks."""
     bound = admitted_bound(rate, rate, result.window)
-    print(f"\n### load: garden.engram searchMemories (hybrid), {args.n} memories, {args.seconds:.0f} s at 2x capacity\n")
-    print("| offered/s | admitted --rate/--burst | sent | 200 | 429 | 503 | other | no answer | admitted/s over the window "
+    load = os.getloadavg()
+    writes = f" + {args.writes:.0%} writes" if args.writes else ""
+    print(f"\n### load: {WHAT[face]}{writes}, n={args.n}, {args.seconds:.0f} s at 2x capacity, admitting "
+          f"{args.admit_share:g} x capacity "
+          f"(load average {load[0]:.1f} / {load[1]:.1f} at the end)\n")
+    print("| offered/s | admitted rate/burst | sent | 2xx | 429 | 503 | other | no answer | admitted/s over the window "
           "| bucket bound (burst + rate x window) | p50 / p99 ms from schedule | p50 / p99 ms from the write "
           "| RSS MB start → end |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    other = sum(v for s, v in result.statuses.items() if s not in (200, 429, 503))
-    print(f"| {2 * rate:.0f} | {rate:.0f}/{rate:.0f} | {result.sent} | {result.statuses[200]} | {result.statuses[429]} "
-          f"| {result.statuses[503]} | {other} | {result.unanswered} | {result.statuses[200] / result.window:.1f} "
+    other = sum(v for s, v in result.statuses.items() if not 200 <= s < 300 and s not in (429, 503))
+    print(f"| {result.offered:.0f} | {rate:.0f}/{rate:.0f} | {result.sent} | {result.admitted} | {result.statuses[429]} "
+          f"| {result.statuses[503]} | {other} | {result.unanswered} | {result.admitted / result.window:.1f} "
           f"| {bound} | {result.percentile(50):.0f} / {result.percentile(99):.0f} "
           f"| {result.percentile(50, True):.0f} / {result.percentile(99, True):.0f} "
           f"| {result.rss[0]:.0f} → {result.rss[1]:.0f} |")
-    print(f"\nwindow (first send to last answer): {result.window:.1f} s; error names: {dict(result.names)}")
-    print(f"admission exact: every refusal a 429/503 in the envelope: {other == 0 and result.unanswered == 0}; "
-          f"admitted within the bucket: {result.statuses[200] <= bound}")
+    print(f"\nwindow (first send to last answer): {result.window:.1f} s; statuses: {dict(sorted(result.statuses.items()))}"
+          f"; error names: {dict(result.names)}; refused by: {dict(result.reasons)}")
+    exact = other == 0 and result.unanswered == 0 and set(result.names) <= {REFUSAL[face]}
+    print(f"admission exact: every refusal a 429 {REFUSAL[face]!r} in the envelope: {exact}; "
+          f"admitted within the bucket: {result.admitted <= bound}")
+    if lost is not None:
+        print(f"acknowledged writes: {len(result.acknowledged)}; found after a restart: "
+              f"{len(result.acknowledged) - len(lost)}; lost: {len(lost)} {lost[:5]}")
+
+
+def refusal_cost(face: str, data: Path, port: int, url: str, work: Workload, args: argparse.Namespace) -> None:
+    """Requests a second the server answers when it admits nothing (after one), beside those it admits."""
+    proc = serve(face, data, port, 1e6, 1e6)
+    try:
+        fill(work, url, args.n)
+        admitted = asyncio.run(closed_loop(port, args.capacity_seconds, 16, work))
+    finally:
+        stop(proc)
+    proc = serve(face, data, port, 0.1, 1)
+    try:
+        refused = asyncio.run(closed_loop(port, args.capacity_seconds, 16, work))
+    finally:
+        stop(proc)
+    answered = sum(refused.statuses.values()) / args.capacity_seconds
+    load = os.getloadavg()
+    print(f"\n### refusal cost: {WHAT[face]}, n={args.n} (load average {load[0]:.1f})\n")
+    print("| admitted/s (admission off) | ms each | refused/s (admission on, rate 0.1) | ms each | statuses refused |")
+    print("|---:|---:|---:|---:|---|")
+    print(f"| {admitted.offered:.0f} | {1000 / admitted.offered:.2f} | {answered:.0f} | {1000 / answered:.2f} "
+          f"| {dict(refused.statuses)} |")
+
+
+def main() -> None:
+    """Measure capacity, offer twice that, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--face", choices=FACES, default="engram")
+    parser.add_argument("--n", type=int, default=None, help="Memories, facts or documents (20000, 2000, 1000).")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--capacity-seconds", type=float, default=10.0)
+    parser.add_argument("--capacity", type=float, help="Skip measuring: use this many requests a second.")
+    parser.add_argument("--writes", type=float, default=None, help="Share of writes (v5, Kindgi; default 0.1).")
+    parser.add_argument("--admit-share", type=float, default=1.0,
+                        help="Admit this share of the capacity (refusals cost CPU too: below 1 leaves room for them).")
+    parser.add_argument("--refusals", action="store_true",
+                        help="Only measure what refusing costs: closed loop against a server admitting nothing.")
+    args = parser.parse_args()
+    face = args.face
+    args.n = args.n if args.n is not None else {"engram": 20000, "kindgi": 2000, "v5": 1000}[face]
+    args.writes = 0.0 if face == "engram" else (0.1 if args.writes is None else args.writes)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        work = build(face, data, args.n, args.writes)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        capacity = args.capacity
+        if args.refusals:
+            refusal_cost(face, data, port, url, work, args)
+            return
+        proc = serve(face, data, port, 1e6, 1e6)
+        try:
+            fill(work, url, args.n)
+            if capacity is None:
+                measured = asyncio.run(closed_loop(port, args.capacity_seconds, 16, work))
+                capacity = measured.offered
+                print(f"capacity: {capacity:.0f} requests/s (16 clients, closed loop, admitted p99 "
+                      f"{measured.percentile(99):.0f} ms, statuses {dict(measured.statuses)})")
+        finally:
+            stop(proc)
+        rate = max(1.0, round(capacity * args.admit_share))
+        proc = serve(face, data, port, rate, rate)
+        try:
+            result = asyncio.run(open_loop(port, args.seconds, 2 * round(capacity), proc.pid, work))
+        finally:
+            stop(proc)
+        lost = None
+        if args.writes:
+            proc = serve(face, data, port, 1e6, 1e6)  # restarted: what was acknowledged must still be there
+            try:
+                lost = missing(work, url, result.acknowledged)
+            finally:
+                stop(proc)
+    report(face, args, rate, result, lost)
 
 
 if __name__ == "__main__":

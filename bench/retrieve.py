@@ -107,6 +107,12 @@ def wait_idle(url: str, token: str, pid: int, timeout: float = 600) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the index did not load")
         time.sleep(0.5)
+    wait_quiet(pid, deadline - time.monotonic())
+
+
+def wait_quiet(pid: int, timeout: float = 300) -> None:
+    """Wait until the server uses under 5 % of a core for a whole second (loading, merging done)."""
+    deadline = time.monotonic() + timeout
     before = server_cpu_s(pid)
     while before is not None and time.monotonic() < deadline:
         time.sleep(1.0)
@@ -120,7 +126,9 @@ def serve(data: Path, port: int) -> subprocess.Popen[bytes]:
     """`engram-index serve` on a loopback port, answering once it listens (wait_idle: once loaded)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
-                             str(port), "--insecure-open", "--no-access-log", "--embedder", "local"],
+                             str(port), "--insecure-open", "--no-access-log", "--embedder", "local",
+                             # one client measures latency: no per-key admission in the way
+                             "--key-rate", "1000000", "--key-burst", "1000000"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while True:

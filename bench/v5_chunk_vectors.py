@@ -1,10 +1,12 @@
-"""Chunk vectors two ways: the model on the whole chunk, or the mean of its sentences' vectors.
+"""Chunk vectors three ways: the model on the whole chunk, or its sentences' vectors pooled.
 
 The face's memories are the document's sentences, so embedding each sentence once and pooling a
 chunk's sentences would halve what ingest embeds. This measures what it costs in retrieval: the
 judged SciFact abstracts plus random others, chunked as the face chunks them, vector-only retrieval
-of the 300 claims (a document scores its best chunk), nDCG@10 and Recall@10 for both ways, and the
-cosine between the two vectors of each chunk, with the time each way took.
+of the 300 claims (a document scores its best chunk), nDCG@10 and Recall@10 for each way (the
+plain mean of the sentences' unit vectors, and the mean weighted by each sentence's tokens × its
+unnormalised norm, which is what the face uses), and the cosine between the model's vector of each
+chunk and the pooled ones, with the time each way took.
 
     python bench/v5_chunk_vectors.py [--docs 600] [--scifact DIR]
 """
@@ -23,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from engram_index.embed.base import pool  # noqa: E402
 from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
 from engram_index.supermemory.chunking import chunk, sentences  # noqa: E402
 
@@ -79,21 +82,27 @@ def main() -> None:
     sent_s = time.perf_counter() - began
     pooled = np.stack([sent[rows].mean(axis=0) for rows in chunk_sents])
     pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+    # Token-weighted: each sentence's mean-pooled (unnormalised) vector weighted by its tokens, as
+    # the model's own mean over the chunk's tokens weighs them.
+    units, weights = model.embed_documents_weighted(sent_texts)
+    weighted = np.stack([pool(units[rows], weights[rows], units.shape[1]) for rows in chunk_sents])
     qv = model.embed_queries([q["text"] for q in queries])
     print(f"{len(chosen)} documents, {len(chunk_texts)} chunks, {len(sent_texts)} sentences;"
           f" load average {os.getloadavg()[0]:.1f}")
     print("\n| chunk vector | nDCG@10 | Recall@10 | embedding seconds |")
     print("|---|---|---|---|")
     for name, vectors, seconds in (("model on the whole chunk", whole, whole_s),
-                                   ("mean of its sentences", pooled, sent_s)):
+                                   ("mean of its sentences", pooled, sent_s),
+                                   ("token-weighted mean of its sentences", weighted, sent_s)):
         sims = qv @ vectors.T
         per_doc = np.full((len(queries), len(chosen)), -1.0)
         for ci, di in enumerate(chunk_doc):
             per_doc[:, di] = np.maximum(per_doc[:, di], sims[:, ci])
         nd, rc = ndcg_recall(per_doc, relevant)
         print(f"| {name} | {nd:.4f} | {rc:.4f} | {seconds:.1f} |")
-    agree = np.sum(whole * pooled, axis=1)
-    print(f"\ncosine(whole, pooled) per chunk: p10 {np.percentile(agree, 10):.3f}, p50 {np.median(agree):.3f}")
+    for name, vectors in (("pooled", pooled), ("token-weighted", weighted)):
+        agree = np.sum(whole * vectors, axis=1)
+        print(f"cosine(whole, {name}) per chunk: p10 {np.percentile(agree, 10):.3f}, p50 {np.median(agree):.3f}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,10 +20,10 @@ from engram_index.engram.api.search import search_memories
 from engram_index.engram.api.spaces import REGISTER_NSID, WARM_NSID, describe, register_space, warm_space
 from engram_index.engram.api.status import get_space_status
 from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.admission import Admission
 from engram_index.engram.api.limits import SpaceLimits
-from engram_index.engram.api.xrpc import error_response, xrpc
-from engram_index.envelopes import error_response as face_error
-from engram_index.errors import EngramError, WrongMethod
+from engram_index.engram.api.xrpc import xrpc
+from engram_index.envelopes import XRPC as XRPC_ERRORS, face_for
 from engram_index.engram.api.notify import DELETED as DELETED_NSID, WRITE as WRITE_NSID, notify_space_deleted, notify_write
 from engram_index.engram.api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
 from engram_index.engram.auth import Authenticator, InsecureOpen
@@ -36,9 +35,8 @@ from engram_index.engram.records import is_space_uri
 from engram_index.collections import Collections
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
 from engram_index.kindgi.face import KindgiFace
-from engram_index.kindgi.routes import PREFIX as KINDGI_PREFIX, not_found as kindgi_not_found, routes as kindgi_routes
+from engram_index.kindgi.routes import routes as kindgi_routes
 from engram_index.keys import KeyStore
-from engram_index.supermemory import http as supermemory_http
 from engram_index.supermemory.face import Face as SupermemoryFace
 from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
@@ -61,36 +59,13 @@ def did_document(service_did: str, endpoint: str) -> dict[str, Any]:
     }
 
 
-def xrpc_not_found(request: Request) -> Response:
-    """An unknown XRPC method, in the XRPC envelope."""
-    return error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
-
-
-def json_not_found(request: Request) -> Response:
-    """A path no face serves: a JSON 404 in no face's envelope."""
-    return JSONResponse({"error": "NotFound", "message": f"nothing at {request.url.path}"}, status_code=404)
-
-
-# The one place a 404 is shaped: each face registers the envelope of its own path prefix here (the
-# longest matching prefix wins); anything else gets json_not_found.
-def supermemory_not_found(request: Request) -> Response:
-    """An unknown route under the supermemory v5 face's prefixes, in its ErrorResponse body."""
-    if supermemory_http.owns(request.url.path):  # "/ns" claims "/nsfoo" too: that one is no face's
-        return supermemory_http.http_error(request, 404)
-    return json_not_found(request)
-
-
-NOT_FOUND_BY_PREFIX: dict[str, Callable[[Request], Response]] = {
-    "/xrpc/": xrpc_not_found,
-    KINDGI_PREFIX: lambda request: kindgi_not_found(request, 404),  # kindgi: its own envelope
-    **{prefix: supermemory_not_found for prefix in supermemory_http.PREFIXES},
-}
+# Each face's 404, 405 and 500 come from its entry in envelopes.FACES (beside its malformed-HTTP envelope).
+xrpc_not_found = XRPC_ERRORS.not_found
 
 
 def not_found_for(path: str) -> Callable[[Request], Response]:
     """The 404 answer of the face owning `path`."""
-    owners = [prefix for prefix in NOT_FOUND_BY_PREFIX if path.startswith(prefix)]
-    return NOT_FOUND_BY_PREFIX[max(owners, key=len)] if owners else json_not_found
+    return face_for(path).not_found
 
 
 def create_app(
@@ -99,6 +74,7 @@ def create_app(
     *,
     authenticator: Authenticator,
     limits: SpaceLimits | None = None,
+    key_limits: Admission | None = None,
     embedding: QueryEmbedding | None = None,
     read_only: bool = False,
     sync: SyncConfig | None = None,
@@ -113,7 +89,8 @@ def create_app(
     the write notifications of space hosts are accepted. Searches run on `search_threads` threads
     of their own: one computes while another waits in tantivy or a vector scan (both release the
     GIL); more threads only contend for the GIL. `llm` and `reranker` (None when not configured)
-    are on `app.state` for the faces that use them.
+    are on `app.state` for the faces that use them. `key_limits` admits the requests of each key
+    of the v5 and Kindgi faces (a token bucket and slots per key; the default when None).
     """
 
     @asynccontextmanager
@@ -123,6 +100,7 @@ def create_app(
         app.state.authenticator = authenticator
         app.state.service_did = service_did
         app.state.limits = limits or SpaceLimits()
+        app.state.key_limits = key_limits or Admission()
         app.state.embedding = embedding or QueryEmbedding()
         app.state.llm, app.state.reranker = llm, reranker
         app.state.spaces = Collections(data_dir, read_only=read_only)
@@ -180,28 +158,18 @@ def create_app(
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
         # OPTIONS asks which methods a route takes: answered, not refused. Other methods (TRACE too)
-        # get each face's 405 on its paths, in its envelope, with Allow; anything else an XRPC error.
+        # get the 405 of the face owning the path, in its envelope, with Allow.
         allow = getattr(exc, "headers", None) or {}
         allowed = ", ".join(sorted({*allow.get("Allow", "").split(", "), "OPTIONS"} - {""}))
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": allowed})
-        if request.url.path.startswith(KINDGI_PREFIX):
-            answer = kindgi_not_found(request, 405)
-        elif supermemory_http.owns(request.url.path):
-            answer = supermemory_http.http_error(request, 405)
-        else:
-            message = f"{request.url.path} takes {allowed}, not {request.method}"
-            answer = face_error(request.url.path, WrongMethod(message))
+        answer = face_for(request.url.path).not_allowed(request, allowed)
         answer.headers["Allow"] = allowed
         return answer
 
     async def internal(request: Request, exc: Exception) -> Response:
         # What escaped every face's own handling (the faces catch their own): never a plain-text 500.
-        if supermemory_http.owns(request.url.path):
-            return supermemory_http.error_response(exc)
-        request_id = uuid.uuid4().hex[:16]
-        log.error("request %s failed", request_id, exc_info=exc)
-        return face_error(request.url.path, EngramError(f"internal error (request id {request_id})"))
+        return face_for(request.url.path).internal(request, exc)
 
     routes = [
         Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
@@ -265,6 +233,8 @@ def worker_app() -> Starlette:
         config["service_did"],
         authenticator=authenticator,
         limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
+        key_limits=Admission(**{name: config[f"key_{name}"] for name in ("rate", "burst", "concurrent")
+                                if f"key_{name}" in config}),  # absent: the defaults
         embedding=embedding,
         read_only=True,
         search_threads=config["search_threads"],

@@ -207,6 +207,12 @@ def _model_of(spaces: Collections, uri: str) -> ModelIdentity | None:
 @click.option("--rate", type=click.FloatRange(min=0.1), default=50.0, show_default=True, help="Searches a second per space.")
 @click.option("--burst", type=click.FloatRange(min=1), default=100.0, show_default=True, help="Search burst per space.")
 @click.option("--concurrent", type=click.IntRange(1, 256), default=8, show_default=True, help="Concurrent searches per space.")
+@click.option("--key-rate", type=click.FloatRange(min=0.1), default=50.0, show_default=True,
+              help="Requests a second per key of the v5 and Kindgi faces (429 beyond, with Retry-After).")
+@click.option("--key-burst", type=click.FloatRange(min=1), default=100.0, show_default=True,
+              help="Request burst per key of the v5 and Kindgi faces.")
+@click.option("--key-concurrent", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="Requests running at once per key of the v5 and Kindgi faces (a 0.5 s wait, then 429).")
 @click.option("--embedder", "embedder_spec", default="auto", show_default=True,
               help="Query embedder: auto (local if installed), local, none, ollama:MODEL:DIMS[@URL], "
                    "openai:MODEL:DIMS:DIGEST@URL (key in $ENGRAM_OPENAI_KEY).")
@@ -239,7 +245,8 @@ def _model_of(spaces: Collections, uri: str) -> ModelIdentity | None:
                    "intranet); off by default, so that no caller can make the server read its own network.")
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
-    did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, embedder_spec: str,
+    did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, key_rate: float, key_burst: float,
+    key_concurrent: int, embedder_spec: str,
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
     public_url: str | None, poll_interval: float, open_registration: bool, search_threads: int, access_log: bool,
     llm_spec: str | None, rerank_spec: str | None, allow_private_urls: bool,
@@ -251,6 +258,7 @@ def serve(
     import logging
 
     from engram_index.engram.api.embedding import QueryEmbedding
+    from engram_index.admission import Admission
     from engram_index.engram.api.limits import SpaceLimits
     from engram_index.app import create_app, space_credentials
     from engram_index.engram.auth import Authenticator, InsecureOpen
@@ -293,7 +301,8 @@ def serve(
             migrate(spaces.store)  # the v5 face's tables, which read-only workers cannot create
         os.environ[WORKER_CONFIG_ENV] = json.dumps({
             "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
-            "burst": burst, "concurrent": concurrent, "embedder": embedder_spec,
+            "burst": burst, "concurrent": concurrent, "key_rate": key_rate, "key_burst": key_burst,
+            "key_concurrent": key_concurrent, "embedder": embedder_spec,
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
             "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
             "llm": llm_spec, "rerank": rerank_spec,
@@ -304,7 +313,8 @@ def serve(
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
         data, did, plc_url=plc_url, allow_http_localhost=did_web_http_localhost)
     app = create_app(
-        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent), embedding=embedding,
+        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent),
+        key_limits=Admission(key_rate, key_burst, key_concurrent), embedding=embedding,
         sync=sync,
         search_threads=search_threads,
         llm=llm,

@@ -23,6 +23,7 @@ from engram_index.engine.search import SpaceIndex, decode_vector
 from engram_index.engine.vector import VectorIndex
 from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
 from engram_index.errors import IndexLoading, StorageError
+from engram_index.heap import Trimmer
 from engram_index.store.sqlite import PAGE_SIZE, Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
 
 Progress = Callable[[str, int, int], None]
@@ -305,14 +306,17 @@ class Collections:
                 index.dims = info.next_model.dims
             log.info("%s now searches with %s", uri, info.next_model.model)
 
-    def commit(self) -> None:
-        """Make every pending keyword write durable and searchable now."""
+    def commit(self) -> bool:
+        """Make every pending keyword write durable and searchable now; whether there was any."""
         if self.read_only:
-            return
+            return False
+        committed = False
         for index in list(self._indexes.values()):
             if index.keyword.pending or index.keyword.committed_seq != index.seq:
                 index.commit()
+                committed = True
         self._save_due_counts()
+        return committed
 
     def _save_due_counts(self) -> None:
         """Write the term counts of the spaces where a save is due, copied while writes wait."""
@@ -333,9 +337,12 @@ class Collections:
 
     def _commit_loop(self, interval: float) -> None:
         """Commit pending keyword writes every `interval` seconds until closed."""
+        trimmer = Trimmer()
         while not self._stop.wait(interval):
             try:
-                self.commit()
+                if self.commit() or (self._maintainer is not None and self._maintainer.is_alive()):
+                    trimmer.worked()  # tantivy frees what its commits and merges used: give it back
+                trimmer.tick()
                 self._maintain_in_background()
             except Exception:  # pragma: no cover - logged, retried at the next tick
                 log.exception("keyword commit failed; will retry")

@@ -1,45 +1,112 @@
 """Which face a request path belongs to, and how that face spells an error: one entry per face.
 
-The app's own 404/405/500 answers and the HTTP layer's answers to malformed requests (before any
-route ran) both come from here, so that every error a client sees is its face's JSON envelope.
+Every error answered outside a face's own routes comes from its entry here: the app's 404, 405
+and 500 and the HTTP layer's answers to malformed requests (before any route ran), so that every
+error a client sees is its face's JSON envelope.
 """
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from starlette.responses import Response
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from engram_index.engram.api import xrpc
-from engram_index.errors import EngramError
-from engram_index.supermemory import http as supermemory_http
+from engram_index.errors import EngramError, WrongMethod
+from engram_index.kindgi import routes as kindgi_routes
 from engram_index.kindgi import wire as kindgi_wire
+from engram_index.supermemory import http as supermemory_http
 
+log = logging.getLogger("engram_index")
 Headers = list[tuple[bytes, bytes]]
 # An error as (JSON body, extra headers); the status is the error's own.
 Envelope = Callable[[EngramError], tuple[bytes, Headers]]
 
-# Path prefix → the face's envelope. The first match wins; paths of no face get XRPC's.
-FACES: list[tuple[str, Envelope]] = [
-    ("/xrpc/", xrpc.error_body),
-    ("/v1/memory/", kindgi_wire.error_body),
-    *((prefix, supermemory_http.error_body) for prefix in supermemory_http.PREFIXES),
-]
-DEFAULT: Envelope = xrpc.error_body
 
-
-def envelope_for(path: str) -> Envelope:
-    """The envelope of the face that serves `path`."""
-    for prefix, envelope in FACES:
-        if path.startswith(prefix) and (prefix.endswith("/") or path[len(prefix):len(prefix) + 1] in ("", "/", "?")):
-            return envelope
-    return DEFAULT
-
-
-def error_response(path: str, exc: EngramError, headers: dict[str, str] | None = None) -> Response:
-    """An error as the response of the face serving `path`."""
-    body, extra = envelope_for(path)(exc)
+def error_response(envelope: Envelope, exc: EngramError, headers: dict[str, str] | None = None) -> Response:
+    """An error in an envelope, as a response."""
+    body, extra = envelope(exc)
     out = Response(body, status_code=exc.status, media_type="application/json", headers=headers)
     for name, value in extra:
         out.headers.append(name.decode("latin-1"), value.decode("latin-1"))
     return out
+
+
+@dataclass(frozen=True)
+class FaceErrors:
+    """How one face answers the errors raised outside its routes."""
+
+    name: str
+    owns: Callable[[str], bool]  # whether a path (without its query) is the face's
+    envelope: Envelope  # any error, below the app too (no request was parsed)
+    not_found: Callable[[Request], Response]
+    not_allowed: Callable[[Request, str], Response]  # the request and the methods its route takes
+    internal: Callable[[Request, Exception], Response]
+
+
+def _logged_internal(envelope: Envelope) -> Callable[[Request, Exception], Response]:
+    """A 500 in `envelope` naming a request id that is in the log with the traceback."""
+
+    def internal(request: Request, exc: Exception) -> Response:
+        request_id = uuid.uuid4().hex[:16]
+        log.error("request %s failed", request_id, exc_info=exc)
+        return error_response(envelope, EngramError(f"internal error (request id {request_id})"))
+
+    return internal
+
+
+def _wrong_method(envelope: Envelope) -> Callable[[Request, str], Response]:
+    """A 405 in `envelope` saying which methods the route takes."""
+
+    def not_allowed(request: Request, allowed: str) -> Response:
+        message = f"{request.url.path} takes {allowed}, not {request.method}"
+        return error_response(envelope, WrongMethod(message))
+
+    return not_allowed
+
+
+def _xrpc_not_found(request: Request) -> Response:
+    """An unknown XRPC method, in the XRPC envelope."""
+    return xrpc.error_response(404, "MethodNotImplemented", f"no such method: {request.url.path}")
+
+
+def _json_not_found(request: Request) -> Response:
+    """A path no face serves: a JSON 404 in no face's envelope."""
+    return JSONResponse({"error": "NotFound", "message": f"nothing at {request.url.path}"}, status_code=404)
+
+
+def _v5_internal(request: Request, exc: Exception) -> Response:
+    """A 500 as v5's ErrorResponse (the face logs it with its request id)."""
+    return supermemory_http.error_response(exc)
+
+
+XRPC = FaceErrors("garden.engram", lambda path: path.startswith("/xrpc/"), xrpc.error_body, _xrpc_not_found,
+                  _wrong_method(xrpc.error_body), _logged_internal(xrpc.error_body))
+KINDGI = FaceErrors("kindgi", lambda path: path.startswith(kindgi_routes.PREFIX), kindgi_wire.error_body,
+                    lambda request: kindgi_routes.not_found(request, 404),
+                    lambda request, allowed: kindgi_routes.not_found(request, 405),
+                    _logged_internal(kindgi_wire.error_body))
+V5 = FaceErrors("v5", supermemory_http.owns, supermemory_http.error_body,
+                lambda request: supermemory_http.http_error(request, 404),
+                lambda request, allowed: supermemory_http.http_error(request, 405), _v5_internal)
+# Paths of no face: XRPC's envelope (a head whose target cannot be read gets it too), a plain JSON 404.
+NO_FACE = FaceErrors("none", lambda path: True, xrpc.error_body, _json_not_found,
+                     _wrong_method(xrpc.error_body), _logged_internal(xrpc.error_body))
+
+# One entry per face; a path belongs to the first that owns it, else to NO_FACE.
+FACES: tuple[FaceErrors, ...] = (XRPC, KINDGI, V5)
+
+
+def face_for(target: str) -> FaceErrors:
+    """The entry of the face serving a path or a request target (its query is ignored)."""
+    path = target.split("?", 1)[0]
+    return next((face for face in FACES if face.owns(path)), NO_FACE)
+
+
+def envelope_for(target: str) -> Envelope:
+    """The envelope of the face that serves `target`."""
+    return face_for(target).envelope

@@ -131,10 +131,14 @@ class BadSpaceSignature(AuthError):
 
 
 class RateLimited(EngramError):
-    """Too many searches for this space right now."""
+    """Too many requests for this space (or key) right now; `retry_after_s`: when one can be admitted."""
 
     xrpc_name = "RateLimitExceeded"
     status = 429
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class TooLarge(EngramError):

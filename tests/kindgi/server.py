@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 from kindgi.client import Kindgi
 
+from engram_index.admission import Admission
 from engram_index.app import create_app
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
@@ -50,10 +51,12 @@ class Server:
 
 
 @contextmanager
-def kindgi_server(data: Path, embedder: Embedder | None | object = None) -> Iterator[Server]:
+def kindgi_server(data: Path, embedder: Embedder | None | object = None,
+                  key_limits: Admission | None = None) -> Iterator[Server]:
     """Serve a data directory (with the hashing embedder unless told otherwise) until the block ends."""
     chosen = HashingEmbedder(DIMS) if embedder is None else None if embedder is NO_EMBEDDER else embedder
-    app = create_app(data, DID, authenticator=InsecureOpen(), embedding=QueryEmbedding(chosen))  # type: ignore[arg-type]
+    app = create_app(data, DID, authenticator=InsecureOpen(), embedding=QueryEmbedding(chosen),  # type: ignore[arg-type]
+                     key_limits=key_limits)
     with serving(app) as url:
         yield Server(url, data)
 

@@ -14,15 +14,12 @@ import base64
 import json
 import os
 import subprocess
-import sys
-import time
 from datetime import datetime
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 from hypothesis import strategies as st
 
@@ -35,7 +32,7 @@ from engram_index.testkit.serve import free_port
 
 from .faces_kindgi import KINDGI
 from .faces_v5 import V5
-from .fuzzkit import Call, Face, Served, stop
+from .fuzzkit import Call, Face, Served, serve_command, stop, wait_up
 from .records import AUTHOR, MODEL, line, write_file
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -60,28 +57,18 @@ PROCEDURES = ("com.atproto.space.notifyCredentialRevoked", "com.atproto.space.no
 def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
     """`engram-index serve --insecure-open` on a loopback port, as an operator runs it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-         "--insecure-open", "--embedder", "none", "--no-access-log", *extra],
+        serve_command("--data", str(data), "--port", str(port),
+                      "--insecure-open", "--embedder", "none", "--no-access-log", *extra),
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wait_ready(url: str, space: str | None, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
     """Wait until the server answers and, when given, `space` is loaded."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the server exited"
-        try:
-            if space is None:
-                if httpx.get(f"{url}/xrpc/_health", timeout=5).status_code == 200:
-                    return
-            elif httpx.get(f"{url}/xrpc/garden.engram.searchMemories", timeout=5,
-                           params={"space": space, "q": "x", "mode": "keyword"}).status_code != 503:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the server did not get ready")
-
+    if space is None:
+        wait_up(url, proc, timeout=timeout)
+    else:
+        wait_up(url, proc, "/xrpc/garden.engram.searchMemories", {"space": space, "q": "x", "mode": "keyword"},
+                lambda status: status != 503, timeout)
 
 
 @contextmanager

@@ -15,8 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +26,7 @@ from hypothesis import strategies as st
 from engram_index.keys import KeyStore
 from engram_index.testkit.serve import free_port
 
-from .fuzzkit import Call, Face, Served, stop
+from .fuzzkit import Call, Face, Served, serve_command, shared_envelope, stop, wait_up
 
 PREFIX = "/v1/memory"
 TENANTS = ("acme", "globex")
@@ -84,23 +82,9 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 def _serve(data: Path, port: int) -> subprocess.Popen[bytes]:
     """`engram-index serve` on a loopback port (no embedder: semantic retrieval is 422)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-         "--insecure-open", "--embedder", "none", "--no-access-log"],
+        serve_command("--data", str(data), "--port", str(port),
+                      "--insecure-open", "--embedder", "none", "--no-access-log"),
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes]) -> None:
-    """Wait until the server answers its health probe."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the server exited"
-        try:
-            if httpx.get(f"{url}/xrpc/_health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the server did not get ready")
 
 
 
@@ -113,7 +97,7 @@ def serve_kindgi(data: Path) -> Iterator[Served]:
     proc = _serve(data, port)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(url, proc)
+        wait_up(url, proc)
         served = Served(url, proc.pid, facts={"tokens": tokens})
         for fact_id in seed_facts(url, tokens):
             served.pool.add("fact", fact_id)
@@ -264,10 +248,10 @@ def kindgi_calls(served: Served) -> st.SearchStrategy[Call]:
 
 def kindgi_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
     """How an error body breaks the Kindgi envelope."""
-    if call.check == "raw" and isinstance(body, dict) and isinstance(body.get("error"), str):
-        # A head whose request line does not parse names no face: the HTTP layer answers XRPC's
-        # envelope (a readable /v1/memory/ target gets Kindgi's, see test_http_protocol.py).
-        return []
+    if call.check == "raw" and not call.path.startswith(PREFIX):
+        # A malformed head whose target cannot be read, or is no memory path, gets the shared envelope;
+        # one with a readable /v1/memory target must get Kindgi's (call.path is that target).
+        return [] if shared_envelope(body) else [f"not the shared envelope: {str(body)[:100]}"]
     if not isinstance(body, dict) or set(body) != {"error"} or not isinstance(body["error"], dict):
         return [f"not a Kindgi error envelope: {str(body)[:100]}"]
     inner = body["error"]

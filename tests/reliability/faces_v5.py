@@ -4,8 +4,11 @@
 `engram-index serve` and adds a few documents to two namespaces (waiting until they are processed).
 The calls are search bodies valid and not (modes, limits, thresholds, filters of every shape,
 include flags, nulls, unknown keys, wrong types), list bodies and query strings, document gets and
-deletes with odd ids, bad JSON, wrong methods and keys. Every error must be one of the spec's two
-bodies; every 200 must carry every field the official SDK's models mark required.
+deletes with odd ids, bad JSON, wrong methods and keys; and (faces_v5_writes.py) document adds,
+batches, patches, file uploads and replacements with odd content types, profiles, buckets, memory
+gets, forgetting by id and by description (dry run or not) and namespace PATCH/DELETE, stateful
+through the pool. Every error must be one of the spec's two bodies with a status the spec gives its
+route; every 2xx must carry every field the official SDK's models mark required.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from supermemory.types import DeleteDocumentsResult, ListResponse, SearchRespons
 from engram_index.testkit.serve import free_port
 from tests.supermemory.test_required_fields import missing
 
-from .fuzzkit import Call, Face, Served, stop
+from .faces_v5_writes import MODELS as WRITE_MODELS, STATUSES, remember_write, write_call
+from .fuzzkit import Call, Face, Served, serve_command, shared_envelope, stop, wait_up
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NAMESPACES = ("fuzz_a", "fuzz_b")
@@ -43,20 +47,6 @@ def _cli(*args: str) -> str:
     return subprocess.run([sys.executable, "-m", "engram_index.cli", *args], env={**os.environ, "PYTHONPATH": SRC},
                           check=True, capture_output=True, text=True).stdout
 
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    """Wait until the server answers its health probe."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the server exited"
-        try:
-            if httpx.get(url + HEALTH, timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the server did not get ready")
 
 
 def add_documents(url: str, key: str, docs: list[tuple[str, str, str, dict[str, Any]]], timeout: float = 60) -> None:
@@ -81,12 +71,12 @@ def serve_v5(data: Path) -> Iterator[Served]:
     key = _cli("keys", "create", "supermemory", "--data", str(data)).split()[-1]
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-         "--insecure-open", "--embedder", "hashing:64", "--no-access-log"],
+        serve_command("--data", str(data), "--port", str(port),
+                      "--insecure-open", "--embedder", "hashing:64", "--no-access-log"),
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(url, proc)
+        wait_up(url, proc)
         docs = [(ns, f"d{i}", text, {"n": i, "kind": "note" if i % 2 else "fact", "tags": ["x", f"t{i}"]})
                 for ns in NAMESPACES for i, text in enumerate(TEXTS)]
         add_documents(url, key, docs)
@@ -207,7 +197,9 @@ def v5_calls(draw: st.DrawFn, served: Served) -> Call:
     """One v5 request: a search, a list, a document get or delete, or a wrong method on one of them."""
     ns = _namespace(draw)
     headers = _headers(draw, served)
-    kind = draw(st.sampled_from(["search"] * 5 + ["list"] * 2 + ["get", "get", "delete", "method"]))
+    kind = draw(st.sampled_from(["search"] * 5 + ["list"] * 2 + ["get", "get", "delete", "method"] + ["write"] * 8))
+    if kind == "write":
+        return write_call(draw, served, ns, headers, _encode)
     if kind == "search":
         return Call("POST", f"/ns/{ns}/search", (), _encode(draw, draw(_search_body())), headers, check="search")
     if kind == "list":
@@ -246,14 +238,23 @@ def _quote(value: str) -> str:
 # -- checks ---------------------------------------------------------------------------------
 
 
+def v5_path(target: str) -> bool:
+    """Whether a path or request target is under one of v5's prefixes (`/ns` itself or `/ns/…`, not `/nsx`)."""
+    path = target.split("?", 1)[0]
+    return any(path == p or path.startswith(p + "/") for p in V5_PREFIXES)
+
+
 def v5_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
     """How an error body breaks both of the spec's shapes: ErrorResponse or ValidationErrorResponse."""
-    if call.check == "raw" or not call.path.startswith(V5_PREFIXES):
-        # Malformed heads and paths of no face (/, the health probe) may get the shared XRPC envelope.
-        if isinstance(body, dict) and set(body) <= {"error", "message"} and isinstance(body.get("error"), str):
-            return []
+    if not v5_path(call.path):
+        # Paths of no face (/, the health probe) and malformed heads whose target cannot be read get
+        # the shared envelope; a readable v5 target (call.path, for raw heads) must get v5's.
+        return [] if shared_envelope(body) else [f"not the shared envelope: {str(body)[:100]}"]
     if not isinstance(body, dict):
         return [f"not an object: {str(body)[:80]}"]
+    allowed = STATUSES.get(call.check)
+    if allowed is not None and status not in allowed | {405, 413, 503}:
+        return [f"status {status} is not one the spec gives {call.check}"]
     if body.get("success") is False:
         if set(body) - {"success", "error", "data"} or not isinstance(body.get("error"), list):
             return [f"not a ValidationErrorResponse: {str(body)[:100]}"]
@@ -273,7 +274,8 @@ def v5_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
     return []
 
 
-_MODELS: dict[str, Any] = {"search": SearchResponse, "list": ListResponse, "delete": DeleteDocumentsResult}
+_MODELS: dict[str, Any] = {"search": SearchResponse, "list": ListResponse, "delete": DeleteDocumentsResult,
+                           **WRITE_MODELS}
 
 
 def v5_output_errors(call: Call, body: Any) -> list[str]:
@@ -297,7 +299,8 @@ def v5_output_errors(call: Call, body: Any) -> list[str]:
 
 
 def v5_remember(served: Served, call: Call, body: Any) -> None:
-    """Nothing to follow: documents are named by the pool filled when serving."""
+    """Keep the ids writes, lists and searches answer, for the reads and forgetting after them."""
+    remember_write(served, call, body)
 
 
 V5 = Face(

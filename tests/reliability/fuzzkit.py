@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,6 +26,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from .rawhttp import exchange
+
+
+# How the faces start `engram-index` (bench/heap.py swaps in its memory hooks, in place).
+SERVER: list[str] = [sys.executable, "-m", "engram_index.cli"]
+
+
+def serve_command(*args: str) -> list[str]:
+    """`engram-index serve ARGS`, as the faces start it."""
+    return [*SERVER, "serve", *args]
 
 
 @dataclass(frozen=True)
@@ -118,13 +128,14 @@ def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally,
             problems += face.output_errors(call, body)
         elif status >= 400:
             problems += face.envelope_errors(call, status, body)
-            if face.request_id_header and headers is not None and isinstance(body, dict):
+            if face.request_id_header and headers is not None and isinstance(body, dict) and not shared_envelope(body):
                 inner = body.get("error")
                 given = headers.get(face.request_id_header)
                 if not isinstance(inner, dict) or given != inner.get("requestId"):
                     problems.append(f"{face.request_id_header} {given!r} is not the body's requestId")
             if isinstance(body, dict):
-                tally.errors[str(body.get("error"))[:40]] += 1
+                error = body.get("error")  # a name, or Kindgi's {code, …}
+                tally.errors[str(error.get("code") if isinstance(error, dict) else error)[:40]] += 1
     if problems:
         tally.violations.append(f"{call} -> {status} {raw[:200]!r}: {problems}")
     return problems
@@ -192,6 +203,28 @@ def raw_requests(paths: tuple[str, ...]) -> st.SearchStrategy[bytes]:
     return build()
 
 
+_TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def readable_target(request: bytes) -> str:
+    """The request target a server can still read from a head (RFC 9112 §3: a method token, one space,
+    an origin-form target up to the first byte that is not visible ASCII), or "" when there is none.
+
+    A malformed head with a readable target under a face's prefix must get that face's envelope;
+    only one whose target cannot be read may get the shared (XRPC) one.
+    """
+    method, space, rest = request.partition(b" ")
+    if not method or not space or not set(method) <= _TCHAR or not rest.startswith(b"/"):
+        return ""
+    end = next((i for i, byte in enumerate(rest) if not 0x21 <= byte <= 0x7E), len(rest))
+    return rest[:end].decode("ascii")
+
+
+def shared_envelope(body: Any) -> bool:
+    """Whether a body is the shared (XRPC) envelope: {"error": Name, "message": text}."""
+    return isinstance(body, dict) and set(body) <= {"error", "message"} and isinstance(body.get("error"), str)
+
+
 def fuzz_raw(face: Face, served: Served, tally: Tally, examples: int, seed: int | None = None) -> None:
     """Send mutated request heads; each must get a JSON answer (or, for HEAD/204, none), never a reset."""
 
@@ -200,10 +233,12 @@ def fuzz_raw(face: Face, served: Served, tally: Tally, examples: int, seed: int 
     @given(raw_requests(face.paths))
     def run(request: bytes) -> None:
         response = exchange(served.url, request, timeout=15)
-        call = Call(request.split(b" ")[0].decode("latin-1")[:10], repr(request[:200]), check="raw")
+        call = Call(request.split(b" ")[0].decode("latin-1")[:10], readable_target(request),
+                    (("raw", repr(request[:200])),), check="raw")
         assert not response.reset, f"connection reset for {request[:300]!r}"
         assert response.status, f"no answer to {request[:300]!r}"
-        problems = judge(face, call, response.status, response.body, tally) if response.status != 200 else []
+        problems = judge(face, call, response.status, response.body, tally,
+                         httpx.Headers(response.headers)) if response.status != 200 else []
         if response.status == 200:
             tally.requests += 1
             tally.statuses[200] += 1
@@ -232,6 +267,22 @@ def rounds(seconds: float, examples: int) -> Iterator[int]:
     while n == 0 or time.monotonic() < end:
         yield n
         n += 1
+
+
+def wait_up(url: str, proc: subprocess.Popen[bytes], probe: str = "/xrpc/_health",
+            params: dict[str, str] | None = None, up: Callable[[int], bool] = lambda status: status == 200,
+            timeout: float = 60) -> None:
+    """Wait until a server this suite started answers `probe` with a status `up` accepts."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the server exited"
+        try:
+            if up(httpx.get(url + probe, params=params, timeout=5).status_code):
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the server did not get ready")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

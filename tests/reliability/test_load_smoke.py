@@ -1,8 +1,9 @@
-"""A short run of bench/load.py's open loop: admission is exact (no timing is asserted).
+"""A short run of bench/load.py's open loop per face: admission is exact (no timing is asserted).
 
-Twice the admitted rate for a few seconds against a served space: every answer is a 200 or a
-RateLimitExceeded 429 in the envelope, every request is answered, and no more are admitted than
-the token bucket allows over the run. The 60-second run at twice capacity is by hand.
+Twice the admitted rate for a few seconds against each served face: every answer is a 2xx or a
+429 in the face's envelope (RateLimitExceeded, rate-limit-exceeded, v5's ErrorResponse), every
+request is answered, no more are admitted than the token bucket allows over the run, and every
+acknowledged write is found after a restart. The 60-second runs at twice capacity are by hand.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from engram_index.testkit.serve import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "load.py"
+ADMITTED = {"engram": {200}, "v5": {200}, "kindgi": {200, 201}}
 
 
 def load_module() -> ModuleType:
@@ -27,18 +31,33 @@ def load_module() -> ModuleType:
     return module
 
 
-def test_twice_the_admitted_rate_is_refused_exactly_with_429s_and_nothing_goes_unanswered(tmp_path: Path) -> None:
+@pytest.mark.parametrize("face", ["engram", "v5", "kindgi"])
+def test_twice_the_admitted_rate_is_refused_exactly_with_429s_and_nothing_goes_unanswered_or_lost(
+        tmp_path: Path, face: str) -> None:
     load = load_module()
-    load.build(tmp_path, 500)
-    port, rate = free_port(), 10.0
-    proc = load.serve(tmp_path, port, rate, rate)
+    writes = 0.0 if face == "engram" else 0.2
+    work = load.build(face, tmp_path, 500 if face == "engram" else 20, writes)
+    port, rate, seconds = free_port(), 10.0, 4.0
+    url = f"http://127.0.0.1:{port}"
+    proc = load.serve(face, tmp_path, port, 1e6, 1e6)
     try:
-        result = asyncio.run(load.open_loop(port, 4.0, 2 * rate, proc.pid))
+        load.fill(work, url, 0 if face == "engram" else 20)
     finally:
-        proc.terminate()
-        proc.wait(30)
+        load.stop(proc)
+    proc = load.serve(face, tmp_path, port, rate, rate)
+    try:
+        result = asyncio.run(load.open_loop(port, seconds, 2 * rate, proc.pid, work))
+    finally:
+        load.stop(proc)
     assert result.unanswered == 0
-    assert set(result.statuses) <= {200, 429} and result.statuses[429] > 0
-    assert set(result.names) == {"RateLimitExceeded"}
-    assert 0 < result.statuses[200] <= load.admitted_bound(rate, rate, result.window)
-    assert result.sent == int(2 * rate * 4.0)
+    assert set(result.statuses) <= ADMITTED[face] | {429} and result.statuses[429] > 0
+    assert set(result.names) == {load.REFUSAL[face]} and set(result.reasons) <= {"rate", "at once"}
+    assert 0 < result.admitted <= load.admitted_bound(rate, rate, result.window)
+    assert result.sent == int(2 * rate * seconds)
+    if writes:
+        assert result.acknowledged
+        proc = load.serve(face, tmp_path, port, 1e6, 1e6)
+        try:
+            assert load.missing(work, url, result.acknowledged) == []
+        finally:
+            load.stop(proc)

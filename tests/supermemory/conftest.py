@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from supermemory import Supermemory
 
+from engram_index.admission import Admission
 from engram_index.app import create_app
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
@@ -44,10 +45,11 @@ class Server:
 
 @contextmanager
 def running(data: Path, embedder: Embedder | None, llm: LLM | None = None,
-            reranker: Reranker | None = None, allow_private_urls: bool = True) -> Iterator[Server]:
+            reranker: Reranker | None = None, allow_private_urls: bool = True,
+            key_limits: Admission | None = None) -> Iterator[Server]:
     """Serve a data directory with an embedder (None: keyword search only), and an LLM and a reranker if given."""
     app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(embedder),
-                     llm=llm, reranker=reranker)
+                     llm=llm, reranker=reranker, key_limits=key_limits)
     app.state.allow_private_urls = allow_private_urls  # the tests' pages are served on loopback
     token, _ = KeyStore(data).create("supermemory", {"namespaces": None})
     with serving(app) as url:

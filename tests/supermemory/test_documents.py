@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 import supermemory
 from supermemory import Supermemory
@@ -263,3 +264,28 @@ def test_pdf_and_html_files_are_extracted(client: Supermemory, ns: str) -> None:
         with pytest.raises(supermemory.BadRequestError) as err:
             client.documents.upload_file(ns, file=(name, io.BytesIO(data), media))
         assert err.value.body["error"][0]["path"] == ["file"]
+
+
+def test_a_chunk_vector_pools_its_sentences_vectors_when_memories_are_the_sentences(
+        client: Supermemory, ns: str, server: Server) -> None:
+    from engram_index.embed.base import pool
+    from engram_index.embed.hashing import HashingEmbedder
+    from engram_index.supermemory.tables import chunks_collection, memories_collection
+
+    sentences = ["Otters hold hands while they sleep.", "A group of otters is called a romp.",
+                 "Sea otters use stones as tools."]
+    doc_id = add_done(client, ns, " ".join(sentences))
+    store = server.app.state.spaces.store
+    chunk = store.document_by_id(store.space(chunks_collection(ns)).id, f"{doc_id}c0")
+    assert chunk is not None
+    embedder = HashingEmbedder(256)
+    vectors, weights = embedder.embed_documents_weighted(sentences)
+    expected = pool(vectors, weights, 256)
+    stored = np.frombuffer(chunk[1].vector or b"", "<f2").astype(np.float32)
+    assert np.array_equal(stored, expected.astype("<f2").astype(np.float32))
+    memories = store.space(memories_collection(ns)).id
+    rows = dict(store.query("SELECT memory, id FROM sm_memories WHERE ns=? AND doc_id=?", (ns, doc_id)))
+    for text, vector in zip(sentences, vectors):  # each memory's vector is its sentence's, embedded once
+        found = store.document_by_id(memories, rows[text])
+        assert found is not None
+        assert np.array_equal(np.frombuffer(found[1].vector or b"", "<f2").astype(np.float32), vector)

@@ -116,6 +116,33 @@ def finish(vectors: np.ndarray, dims: int, count: int | None = None) -> np.ndarr
     return sent
 
 
+def word_weights(texts: Sequence[str]) -> np.ndarray:
+    """Each text's word count (at least 1): the weight of its vector in a pooled one."""
+    return np.array([max(1, len(t.split())) for t in texts], np.float64)
+
+
+def embed_weighted(embedder: Embedder, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of document texts and their pooling weights (word counts when the embedder
+    has no better ones)."""
+    method = getattr(embedder, "embed_documents_weighted", None)
+    if method is not None:
+        vectors, weights = method(texts)
+        return vectors, weights
+    return embedder.embed_documents(texts), word_weights(texts)
+
+
+def pool(vectors: np.ndarray, weights: np.ndarray, dims: int) -> np.ndarray:
+    """One unit vector for several texts: their weighted sum, normalised and rounded as sent.
+
+    With a mean-pooling model whose weights are each text's tokens times its unnormalised norm,
+    this is the mean of all their tokens' states: what the model gives the texts joined, except
+    that each token saw only its own sentence (docs/design/supermemory.md measures the difference).
+    """
+    summed = (np.asarray(vectors, np.float64) * np.asarray(weights, np.float64)[:, None]).sum(axis=0)
+    row: np.ndarray = finish(summed[None, :], dims, 1)[0]
+    return row
+
+
 class BatchedEmbedder:
     """Shared behaviour: split inputs into batches, embed each, finish the result.
 
@@ -137,6 +164,11 @@ class BatchedEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed final query texts (see `query_text`)."""
         return self._embed(texts, "query")
+
+    def embed_documents_weighted(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Embed document texts, with the weight of each in a pooled vector (see `pool`): here its
+        word count; a mean-pooling model gives its tokens times its unnormalised norm."""
+        return self.embed_documents(texts), word_weights(texts)
 
     def close(self) -> None:
         """Release resources; the default holds none."""

@@ -117,6 +117,15 @@ class MiniLMEmbedder(BatchedEmbedder):
 
     def _embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
         """Tokenise everything, embed batches of similar lengths, give rows in input order."""
+        return self._embed_pooled(texts)[0]
+
+    def embed_documents_weighted(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Unit vectors and, for pooling, each text's token count times its unnormalised norm: the
+        weighted sum of the unit vectors is then the sum of every token's state (`base.pool`)."""
+        return self._embed_pooled(texts)
+
+    def _embed_pooled(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Unit vectors in input order, and each text's tokens × its mean-pooled output's norm."""
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
         if self._session is None:
@@ -124,6 +133,7 @@ class MiniLMEmbedder(BatchedEmbedder):
         ids = [enc.ids for enc in self._tokenizer.encode_batch(list(texts), add_special_tokens=True)]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out = np.empty((len(ids), self.identity.dims), np.float32)
+        weights = np.empty(len(ids), np.float64)
         start = 0
         while start < len(order):
             end = start + 1
@@ -132,9 +142,11 @@ class MiniLMEmbedder(BatchedEmbedder):
                    and (end - start + 1) * len(ids[order[end]]) <= self.pass_tokens):
                 end += 1
             rows = order[start:end]
-            out[rows] = finish(self.forward([ids[i] for i in rows]), self.identity.dims, len(rows))
+            raw = self.forward([ids[i] for i in rows])
+            out[rows] = finish(raw, self.identity.dims, len(rows))
+            weights[rows] = np.linalg.norm(np.asarray(raw, np.float64), axis=1) * [len(ids[i]) for i in rows]
             start = end
-        return out
+        return out, weights
 
     def forward(self, batch: list[list[int]]) -> np.ndarray:
         """Mean-pooled (not yet normalised) sentence embeddings of token id lists."""

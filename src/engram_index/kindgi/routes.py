@@ -1,7 +1,8 @@
 """The memory routes (`/v1/memory/...`, as the official SDK's `client.memory` calls them).
 
-`endpoint` is the one place that runs a route: request id, read-only refusal, token, body within
-its limit, Idempotency-Key, the handler in a worker thread, and every error as the envelope.
+`endpoint` is the one place that runs a route: request id, read-only refusal, token, the token's
+admission (`--key-rate`: 429 rate-limit-exceeded), body within its limit, Idempotency-Key, the
+handler in a worker thread, and every error as the envelope.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from engram_index.admission import Admission
 from engram_index.errors import EngramError
 from engram_index.kindgi import models
 from engram_index.kindgi.auth import Principal, authenticate
@@ -75,30 +77,35 @@ def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], A
             if face.read_only:
                 raise unsupported("changes or reads in a read-only worker (serve it with one process)")
             principal = authenticate(request, face.keys)
-            body = await read_body(request)
-            key = request.headers.get(HEADER)
-            if key and request.method in METHODS:
-                assert face.idempotency is not None
-                scoped = face.idempotency.scoped(principal.tenant, principal.ref, request.method,
-                                                 request.url.path, key)
-                started = face.idempotency.begin(scoped, body)
-                if isinstance(started, Replay):
-                    return Response(started.body, started.status, {"X-Request-Id": rid, REPLAY_HEADER: "true",
-                                                                    "Content-Type": started.content_type})
-                claim = started
-            call = Call(request, face, principal, body, claim)
-            status, payload = await run_in_threadpool(handler, call)
-            if claim is not None and claim.answer is not None:
-                answer = claim.answer[1]
-            else:
-                answer = orjson.dumps(payload)
-            if claim is not None and not changes:
-                assert face.idempotency is not None
-                face.idempotency.keep_behind(claim, status, answer)
-            elif claim is not None:
-                assert face.idempotency is not None
-                await run_in_threadpool(face.idempotency.keep, claim, status, answer)
-            return json_response(status, answer, rid)
+            # The caller's admission before its body is read or parsed: a refusal costs little, and a
+            # 429 always means nothing ran (the SDK retries a POST on it with the same key).
+            admission: Admission = request.app.state.key_limits
+            admission.take(principal.key_id)
+            async with admission.slot(principal.key_id):
+                body = await read_body(request)
+                key = request.headers.get(HEADER)
+                if key and request.method in METHODS:
+                    assert face.idempotency is not None
+                    scoped = face.idempotency.scoped(principal.tenant, principal.ref, request.method,
+                                                     request.url.path, key)
+                    started = face.idempotency.begin(scoped, body)
+                    if isinstance(started, Replay):
+                        return Response(started.body, started.status, {"X-Request-Id": rid, REPLAY_HEADER: "true",
+                                                                        "Content-Type": started.content_type})
+                    claim = started
+                call = Call(request, face, principal, body, claim)
+                status, payload = await run_in_threadpool(handler, call)
+                if claim is not None and claim.answer is not None:
+                    answer = claim.answer[1]
+                else:
+                    answer = orjson.dumps(payload)
+                if claim is not None and not changes:
+                    assert face.idempotency is not None
+                    face.idempotency.keep_behind(claim, status, answer)
+                elif claim is not None:
+                    assert face.idempotency is not None
+                    await run_in_threadpool(face.idempotency.keep, claim, status, answer)
+                return json_response(status, answer, rid)
         except EngramError as exc:
             return error_response(exc, rid)
         except Exception:

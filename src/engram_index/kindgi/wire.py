@@ -14,7 +14,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engram_index.errors import EngramError, InvalidInput, TooLarge, Unavailable
+from engram_index.errors import EngramError, InvalidInput, RateLimited, TooLarge, Unavailable
 from engram_index.kindgi.errors import STATUS, KindgiError
 
 # The largest request body any memory route takes (a fact's content is the bulk of it).
@@ -50,6 +50,9 @@ def as_kindgi(exc: EngramError) -> KindgiError:
         return KindgiError("request-too-large", exc.message, {"maxBytes": MAX_BODY_BYTES})
     if isinstance(exc, InvalidInput):
         return KindgiError("bad-input", exc.message)
+    if isinstance(exc, RateLimited):
+        wait = {"retryAfterSeconds": exc.retry_after_s} if exc.retry_after_s is not None else None
+        return KindgiError("rate-limit-exceeded", exc.message, wait)
     if isinstance(exc, Unavailable):
         return KindgiError("service-unavailable", exc.message)
     return KindgiError("internal-server-error", "internal error")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from engram_index.collections import Collections
-from engram_index.embed.base import Embedder, document_text
+from engram_index.embed.base import Embedder, document_text, embed_weighted
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
@@ -226,27 +226,34 @@ class Face:
     # -- embedding -------------------------------------------------------------------------------
 
     def embed_documents(self, texts: Sequence[str]) -> list[np.ndarray | None]:
-        """Embed chunk or memory texts (None each without an embedder).
+        """Embed chunk or memory texts (None each without an embedder)."""
+        return self.embed_documents_weighted(texts)[0]
+
+    def embed_documents_weighted(self, texts: Sequence[str]) -> tuple[list[np.ndarray | None], np.ndarray]:
+        """Embed chunk or memory texts (None each without an embedder), with each one's weight in a
+        pooled vector (`embed.base.pool`).
 
         A large batch is split in two halves of alike lengths embedded at once: a model's
         forward pass releases the GIL, and one pass uses one core.
         """
         embedder = self.embedder
         if embedder is None or not texts:
-            return [None] * len(texts)
+            return [None] * len(texts), np.ones(len(texts))
         final = [document_text("", t, None) for t in texts]
         if len(final) < EMBED_SPLIT:
-            matrix = embedder.embed_documents(final)
-            return [matrix[i] for i in range(len(final))]
+            matrix, weights = embed_weighted(embedder, final)
+            return [matrix[i] for i in range(len(final))], weights
         order = sorted(range(len(final)), key=lambda i: len(final[i]))
         halves = [order[0::2], order[1::2]]
         with ThreadPoolExecutor(2, thread_name_prefix="embed") as pool:
-            parts = list(pool.map(lambda half: embedder.embed_documents([final[i] for i in half]), halves))
+            parts = list(pool.map(lambda half: embed_weighted(embedder, [final[i] for i in half]), halves))
         out: list[np.ndarray | None] = [None] * len(final)
-        for half, matrix in zip(halves, parts):
+        all_weights = np.ones(len(final))
+        for half, (matrix, weights) in zip(halves, parts):
             for row, i in enumerate(half):
                 out[i] = matrix[row]
-        return out
+                all_weights[i] = weights[row]
+        return out, all_weights
 
     def embed_query(self, text: str) -> np.ndarray | None:
         """Embed a query (None without an embedder)."""

@@ -2,7 +2,8 @@
 
 Documents are taken in batches (up to BATCH, each namespace written together): every step's
 status change is one transaction for the batch, the batch's chunks and memories are embedded in
-one call, and each collection gets one write. A step only moves a document at the revision it
+one call (each sentence once when the memories are the sentences), and each collection gets one
+write. A step only moves a document at the revision it
 started with: a document resubmitted meanwhile is queued again and its later run wins. At start,
 every document not yet done or failed is queued again, so nothing acknowledged is lost.
 """
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engram_index.embed.base import pool
 from engram_index.errors import EngramError
 from engram_index.supermemory import memories_form
-from engram_index.supermemory.chunking import Span, chunk
+from engram_index.supermemory.chunking import Span, chunk, sentences
 from engram_index.supermemory.face import PROCESSING, Face, stamp
 from engram_index.supermemory.sources import extract_document
 from engram_index.supermemory.tables import DocRow
@@ -138,23 +140,16 @@ class Pipeline:
         self._fail(ns, jobs)
         jobs = [j for j in jobs if j.error is None]
         self._status(ns, jobs, "embedding")
-        texts = [c.text for j in jobs for c in j.chunks]
-        texts += [s.text for j in jobs if j.formed for s in j.formed.new]
         try:
-            vectors = face.embed_documents(texts)
+            if face.llm is None:
+                _embed_pooled(face, jobs)
+            else:
+                _embed_whole(face, jobs)
         except EngramError as exc:
             for job in jobs:
                 job.error = f"embedding failed: {exc.message}"
             self._fail(ns, jobs)
             return
-        at = 0
-        for job in jobs:
-            job.chunk_vectors = vectors[at:at + len(job.chunks)]
-            at += len(job.chunks)
-        for job in jobs:
-            if job.formed:
-                job.formed.vectors = vectors[at:at + len(job.formed.new)]
-                at += len(job.formed.new)
         self._status(ns, jobs, "indexing")
         memories_form.index(face, ns, jobs)
 
@@ -187,3 +182,59 @@ class Pipeline:
             ("UPDATE sm_documents SET status='failed', error=?, updated_ms=? WHERE ns=? AND id=? AND revision=?",
              (j.error, now, ns, j.doc.id, j.doc.revision)) for j in failed])
         self.face.changed(ns)
+
+
+def _embed_whole(face: Face, jobs: Sequence[Job]) -> None:
+    """Embed every chunk and every new memory by itself (the LLM's memories are not sentences)."""
+    texts = [c.text for j in jobs for c in j.chunks]
+    texts += [s.text for j in jobs if j.formed for s in j.formed.new]
+    vectors = face.embed_documents(texts)
+    at = 0
+    for job in jobs:
+        job.chunk_vectors = vectors[at:at + len(job.chunks)]
+        at += len(job.chunks)
+    for job in jobs:
+        if job.formed:
+            job.formed.vectors = vectors[at:at + len(job.formed.new)]
+            at += len(job.formed.new)
+
+
+def _embed_pooled(face: Face, jobs: Sequence[Job]) -> None:
+    """Embed each sentence once: it is a memory's vector, and a chunk's vector pools its sentences'.
+
+    Without an LLM the memories are the document's sentences, so embedding the chunks too would
+    embed every word twice; a chunk's vector is instead its sentences' pooled by tokens
+    (`embed.base.pool`; bench/v5_chunk_vectors.py: nDCG@10 0.8609 against 0.8673 for the model
+    on the whole chunk, for about half of ingest's embedding). A chunk with no whole sentence
+    (one cut inside a very long one) is embedded itself.
+    """
+    wanted: dict[str, int] = {}  # text (whitespace normalised) -> row in the one embedding call
+
+    def row(text: str) -> int:
+        return wanted.setdefault(" ".join(text.split()), len(wanted))
+
+    plans: list[tuple[list[list[int]], list[int]]] = []
+    for job in jobs:
+        spans = sentences(job.text)
+        per_chunk = []
+        for c in job.chunks:
+            inside = [row(s.text) for s in spans if s.start >= c.start and s.end <= c.end]
+            per_chunk.append(inside or [row(c.text)])
+        plans.append((per_chunk, [row(m.text) for m in job.formed.new] if job.formed else []))
+    vectors, weights = face.embed_documents_weighted(list(wanted))
+    model = face.model()
+    dims = model.dims if model is not None else 0
+    for job, (per_chunk, memory_rows) in zip(jobs, plans):
+        job.chunk_vectors = [_pooled(vectors, weights, rows, dims) for rows in per_chunk]
+        if job.formed:
+            job.formed.vectors = [vectors[r] for r in memory_rows]
+
+
+def _pooled(vectors: list[np.ndarray | None], weights: np.ndarray, rows: list[int], dims: int) -> np.ndarray | None:
+    """One chunk's vector from its sentences' (None without an embedder)."""
+    picked = [vectors[r] for r in rows]
+    if any(v is None for v in picked):
+        return None
+    if len(rows) == 1:
+        return picked[0]
+    return pool(np.stack([v for v in picked if v is not None]), weights[rows], dims)

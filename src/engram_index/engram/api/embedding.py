@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from engram_index.embed.base import Embedder, EmbedderBusy, query_text
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import ModelNotHosted, NoModel, RateLimited, SpaceError
-from engram_index.engram.api.limits import TokenBucket
+from engram_index.admission import TokenBucket, retry_after_s
 
 MAX_EMBED_CHARS = 1000  # seed 000: a service embeds q of at most 1000 characters
 
@@ -61,7 +61,8 @@ class QueryEmbedding:
         assert self.embedder is not None
         bucket = self._buckets.setdefault(authority, TokenBucket(self.rate, self.burst))
         if not bucket.take():
-            raise RateLimited("too many queries embedded for this space's authority")
+            raise RateLimited("too many queries embedded for this space's authority",
+                              retry_after_s=retry_after_s(bucket.wait_s()))
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.concurrent)
         if self._slots.locked() and self._waiting >= self.queue:

@@ -82,9 +82,12 @@ async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: Quer
 
 async def search_memories(request: Request) -> dict[str, Any]:
     """Answer garden.engram.searchMemories."""
+    limits = request.app.state.limits
+    # The space's token first: a refusal then costs no parameter parsing, store read or vector decode.
+    limits.take(request.query_params.get("space", ""))
     params, spaces, info = await checked_space(request, NSID)
     index = await loaded_index(spaces, params["space"])
-    async with request.app.state.limits.admit(params["space"]):
+    async with limits.slot(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
         try:
             running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, index.search, req)

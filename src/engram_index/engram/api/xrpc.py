@@ -66,7 +66,11 @@ def xrpc(handler: Handler, *, authenticated: bool = True, procedure: bool = Fals
                 await request.app.state.authenticator.authenticate(request, space)
             return XrpcResponse(await handler(request))
         except EngramError as exc:
-            return error_response(exc.status, exc.xrpc_name, exc.message)
+            answer = error_response(exc.status, exc.xrpc_name, exc.message)
+            retry = getattr(exc, "retry_after_s", None)
+            if retry is not None:  # a refusal says when a retry can be admitted (RFC 9110 §10.2.3)
+                answer.headers["Retry-After"] = str(retry)
+            return answer
         except Exception:
             request_id = uuid.uuid4().hex[:16]
             log.exception("request %s failed", request_id)

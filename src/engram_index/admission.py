@@ -1,0 +1,144 @@
+"""Admission for any face: a token bucket per caller key and a cap on its requests at once.
+
+Faces call `take(key)` before the expensive work of a request (parsing its body, decoding a
+vector, embedding a query), so that a refusal costs little, and hold `slot(key)` around the work
+itself. A refusal is `RateLimited` with the seconds after which a retry can be admitted; each face
+answers it in its own envelope (429 with `Retry-After`). Nothing here knows HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from engram_index.errors import RateLimited
+
+# Keys remembered at most: a full bucket is the same as a new one and goes first, then the oldest.
+MAX_KEYS = 10_000
+
+
+class TokenBucket:
+    """`rate` tokens a second up to `burst`; each request takes one or is refused."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        """Start full."""
+        self.rate, self.burst = rate, burst
+        self._tokens = burst
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        """Add what accrued since the last look (under the lock)."""
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    def take(self) -> bool:
+        """Take a token if there is one."""
+        with self._lock:
+            self._refill()
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return True
+            return False
+
+    def wait_s(self) -> float:
+        """Seconds until the next token (0 when one is there)."""
+        with self._lock:
+            self._refill()
+            return max(0.0, (1 - self._tokens) / self.rate)
+
+    def full(self) -> bool:
+        """Whether the bucket has refilled to its burst (forgetting it changes nothing)."""
+        with self._lock:
+            self._refill()
+            return self._tokens >= self.burst
+
+
+class _Slots:
+    """A key's slots for requests at once, and how many requests hold or wait for one."""
+
+    def __init__(self, concurrent: int) -> None:
+        """`concurrent` slots, none in use."""
+        self.semaphore = asyncio.Semaphore(concurrent)
+        self.users = 0
+
+
+def retry_after_s(wait_s: float) -> int:
+    """The whole seconds a client should wait (at least 1): what Retry-After carries."""
+    return max(1, math.ceil(wait_s))
+
+
+@dataclass
+class Admission:
+    """`rate` requests a second per key (up to `burst` at once), at most `concurrent` running per key.
+
+    A request past the rate is refused at once; one past the concurrent cap waits at most
+    `queue_wait_s` for a slot, then is refused. `noun` and `per` name what is counted in messages.
+    """
+
+    rate: float = 50.0
+    burst: float = 100.0
+    concurrent: int = 8
+    queue_wait_s: float = 0.5
+    noun: str = "requests"
+    per: str = "key"
+    _buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    _slots: dict[str, _Slots] = field(default_factory=dict)
+
+    def take(self, key: str) -> None:
+        """Take one of the key's tokens, or raise RateLimited with when to come back."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            self._forget_some()
+            bucket = self._buckets[key] = TokenBucket(self.rate, self.burst)
+        if not bucket.take():
+            wait = retry_after_s(bucket.wait_s())
+            raise RateLimited(f"more than {self.rate:g} {self.noun} a second for this {self.per}; retry after {wait} s",
+                              retry_after_s=wait)
+
+    def _forget_some(self) -> None:
+        """Keep at most MAX_KEYS buckets: full ones go first (a new bucket is full), then the oldest."""
+        if len(self._buckets) < MAX_KEYS:
+            return
+        for key in [k for k, b in self._buckets.items() if b.full()]:
+            del self._buckets[key]
+        while len(self._buckets) >= MAX_KEYS:
+            del self._buckets[next(iter(self._buckets))]
+
+    @asynccontextmanager
+    async def slot(self, key: str) -> AsyncIterator[None]:
+        """Hold one of the key's slots while the request runs, or raise RateLimited after queue_wait_s."""
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = _Slots(self.concurrent)
+        slots.users += 1
+        try:
+            if slots.semaphore.locked():  # only then is there a wait to bound (wait_for costs a task)
+                try:
+                    await asyncio.wait_for(slots.semaphore.acquire(), self.queue_wait_s)
+                except TimeoutError:
+                    raise RateLimited(f"more than {self.concurrent} {self.noun} at once for this {self.per}",
+                                      retry_after_s=1) from None
+            else:
+                await slots.semaphore.acquire()
+            try:
+                yield
+            finally:
+                slots.semaphore.release()
+        finally:
+            slots.users -= 1
+            if slots.users == 0:  # idle: a new one is the same, and keys do not pile up
+                del self._slots[key]
+
+    @asynccontextmanager
+    async def admit(self, key: str) -> AsyncIterator[None]:
+        """take(key), then hold a slot."""
+        self.take(key)
+        async with self.slot(key):
+            yield
