@@ -31,7 +31,7 @@ from kindgi.client import Kindgi
 from engram_index.keys import KeyStore
 from tests.kindgi.server import ServeProcess
 
-from .crashkit_v5 import word
+from .crashkit_v5 import UNLIMITED, word
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 PREFIX = "/v1/memory"
@@ -102,7 +102,7 @@ class KindgiCrash:
         self.token, _ = keys.create(
             "kindgi", {"tenant": "acme", "user": "alice", "orgs": [], "projects": ["web"], "admin": False})
         self.admin, _ = keys.create("kindgi", {"tenant": "acme", "user": None, "orgs": [], "projects": [], "admin": True})
-        self.server = ServeProcess(self.data, "--embedder", EMBEDDER)
+        self.server = ServeProcess(self.data, "--embedder", EMBEDDER, *UNLIMITED)
         self.rng = random.Random(self.seed)
         self._next = 0
         self._lock = threading.Lock()

@@ -35,6 +35,8 @@ from tests.kindgi.server import ServeProcess
 NS = "crash"
 DIMS = 256
 EMBEDDER = f"hashing:{DIMS}"
+# The checks run far above a key's default admission (50 a second): that is the load path's to test.
+UNLIMITED = ("--key-rate", "1000000", "--key-burst", "1000000", "--rate", "1000000", "--burst", "1000000")
 COLORS = ("green", "amber", "violet", "grey", "scarlet", "teal", "ochre")
 THINGS = ("bike", "kettle", "garden", "lantern", "ledger", "compass", "harbour", "violin", "orchard", "quilt", "atlas")
 
@@ -85,7 +87,7 @@ class V5Crash:
         """Mint the key and prepare the server (not started)."""
         self.data.mkdir(parents=True, exist_ok=True)
         self.key, _ = KeyStore(self.data).create("supermemory", {"namespaces": None})
-        self.server = ServeProcess(self.data, "--embedder", EMBEDDER)
+        self.server = ServeProcess(self.data, "--embedder", EMBEDDER, *UNLIMITED)
         self.rng = random.Random(self.seed)
         self._next = 0
         self._lock = threading.Lock()
