@@ -119,10 +119,14 @@ class KindgiCrash:
         """Serve, settle what the last kill cut off, check, write until a random moment, kill -9."""
         done = Round()
         self.server.start()
-        if self.rounds:
-            self._settle(self.rounds[-1])
-            self._replay(self.rounds[-1], replay_sample)
-            self.check(sample=30)
+        try:
+            if self.rounds:
+                self._settle(self.rounds[-1])
+                self._replay(self.rounds[-1], replay_sample)
+                self.check(sample=30)
+        except BaseException:  # never leave the server running behind a failed check
+            self.server.kill()
+            raise
         stop = threading.Event()
         threads = [threading.Thread(target=self._write, args=(w, writers, random.Random(self.rng.random()), stop, done))
                    for w in range(writers)]

@@ -102,7 +102,11 @@ class V5Crash:
         """Serve, retry what the last kill cut off, write until a random moment, kill -9."""
         self.server.start()
         done = Round()
-        self._retry_cut_off()
+        try:
+            self._retry_cut_off()
+        except BaseException:  # never leave the server running behind a failed retry
+            self.server.kill()
+            raise
         stop = threading.Event()
         cut: list[Sent] = []
         threads = [threading.Thread(target=self._write,
