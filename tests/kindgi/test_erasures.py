@@ -188,3 +188,23 @@ def test_an_erasure_cut_short_after_its_deletion_commits_still_leaves_no_byte_wh
         again = httpx.post(f"{url}/v1/memory/facts", headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "w-1"},
                            json={"type": "note", "scope": SCOPE, "content": "numbatsecret lives at 4 Ash Row"})
         assert again.headers.get("x-idempotent-replay") != "true"  # the erased answer is not kept
+
+
+def test_replaying_an_erased_facts_write_key_is_withheld_and_writes_nothing(server: Server) -> None:
+    token = server.token(user="alice", projects=["web"])
+    admin = server.client(admin=True)
+    headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "write-once-1",
+               "Content-Type": "application/json"}
+    body = b'{"type": "note", "scope": {"tenantId": "acme", "projectId": "web"}, "content": "numbatsecret"}'
+    first = httpx.post(f"{server.url}/v1/memory/facts", content=body, headers=headers)
+    assert first.status_code == 201
+    done = _finished(admin, str(admin.memory.create_erasure({"factId": first.json()["id"]}).id))
+    assert done.status == "completed"  # type: ignore[attr-defined]
+    again = httpx.post(f"{server.url}/v1/memory/facts", content=body, headers=headers)
+    assert again.status_code == 409, again.text  # a retry must not bring the erased fact back
+    error = again.json()["error"]
+    assert error["code"] == "idempotency-key-replay-withheld"
+    assert error["details"]["status"] == 201 and error["details"]["at"].endswith("Z")
+    assert b"numbatsecret" not in again.content
+    writer = Kindgi(base_url=server.url, token=token)
+    assert "numbatsecret" not in {f.content for f in writer.memory.list_facts().data}

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_index.kindgi.errors import KindgiError
+from engram_index.kindgi.models import format_ms
 from engram_index.kindgi.wire import JSON, dumps
 from engram_index.store.sqlite import Statement, Store
 
@@ -39,6 +40,9 @@ GATHER_S = 0.2
 RETRY_AFTER_S = 5
 HEADER = "Idempotency-Key"
 REPLAY_HEADER = "X-Idempotent-Replay"
+# The content type of a kept answer whose body an erasure removed: the key stays taken, its
+# answer is withheld (409 idempotency-key-replay-withheld), so a retry cannot run the write again.
+WITHHELD = "withheld"
 METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _INSERT = ("INSERT OR REPLACE INTO kindgi_idempotency(key, body_sha, status, content_type, body, created_ms)"
            " VALUES (?, ?, ?, ?, ?, ?)")
@@ -103,16 +107,14 @@ class Idempotency:
         with self._lock:
             unwritten = self._unwritten.get(key)
             if unwritten is not None:
-                if unwritten[1] != sha:
-                    raise _mismatch()
-                return Replay(int(unwritten[2]), str(unwritten[3]), bytes(unwritten[4]))
+                return _replay(sha, unwritten[1], int(unwritten[2]), str(unwritten[3]), bytes(unwritten[4]),
+                               int(unwritten[5]))
             rows = self.store.query(
-                "SELECT body_sha, status, content_type, body FROM kindgi_idempotency WHERE key=? AND created_ms >= ?",
-                (key, self.clock() - KEEP_MS))
+                "SELECT body_sha, status, content_type, body, created_ms FROM kindgi_idempotency"
+                " WHERE key=? AND created_ms >= ?", (key, self.clock() - KEEP_MS))
             if rows:
-                if rows[0][0] != sha:
-                    raise _mismatch()
-                return Replay(int(rows[0][1]), str(rows[0][2]), bytes(rows[0][3]))
+                kept_sha, status, content_type, kept, created = rows[0]
+                return _replay(sha, kept_sha, int(status), str(content_type), bytes(kept), int(created))
             held = self._running.get(key)
             if held is not None:
                 if held != sha:
@@ -151,8 +153,9 @@ class Idempotency:
         self._queue.put(claim.key)
 
     def forget(self, ids: Sequence[str]) -> None:
-        """Drop every kept answer (written or not yet) whose body names one of these fact ids: an
-        erased fact must not live on in the answer that created or retrieved it."""
+        """Withhold every kept answer (written or not yet) whose body names one of these fact ids:
+        an erased fact must not live on in the answer that created or retrieved it, and a retry of
+        its write must not create it again (the key stays taken; its replay is a 409)."""
         if not ids:
             return
         scrub = _Scrub(tuple(ids))
@@ -167,9 +170,11 @@ class Idempotency:
         """Forget the answers naming the scrub's ids, in memory and in the store."""
         needles = [i.encode() for i in scrub.ids]
         with self._lock:
-            for key in [k for k, row in self._unwritten.items() if any(n in row[4] for n in needles)]:
-                del self._unwritten[key]
-        self.store.execute([("DELETE FROM kindgi_idempotency WHERE instr(body, ?) > 0", (n,)) for n in needles])
+            for key, row in list(self._unwritten.items()):
+                if any(n in row[4] for n in needles):
+                    self._unwritten[key] = (*row[:3], WITHHELD, b"", *row[5:])
+        self.store.execute([(f"UPDATE kindgi_idempotency SET content_type='{WITHHELD}', body=x''"
+                             " WHERE instr(body, ?) > 0", (n,)) for n in needles])
         scrub.done.set()
 
     def _write_behind(self) -> None:
@@ -212,6 +217,17 @@ class Idempotency:
         """Let the key go (after its answer is kept, or after an error answer that is not)."""
         with self._lock:
             self._running.pop(claim.key, None)
+
+
+def _replay(sha: str, kept_sha: str, status: int, content_type: str, body: bytes, created_ms: int) -> Replay:
+    """The kept answer to send again; 409 for another body, or for an answer an erasure withheld."""
+    if kept_sha != sha:
+        raise _mismatch()
+    if content_type == WITHHELD:
+        raise KindgiError("idempotency-key-replay-withheld",
+                          "This Idempotency-Key's answer is withheld: it named data since erased.",
+                          {"status": status, "at": format_ms(created_ms)})
+    return Replay(status, content_type, body)
 
 
 def _mismatch() -> KindgiError:
