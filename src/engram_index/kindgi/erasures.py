@@ -151,6 +151,8 @@ class Erasures:
                 self.facts.collections.compact(self.facts.space(tenant))  # no keyword segment keeps the words
             if ids and self.idempotency is not None:
                 self.idempotency.forget(ids)  # nor a kept answer that created or retrieved them
+            if ids:  # nor a fragment in a page's unused space (found by the crash path's byte check)
+                self.store.rewrite()
             if ids and not self.store.truncate_log():  # nor an older page image in the write-ahead log
                 raise RuntimeError("the write-ahead log stayed busy")
             # Completed only now: a restart before this runs it again (finding nothing more to delete).
