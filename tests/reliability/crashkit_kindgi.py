@@ -31,7 +31,7 @@ from kindgi.client import Kindgi
 from engram_index.keys import KeyStore
 from tests.kindgi.server import ServeProcess
 
-from .crashkit_v5 import UNLIMITED, word
+from .crashkit_v5 import UNLIMITED, kill_while_writing, word
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 PREFIX = "/v1/memory"
@@ -130,13 +130,7 @@ class KindgiCrash:
         stop = threading.Event()
         threads = [threading.Thread(target=self._write, args=(w, writers, random.Random(self.rng.random()), stop, done))
                    for w in range(writers)]
-        for t in threads:
-            t.start()
-        time.sleep(self.rng.uniform(0.05, max_delay))
-        self.server.kill()
-        stop.set()
-        for t in threads:
-            t.join(60)
+        kill_while_writing(self.server, self.rng, max_delay, stop, threads)
         done.cut_off = len(self._cut)
         self.rounds.append(done)
         return done

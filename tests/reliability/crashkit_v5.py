@@ -41,6 +41,18 @@ COLORS = ("green", "amber", "violet", "grey", "scarlet", "teal", "ochre")
 THINGS = ("bike", "kettle", "garden", "lantern", "ledger", "compass", "harbour", "violin", "orchard", "quilt", "atlas")
 
 
+def kill_while_writing(server: ServeProcess, rng: random.Random, max_delay: float, stop: threading.Event,
+                       writers: list[threading.Thread]) -> None:
+    """Start the writers, kill -9 the server at a random moment of their work, then stop and join them."""
+    for t in writers:
+        t.start()
+    time.sleep(rng.uniform(0.05, max_delay))
+    server.kill()
+    stop.set()
+    for t in writers:
+        t.join(60)
+
+
 def word(n: int) -> str:
     """The word only document `n` holds: letters only, so no identifier part or stem is shared."""
     letters = "".join(chr(97 + (n // 26 ** k) % 26) for k in range(4))
@@ -112,13 +124,7 @@ class V5Crash:
         threads = [threading.Thread(target=self._write,
                                     args=(random.Random(self.rng.random()), stop, cut, done, max_batch))
                    for _ in range(writers)]
-        for t in threads:
-            t.start()
-        time.sleep(self.rng.uniform(0.05, max_delay))
-        self.server.kill()
-        stop.set()
-        for t in threads:
-            t.join(60)
+        kill_while_writing(self.server, self.rng, max_delay, stop, threads)
         done.cut_off = len(cut)
         self._cut = cut
         for _, _, status in self._rows():

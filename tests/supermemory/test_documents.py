@@ -268,7 +268,7 @@ def test_pdf_and_html_files_are_extracted(client: Supermemory, ns: str) -> None:
 
 def test_a_chunk_vector_pools_its_sentences_vectors_when_memories_are_the_sentences(
         client: Supermemory, ns: str, server: Server) -> None:
-    from engram_index.embed.base import pool
+    from engram_index.embed.base import embed_weighted, pool
     from engram_index.embed.hashing import HashingEmbedder
     from engram_index.supermemory.tables import chunks_collection, memories_collection
 
@@ -279,7 +279,7 @@ def test_a_chunk_vector_pools_its_sentences_vectors_when_memories_are_the_senten
     chunk = store.document_by_id(store.space(chunks_collection(ns)).id, f"{doc_id}c0")
     assert chunk is not None
     embedder = HashingEmbedder(256)
-    vectors, weights = embedder.embed_documents_weighted(sentences)
+    vectors, weights = embed_weighted(embedder, sentences)
     expected = pool(vectors, weights, 256)
     stored = np.frombuffer(chunk[1].vector or b"", "<f2").astype(np.float32)
     assert np.array_equal(stored, expected.astype("<f2").astype(np.float32))

@@ -122,8 +122,9 @@ def word_weights(texts: Sequence[str]) -> np.ndarray:
 
 
 def embed_weighted(embedder: Embedder, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Unit vectors of document texts and their pooling weights (word counts when the embedder
-    has no better ones)."""
+    """Unit vectors of document texts and their pooling weights: the embedder's own
+    `embed_documents_weighted` where it has one (a mean-pooling model: tokens × unnormalised
+    norm), else word counts."""
     method = getattr(embedder, "embed_documents_weighted", None)
     if method is not None:
         vectors, weights = method(texts)
@@ -164,11 +165,6 @@ class BatchedEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed final query texts (see `query_text`)."""
         return self._embed(texts, "query")
-
-    def embed_documents_weighted(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Embed document texts, with the weight of each in a pooled vector (see `pool`): here its
-        word count; a mean-pooling model gives its tokens times its unnormalised norm."""
-        return self.embed_documents(texts), word_weights(texts)
 
     def close(self) -> None:
         """Release resources; the default holds none."""

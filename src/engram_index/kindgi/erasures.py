@@ -3,10 +3,12 @@
 `POST /v1/memory/erasures` (tenant admin only) checks for legal holds at once (409 legal-hold with
 the held facts' ids), records the erasure as pending and answers 202; a background thread then
 deletes every revision of every fact it reaches, their subject rows and their index documents in
-one transaction, and rebuilds the tenant's keyword index so that no segment keeps the words; the
-answers kept for Idempotency-Key replays that name the facts are dropped, deleted rows are zeroed
-in place (SQLite's secure_delete) and the write-ahead log is emptied, so that no byte of an erased
-fact is left anywhere in the data directory. A completed erasure keeps no identifier: its selector is cleared, its counts stay. No ledger key
+one transaction, and rebuilds the tenant's keyword index so that no segment keeps the words. The
+answers kept for Idempotency-Key replays that name the facts are then withheld (a retry under
+such a key is a 409, never the write again), the database file is rewritten (deleted rows are
+zeroed in place by secure_delete, but a rebalanced page can keep older bytes in its gap) and the
+write-ahead log is emptied, so that no byte of an erased fact is left in the data directory. A
+completed erasure keeps no identifier: its selector is cleared, its counts stay. No ledger key
 is held, so `matchable` is false and a replay after a restore is not offered (501).
 """
 
@@ -147,14 +149,14 @@ class Erasures:
         try:
             with self.facts.tenant_lock(tenant):  # no change of these facts lands in between
                 ids = self._erase(tenant, eid, selector) or settled
-            if ids and self.facts.has_space(tenant):
-                self.facts.collections.compact(self.facts.space(tenant))  # no keyword segment keeps the words
-            if ids and self.idempotency is not None:
-                self.idempotency.forget(ids)  # nor a kept answer that created or retrieved them
-            if ids:  # nor a fragment in a page's unused space (found by the crash path's byte check)
-                self.store.rewrite()
-            if ids and not self.store.truncate_log():  # nor an older page image in the write-ahead log
-                raise RuntimeError("the write-ahead log stayed busy")
+            if ids:
+                if self.facts.has_space(tenant):
+                    self.facts.collections.compact(self.facts.space(tenant))  # no keyword segment keeps the words
+                if self.idempotency is not None:
+                    self.idempotency.withhold(ids)  # nor a kept answer that created or retrieved them
+                self.store.rewrite()  # nor a fragment in a page's unused space (the crash path's byte check)
+                if not self.store.truncate_log():  # nor an older page image in the write-ahead log
+                    raise RuntimeError("the write-ahead log stayed busy")
             # Completed only now: a restart before this runs it again (finding nothing more to delete).
             self.store.execute([("UPDATE kindgi_erasures SET status='completed', phase='done', selector=NULL,"
                                  " completed_ms=? WHERE tenant=? AND id=?", (self.clock(), tenant, eid))])

@@ -61,7 +61,7 @@ class Claim:
 
 @dataclass
 class _Scrub:
-    """A request to the background writer: forget every kept answer that names one of `ids`."""
+    """A request to the background writer: withhold every kept answer that names one of `ids`."""
 
     ids: tuple[str, ...]
     done: threading.Event = field(default_factory=threading.Event)
@@ -152,7 +152,7 @@ class Idempotency:
         claim.sealed = True
         self._queue.put(claim.key)
 
-    def forget(self, ids: Sequence[str]) -> None:
+    def withhold(self, ids: Sequence[str]) -> None:
         """Withhold every kept answer (written or not yet) whose body names one of these fact ids:
         an erased fact must not live on in the answer that created or retrieved it, and a retry of
         its write must not create it again (the key stays taken; its replay is a 409)."""
@@ -167,7 +167,7 @@ class Idempotency:
             self._scrub(scrub)
 
     def _scrub(self, scrub: _Scrub) -> None:
-        """Forget the answers naming the scrub's ids, in memory and in the store."""
+        """Withhold the answers naming the scrub's ids, in memory and in the store."""
         needles = [i.encode() for i in scrub.ids]
         with self._lock:
             for key, row in list(self._unwritten.items()):
@@ -204,7 +204,7 @@ class Idempotency:
                     try:
                         self._scrub(item)
                     except Exception:  # the erasure waiting on it times out and is marked failed
-                        log.exception("forgetting idempotent answers failed")
+                        log.exception("withholding idempotent answers failed")
             if None in items:
                 return
 
