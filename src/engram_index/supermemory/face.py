@@ -182,31 +182,23 @@ class Face:
 
     def documents(self, ns: str, ids: Sequence[str]) -> dict[str, DocRow]:
         """Documents by id."""
-        out: dict[str, DocRow] = {}
+        return {doc.id: doc for doc in map(DocRow.from_row, self._rows("sm_documents", DOC_COLUMNS, ns, ids))}
+
+    def _rows(self, table: str, columns: str, ns: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The rows of a namespace's table with these ids (500 bound parameters at a time)."""
         wanted = list(dict.fromkeys(ids))
+        rows: list[tuple[Any, ...]] = []
         for start in range(0, len(wanted), 500):
             part = wanted[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for row in self.store.query(
-                    f"SELECT {DOC_COLUMNS} FROM sm_documents WHERE ns=? AND id IN ({marks})", (ns, *part)):
-                doc = DocRow.from_row(row)
-                out[doc.id] = doc
-        return out
+            rows += self.store.query(
+                f"SELECT {columns} FROM {table} WHERE ns=? AND id IN ({','.join('?' * len(part))})", (ns, *part))
+        return rows
 
     # -- memories -------------------------------------------------------------------------------
 
     def memories(self, ns: str, ids: Sequence[str]) -> dict[str, MemoryRow]:
         """Memories by id."""
-        out: dict[str, MemoryRow] = {}
-        wanted = list(dict.fromkeys(ids))
-        for start in range(0, len(wanted), 500):
-            part = wanted[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for row in self.store.query(
-                    f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND id IN ({marks})", (ns, *part)):
-                memory = MemoryRow.from_row(row)
-                out[memory.id] = memory
-        return out
+        return {m.id: m for m in map(MemoryRow.from_row, self._rows("sm_memories", MEMORY_COLUMNS, ns, ids))}
 
     def memory_tags(self, memory: MemoryRow) -> tuple[str, ...]:
         """The tags of a memory's record: its document, and whether it is superseded or forgotten."""
