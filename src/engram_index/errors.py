@@ -167,7 +167,7 @@ class WrongMethod(InvalidInput):
 
 
 class RequestTimeout(InvalidInput):
-    """The request head did not arrive within the time the server waits for it."""
+    """The request head or body did not arrive within the time the server waits for it."""
 
     status = 408
 

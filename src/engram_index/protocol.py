@@ -8,9 +8,11 @@ closes gracefully: the answer is sent, the write side shut, and what the client 
 read and dropped for a bounded time and size (a "lingering close").
 
 Slow clients are bounded too: a request head must arrive within `head_timeout` seconds of its
-first byte (or of the connection opening): 408 otherwise; an idle keep-alive connection closes
-after uvicorn's `timeout_keep_alive`; beyond `limit_concurrency` open connections a new one is
-answered 503 at once and closed.
+first byte (or of the connection opening): 408 otherwise; a request body within `body_timeout`
+seconds of the end of its head, plus 1/`body_min_rate` s for each byte received (so a large body
+sent at a fair rate has the time it needs, and a byte a second does not): 408 otherwise, and the
+connection closes; an idle keep-alive connection closes after uvicorn's `timeout_keep_alive`;
+beyond `limit_concurrency` open connections a new one is answered 503 at once and closed.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import asyncio
 import http
 import logging
 import sys
-from typing import Any
+from typing import Any, cast
 
 import h11
 import h11._connection
 import regex
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn._types import ASGI3Application, ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable, Scope
 from uvicorn.server import ServerState
 
 from engram_index.envelopes import envelope_for
@@ -36,20 +39,26 @@ from engram_index.errors import (
 log = logging.getLogger("uvicorn.error")
 
 HEAD_TIMEOUT = 10.0  # seconds for a whole request head, from its first byte
+BODY_TIMEOUT = 30.0  # seconds of grace for a request body, from the end of its head
+BODY_MIN_RATE = 16 * 1024.0  # bytes a second a body must average beyond that grace (each byte buys 1/rate s)
 LINGER_SECONDS = 5.0  # how long a closing connection's remaining input is read and dropped
 LINGER_BYTES = 16 * 1024 * 1024  # and how much of it
 _START_BYTES = 512  # what is kept of a request's first bytes, to know its path
 _REQUEST_LINE = regex.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+ (/[!-~]*)")
 MAX_LOGGED_MESSAGE = 200
+_TIMED_OUT = "engram.body_timed_out"  # a scope extension: the body deadline passed before the app answered
 
 
 class ServeConfig(uvicorn.Config):
-    """uvicorn's settings and the request-head timeout, which uvicorn does not have."""
+    """uvicorn's settings and the request head and body deadlines, which uvicorn does not have."""
 
-    def __init__(self, app: Any, *, head_timeout: float = HEAD_TIMEOUT, **kwargs: Any) -> None:
-        """Every uvicorn option, plus `head_timeout` (seconds)."""
+    def __init__(self, app: Any, *, head_timeout: float = HEAD_TIMEOUT, body_timeout: float = BODY_TIMEOUT,
+                 body_min_rate: float = BODY_MIN_RATE, **kwargs: Any) -> None:
+        """Every uvicorn option, plus `head_timeout` and `body_timeout` (seconds) and `body_min_rate` (bytes/s)."""
         super().__init__(app, **kwargs)
         self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
+        self.body_min_rate = body_min_rate
 
 
 class JsonH11Protocol(H11Protocol):
@@ -66,6 +75,12 @@ class JsonH11Protocol(H11Protocol):
         self.head_limit = config.h11_max_incomplete_event_size or h11._connection.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
         self.head_timer: asyncio.TimerHandle | None = None
         self.start = b""  # the first bytes of the request being read
+        self.body_timeout: float = getattr(config, "body_timeout", BODY_TIMEOUT)
+        self.body_min_rate: float = getattr(config, "body_min_rate", BODY_MIN_RATE)
+        self.body_timer: asyncio.TimerHandle | None = None
+        self.body_since = 0.0  # when the body being timed began (or the server last held it back)
+        self.body_bytes = 0  # bytes received since then
+        self.app = _quiet_after_timeout(self.app)
         self.lingering = -1  # bytes dropped since the connection began to close; -1 while open
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -79,6 +94,7 @@ class JsonH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """Forget the connection and its timers."""
         self._cancel_head_timer()
+        self._cancel_body_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -94,9 +110,17 @@ class JsonH11Protocol(H11Protocol):
                 self._arm_head_timer()
             if len(self.start) < _START_BYTES:
                 self.start += data[: _START_BYTES - len(self.start)]
+        if self.body_timer is not None:
+            self.body_bytes += len(data)
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.lingering < 0:
             self._cancel_head_timer()  # the head is complete
+        self._time_body()
+
+    def on_response_complete(self) -> None:
+        """As uvicorn's, which may start a pipelined request whose body is then timed."""
+        super().on_response_complete()
+        self._time_body()
 
     def send_400_response(self, msg: str) -> None:
         """Answer a request h11 could not parse with the face's JSON error (uvicorn's sends text)."""
@@ -137,6 +161,11 @@ class JsonH11Protocol(H11Protocol):
             lines.append(b"retry-after: 1")
         log.warning("%s %s", error.status, error.message[:MAX_LOGGED_MESSAGE])
         self.transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Shut the write side and read and drop what still comes, for a bounded time (a lingering close)."""
+        self._cancel_body_timer()
         self.lingering = 0
         if self.transport.can_write_eof():
             self.transport.write_eof()
@@ -168,3 +197,75 @@ class JsonH11Protocol(H11Protocol):
             self.refuse(RequestTimeout(f"the request head did not arrive within {self.head_timeout:g} s"))
         else:
             self.transport.close()
+
+    def _time_body(self) -> None:
+        """Start timing a request body when one is expected, stop when it has all arrived."""
+        sending = self.conn.their_state is h11.SEND_BODY and self.lingering < 0
+        if sending and self.body_timer is None:
+            self._restart_body_clock()
+        elif not sending:
+            self._cancel_body_timer()
+
+    def _restart_body_clock(self) -> None:
+        """Give the body a fresh grace period from now."""
+        self._cancel_body_timer()
+        self.body_since, self.body_bytes = self.loop.time(), 0
+        self.body_timer = self.loop.call_later(self.body_timeout, self._check_body)
+
+    def _cancel_body_timer(self) -> None:
+        """Stop timing the request body."""
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+            self.body_timer = None
+
+    def _check_body(self) -> None:
+        """At the body's deadline: wait longer for what the bytes received have earned, else cut it off."""
+        self.body_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY or self.lingering >= 0:
+            return
+        cycle = self.cycle
+        if self.flow.read_paused or (cycle.waiting_for_100_continue and not cycle.response_started):
+            # The server holds the body back (its buffer is full, or the app has not asked for it yet):
+            # the client is not the slow one, so its clock starts again.
+            self._restart_body_clock()
+            return
+        earned = self.body_bytes / self.body_min_rate if self.body_min_rate > 0 else 0.0
+        left = self.body_since + self.body_timeout + earned - self.loop.time()
+        if left > 0:
+            self.body_timer = self.loop.call_later(left, self._check_body)
+            return
+        if not cycle.response_started:
+            # Answer for the app, in the face's envelope; the app's receive then ends (quietly: see
+            # _quiet_after_timeout) and whatever it answers is dropped.
+            cycle.scope.setdefault("extensions", {})[_TIMED_OUT] = {}
+            rate = f", then at least {self.body_min_rate:g} bytes a second" if self.body_min_rate > 0 else ""
+            self.refuse(RequestTimeout(f"the request body did not arrive in time ({self.body_timeout:g} s{rate})"))
+            cycle.disconnected = True
+            cycle.message_event.set()
+        elif cycle.response_complete:
+            log.warning("the rest of a request body did not arrive in time: closing after the answer")
+            self._unset_keepalive_if_required()
+            self._linger()
+        else:
+            self.transport.close()  # mid-answer: no answer can be given any more
+
+
+def _quiet_after_timeout(app: ASGI3Application) -> ASGI3Application:
+    """The app, whose reads end with RequestTimeout (an EngramError) once the body deadline answered for it.
+
+    Without this, the app would see a client disconnect and each face would log it as an internal
+    error; as RequestTimeout each face's one error place shapes it like any client error (the
+    answer goes nowhere: the connection has been answered and is closing).
+    """
+
+    async def guarded(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        async def read() -> ASGIReceiveEvent:
+            message = await receive()
+            extensions = scope.get("extensions")
+            if message["type"] == "http.disconnect" and isinstance(extensions, dict) and _TIMED_OUT in extensions:
+                raise RequestTimeout("the request body did not arrive in time")
+            return message
+
+        await app(scope, read, send)
+
+    return cast(ASGI3Application, guarded)

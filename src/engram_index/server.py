@@ -13,7 +13,7 @@ from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
 from engram_index.engram.api.xrpc import MAX_REQUEST_HEAD_BYTES
-from engram_index.protocol import HEAD_TIMEOUT, ServeConfig
+from engram_index.protocol import BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, ServeConfig
 
 log = logging.getLogger("uvicorn.error")
 
@@ -52,7 +52,8 @@ def uvicorn_options(access_log: bool = True) -> dict[str, Any]:
     return {"log_level": "info", "http": "engram_index.protocol:JsonH11Protocol",
             "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES, "access_log": access_log,
             "limit_concurrency": MAX_CONNECTIONS, "timeout_keep_alive": IDLE_TIMEOUT,
-            "head_timeout": HEAD_TIMEOUT, "log_config": log_config()}
+            "head_timeout": HEAD_TIMEOUT, "body_timeout": BODY_TIMEOUT, "body_min_rate": BODY_MIN_RATE,
+            "log_config": log_config()}
 
 
 def tcp_listener(host: str, port: int) -> socket.socket:
