@@ -7,7 +7,8 @@ include flags, nulls, unknown keys, wrong types), list bodies and query strings,
 deletes with odd ids, bad JSON, wrong methods and keys; and (faces_v5_writes.py) document adds,
 batches, patches, file uploads and replacements with odd content types, profiles, buckets, memory
 gets, forgetting by id and by description (dry run or not) and namespace PATCH/DELETE, stateful
-through the pool. Every error must be one of the spec's two bodies with a status the spec gives its
+through the pool; and (faces_v5_org.py) namespace lists, the organization and feedback, under the
+admin key and one scoped to a namespace. Every error must be one of the spec's two bodies with a status the spec gives its
 route; every 2xx must carry every field the official SDK's models mark required.
 """
 
@@ -31,7 +32,9 @@ from supermemory.types import DeleteDocumentsResult, ListResponse, SearchRespons
 from engram_index.testkit.serve import free_port
 from tests.supermemory.test_required_fields import missing
 
-from .faces_v5_writes import MODELS as WRITE_MODELS, STATUSES, remember_write, write_call
+from .faces_v5_org import MODELS as ORG_MODELS, SCOPED_NAMESPACE, org_call, org_output_errors
+from .faces_v5_org import STATUSES as ORG_STATUSES
+from .faces_v5_writes import MODELS as WRITE_MODELS, STATUSES as WRITE_STATUSES, remember_write, write_call
 from .fuzzkit import Call, Face, Served, serve_command, shared_envelope, stop, wait_up
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -40,6 +43,7 @@ TEXTS = ("My bike is green and I ride it to work.", "The garden has tomatoes, ba
          "Alice moved to Lisbon in March; she works on compilers.", "Quartz clocks drift a few seconds a month.")
 HEALTH = "/xrpc/_health"
 V5_PREFIXES = ("/ns", "/namespaces", "/organization", "/feedback")
+STATUSES: dict[str, frozenset[int]] = {**WRITE_STATUSES, **ORG_STATUSES}  # by call.check: what the spec allows
 
 
 def _cli(*args: str) -> str:
@@ -69,6 +73,7 @@ def add_documents(url: str, key: str, docs: list[tuple[str, str, str, dict[str, 
 def serve_v5(data: Path) -> Iterator[Served]:
     """A data directory with a minted key, served, with a few processed documents in two namespaces."""
     key = _cli("keys", "create", "supermemory", "--data", str(data)).split()[-1]
+    scoped = _cli("keys", "create", "supermemory", "--data", str(data), "--namespace", SCOPED_NAMESPACE).split()[-1]
     port = free_port()
     proc = subprocess.Popen(
         serve_command("--data", str(data), "--port", str(port),
@@ -80,7 +85,7 @@ def serve_v5(data: Path) -> Iterator[Served]:
         docs = [(ns, f"d{i}", text, {"n": i, "kind": "note" if i % 2 else "fact", "tags": ["x", f"t{i}"]})
                 for ns in NAMESPACES for i, text in enumerate(TEXTS)]
         add_documents(url, key, docs)
-        served = Served(url, proc.pid, facts={"key": key})
+        served = Served(url, proc.pid, facts={"key": key, "scoped": scoped})
         for ns, doc_id, _, _ in docs:
             served.pool.add(f"doc:{ns}", doc_id)
         yield served
@@ -197,9 +202,12 @@ def v5_calls(draw: st.DrawFn, served: Served) -> Call:
     """One v5 request: a search, a list, a document get or delete, or a wrong method on one of them."""
     ns = _namespace(draw)
     headers = _headers(draw, served)
-    kind = draw(st.sampled_from(["search"] * 5 + ["list"] * 2 + ["get", "get", "delete", "method"] + ["write"] * 8))
+    kind = draw(st.sampled_from(["search"] * 5 + ["list"] * 2 + ["get", "get", "delete", "method"] + ["write"] * 8
+                                + ["org"] * 3))
     if kind == "write":
         return write_call(draw, served, ns, headers, _encode)
+    if kind == "org":
+        return org_call(draw, served, _encode)
     if kind == "search":
         return Call("POST", f"/ns/{ns}/search", (), _encode(draw, draw(_search_body())), headers, check="search")
     if kind == "list":
@@ -275,7 +283,8 @@ def v5_envelope_errors(call: Call, status: int, body: Any) -> list[str]:
 
 
 _MODELS: dict[str, Any] = {"search": SearchResponse, "list": ListResponse, "delete": DeleteDocumentsResult,
-                           **WRITE_MODELS}
+                           **WRITE_MODELS, **ORG_MODELS}
+
 
 
 def v5_output_errors(call: Call, body: Any) -> list[str]:
@@ -286,6 +295,7 @@ def v5_output_errors(call: Call, body: Any) -> list[str]:
     if not isinstance(body, dict):
         return [f"a {call.check} answer is not an object"]
     problems = [f"missing {p}" for p in missing(construct_type(type_=model, object_=body))]
+    problems += org_output_errors(call, body) if call.check in ORG_MODELS else []
     if call.check == "search":
         if not isinstance(body.get("results"), list) or not isinstance(body.get("searchTime"), (int, float)):
             problems.append("results or searchTime has the wrong type")
