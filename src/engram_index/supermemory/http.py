@@ -116,6 +116,22 @@ def authenticate(face: Face, request: Request) -> KeyRecord:
     raise Unauthorized(reason)
 
 
+async def _read_json(request: Request) -> bytes:
+    """A JSON body, refused once it is over MAX_JSON_BYTES (declared or counted), before it is all held."""
+    too_large = invalid(f"the body is larger than {MAX_JSON_BYTES // (1024 * 1024)} MB")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_JSON_BYTES:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_JSON_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _json_body(raw: bytes, schema: Obj | None, optional: bool) -> dict[str, Any]:
     """Parse and check a JSON body (an absent body is {} where the body is optional)."""
     if not raw.strip():
@@ -219,10 +235,7 @@ async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, b
             raise invalid(f"uploads are at most {MAX_MULTIPART_BYTES // (1024 * 1024)} MB", "file")
         parsed, upload = await _multipart(request, models.FILE_FIELDS, multipart)
     else:
-        raw = await request.body()
-        if len(raw) > MAX_JSON_BYTES:
-            raise invalid(f"the body is larger than {MAX_JSON_BYTES // (1024 * 1024)} MB")
-        parsed = _json_body(raw, body, optional_body)
+        parsed = _json_body(await _read_json(request), body, optional_body)
     call = Call(face, key, ns, path, params, parsed, {k.lower(): v for k, v in request.headers.items()},
                 upload)
     return await run_in_threadpool(handler, call)
