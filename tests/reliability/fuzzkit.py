@@ -252,6 +252,21 @@ def rss_mb(pid: int) -> float:
     return float(psutil.Process(pid).memory_info().rss) / 2**20
 
 
+def settled_rss_mb(pid: int, seconds: float = 6.0) -> float:
+    """A process's lowest resident memory over `seconds`, read twice a second.
+
+    Native memory held for a while and let go (the v5 pipeline's and tantivy's threads, glibc's
+    arenas until the committer trims them) swings a single reading by tens of MB; what a leak
+    raises is the floor.
+    """
+    low = rss_mb(pid)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        low = min(low, rss_mb(pid))
+    return low
+
+
 def alive(served: Served, probe: str) -> bool:
     """Whether the server still answers its health probe."""
     try:

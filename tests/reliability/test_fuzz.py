@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from .faces import FACES
-from .fuzzkit import Served, Tally, alive, fuzz, fuzz_raw, rss_mb
+from .fuzzkit import Served, Tally, alive, fuzz, fuzz_raw, settled_rss_mb
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "400"))
 RAW_EXAMPLES = int(os.environ.get("FUZZ_RAW_EXAMPLES", "150"))
 SEED = int(os.environ.get("FUZZ_SEED", "18"))
-RSS_GROWTH_MB = 64  # what "flat" allows over a quick run: caches fill, nothing grows per request
+RSS_GROWTH_MB = 64  # what "flat" allows over a quick run (floor to floor): caches fill, nothing grows per request
 
 
 @pytest.fixture(scope="module", params=sorted(FACES))
@@ -32,10 +32,10 @@ def test_generated_calls_get_no_5xx_only_enveloped_errors_and_schema_valid_answe
     face = FACES[name]
     warm = Tally()
     fuzz(face, running, warm, examples=50, seed=SEED)  # warm caches before measuring memory
-    before = rss_mb(running.pid)
+    before = settled_rss_mb(running.pid)
     tally = Tally()
     fuzz(face, running, tally, examples=EXAMPLES, seed=SEED + 1)
-    after = rss_mb(running.pid)
+    after = settled_rss_mb(running.pid)
     print(f"\n{name}: {tally.requests} calls, statuses {dict(sorted(tally.statuses.items()))}, "
           f"RSS {before:.0f} -> {after:.0f} MB")  # shown with pytest -s
     assert tally.violations == []
