@@ -57,6 +57,7 @@ class Result:
     wire: list[float] = field(default_factory=list)  # admitted only, from the write on a connection
     unanswered: int = 0
     rss: tuple[float, float] = (0.0, 0.0)
+    rss_by_tenth: list[tuple[float, float]] = field(default_factory=list)  # (RSS, anonymous) MB at each tenth
     acknowledged: list[str] = field(default_factory=list)  # ids of the writes answered 2xx
 
     @property
@@ -165,9 +166,18 @@ async def open_loop(port: int, seconds: float, rate: float, pid: int, work: Work
     """
     out = Result(seconds, offered=rate)
     pool = Pool(port, connections)
-    rss_start = psutil.Process(pid).memory_info().rss / 2**20
+    server = psutil.Process(pid)
+    rss_start = server.memory_info().rss / 2**20
     tasks: set[asyncio.Task[None]] = set()
     t0 = time.monotonic()
+
+    async def sample_rss() -> None:
+        # Tenths of the run tell a warm-up that levels off from growth that goes on.
+        for tenth in range(1, 11):
+            await asyncio.sleep(max(0.0, t0 + seconds * tenth / 10 - time.monotonic()))
+            out.rss_by_tenth.append(resident(pid))
+
+    sampler = asyncio.create_task(sample_rss())
     for k in range(int(rate * seconds)):
         scheduled = t0 + k / rate
         delay = scheduled - time.monotonic()
@@ -179,9 +189,16 @@ async def open_loop(port: int, seconds: float, rate: float, pid: int, work: Work
     if tasks:
         await asyncio.gather(*tasks)
     out.window = time.monotonic() - t0
-    out.rss = (rss_start, psutil.Process(pid).memory_info().rss / 2**20)
+    await sampler
+    out.rss = (rss_start, server.memory_info().rss / 2**20)
     pool.close()
     return out
+
+
+def resident(pid: int) -> tuple[float, float]:
+    """A process's resident set and its anonymous part (heap, not mapped files), in MB (Linux /proc)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 
 
 def admitted_bound(rate: float, burst: float, seconds: float) -> int:
@@ -220,6 +237,9 @@ def report(face: str, args: argparse.Namespace, rate: float, result: Result, los
           f"| {result.rss[0]:.0f} → {result.rss[1]:.0f} |")
     print(f"\nwindow (first send to last answer): {result.window:.1f} s; statuses: {dict(sorted(result.statuses.items()))}"
           f"; error names: {dict(result.names)}; refused by: {dict(result.reasons)}")
+    # The file-backed part is the data files' pages read through mmap: the page cache, not the heap.
+    print("server RSS MB (anonymous) at each tenth of the run: "
+          + " ".join(f"{rss:.0f} ({anon:.0f})" for rss, anon in result.rss_by_tenth))
     exact = other == 0 and result.unanswered == 0 and set(result.names) <= {REFUSAL[face]}
     print(f"admission exact: every refusal a 429 {REFUSAL[face]!r} in the envelope: {exact}; "
           f"admitted within the bucket: {result.admitted <= bound}")

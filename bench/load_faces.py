@@ -166,12 +166,16 @@ def _reads(face: str, token: str, count: int = 997) -> list[bytes]:
 
 
 def serve(face: str, data: Path, port: int, rate: float, burst: float) -> subprocess.Popen[bytes]:
-    """`engram-index serve` admitting `rate`/`burst` (per space or per key), answering."""
+    """`engram-index serve` admitting `rate`/`burst` (per space or per key), answering.
+
+    A rate of 1e6 or more is admission off: the cap on requests at once is lifted too.
+    """
     embedder = "none" if face == "engram" else "hashing:64"
+    at_once = "256" if rate >= 1e6 else "8"
     proc = subprocess.Popen(
         [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
          "--insecure-open", "--embedder", embedder, "--no-access-log", "--rate", str(rate), "--burst", str(burst),
-         "--key-rate", str(rate), "--key-burst", str(burst)],
+         "--key-rate", str(rate), "--key-burst", str(burst), "--concurrent", at_once, "--key-concurrent", at_once],
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
