@@ -266,7 +266,7 @@ def resume_erasure(call: Call) -> tuple[int, dict[str, Any]]:
     body = parse_object(call.body, empty_is_object=True)
     if set(body) - {"force"}:
         raise KindgiError("unknown-field", f"Unknown field `{sorted(set(body) - {'force'})[0]}`")
-    return 200, _erasures(call).resume(call.principal, call.param("erasureId"))
+    return 200, _erasures(call).resume(call.principal, call.param("erasureId"), call.seal)
 
 
 PREFIX = "/v1/memory"
