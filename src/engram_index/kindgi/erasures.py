@@ -77,6 +77,11 @@ class Erasures:
         self.store = facts.store
         self.clock = clock
         self._threads: list[threading.Thread] = []
+        # One run of an erasure at a time (its own thread, a resume, a restart's): a second run that
+        # read the erasure before the first deleted its facts would find nothing and complete it
+        # while the first still compacts and rewrites (one small lock per erasure this process ran).
+        self._runs: dict[str, threading.Lock] = {}
+        self._runs_guard = threading.Lock()
 
     def _reached(self, tenant: str, selector: dict[str, Any]) -> list[str]:
         """The ids of the facts a selector reaches."""
@@ -144,6 +149,13 @@ class Erasures:
         change: kept after it, a crash in between let a retry under the key run the erasure again
         as a fresh request instead of replaying.
         """
+        with self._runs_guard:
+            lock = self._runs.setdefault(eid, threading.Lock())
+        with lock:  # a run waiting here reads the erasure as the one before left it
+            return self._run_alone(tenant, eid, seal)
+
+    def _run_alone(self, tenant: str, eid: str, seal: Seal) -> dict[str, Any] | None:
+        """`_run`, with no other run of the erasure at the same time."""
         rows = self.store.query("SELECT selector FROM kindgi_erasures WHERE tenant=? AND id=?", (tenant, eid))
         if not rows or rows[0][0] is None:
             return None
