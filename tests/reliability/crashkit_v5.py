@@ -180,7 +180,8 @@ class V5Crash:
         for row in rows.values():
             done.statuses[row.status] = done.statuses.get(row.status, 0) + 1
         done.unfinished_at_kill = sum(k for s, k in done.statuses.items() if s != "done")
-        self.problems += checks.check_stored(self.data, self.docs, self.unacked)
+        in_flight = {n for op in cut for n, _ in op.docs}  # adds cut off: they may have landed
+        self.problems += checks.check_stored(self.data, self.docs, self.unacked | in_flight)
         self.rounds.append(done)
         return done
 

@@ -86,11 +86,15 @@ class _Died(Exception):
     """The process dying right after a commit: nothing after it runs and no answer is sent."""
 
 
-def _die_after_next_commit(monkeypatch: pytest.MonkeyPatch, store: Store) -> list[bool]:
-    """Make the store's next committed write the process's last (list: armed, then True once it died)."""
+def _die_after_next_commit(monkeypatch: pytest.MonkeyPatch, store: Store,
+                           names: tuple[str, ...] = ("write", "write_many", "execute")) -> list[bool]:
+    """Make the store's next committed write (of these methods) the process's last once armed.
+
+    The list it returns arms it when a False is appended, and holds True once the process "died".
+    """
     state: list[bool] = []
 
-    for name in ("write", "write_many", "execute"):
+    for name in names:
         real = getattr(store, name, None)
         if real is None:
             continue
@@ -136,3 +140,25 @@ def test_a_delete_cut_off_after_its_first_commit_leaves_the_document_whole_or_go
         assert state == [True], "the delete committed nothing"
         after = _stored(tmp_path, ns, doc_id)
     assert after in (before, dict.fromkeys(before, 0)), f"half deleted: {before} before, {after} after"
+
+
+def test_a_revision_cut_off_at_its_first_index_commit_never_leaves_new_chunks_beside_old_memories(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = "rev"
+    old = "Entry plimzot keeps the green bike notes"
+    new = old + " and more kettle pages"
+    with running(tmp_path, HashingEmbedder(64)) as srv:
+        client = srv.client()
+        doc_id = add_done(client, ns, old, id="r1")
+        state = _die_after_next_commit(monkeypatch, srv.app.state.supermemory.store, ("write", "write_many"))
+        state.append(False)  # armed: the resubmission's own commit is `execute`, the pipeline's are writes
+        assert client.add(ns, content=new, id="r1").id == doc_id
+        deadline = time.monotonic() + 30
+        while state != [True]:
+            assert time.monotonic() < deadline, "processing never committed"
+            time.sleep(0.02)
+    with sqlite3.connect(f"file:{tmp_path / 'records.sqlite'}?mode=ro", uri=True) as db:
+        chunks = [r[0] for r in db.execute("SELECT content FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc_id))]
+        latest = [r[0] for r in db.execute(
+            "SELECT memory FROM sm_memories WHERE ns=? AND doc_id=? AND is_latest=1", (ns, doc_id))]
+    assert (chunks, latest) in (([old], [old]), ([new], [new])), f"chunks {chunks} beside latest memories {latest}"

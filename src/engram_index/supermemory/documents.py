@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from engram_index.store.sqlite import Statement
+from engram_index.store.sqlite import Statement, StoredDocument
 from engram_index.supermemory.errors import Conflict, V5Error, invalid
 from engram_index.supermemory.face import PROCESSING, Face, doc_tag, stamp
 from engram_index.supermemory.memories_form import forget_after
@@ -245,7 +245,8 @@ def remove(face: Face, ns: str, doc_id: str) -> None:
         if memory_ids:
             also += [(f"DELETE FROM sm_relations WHERE ns=? AND src IN ({marks})", (ns, *memory_ids)),
                      (f"DELETE FROM sm_relations WHERE ns=? AND dst IN ({marks})", (ns, *memory_ids))]
-        writes = [(name, [], ids) for name, ids in ((chunks_collection(ns), chunk_ids),
+        none: list[StoredDocument] = []
+        writes = [(name, none, ids) for name, ids in ((chunks_collection(ns), chunk_ids),
                                                      (memories_collection(ns), memory_ids))
                   if ids and face.searchable(name)]
         face.collections.write_many(writes, also=also)
