@@ -1,4 +1,4 @@
-"""Nothing acknowledged is lost: kill -9 the server while it processes documents, restart, find them all."""
+"""Nothing acknowledged is lost and nothing is left half done: kill -9 or a death right after a commit, then look."""
 
 from __future__ import annotations
 
