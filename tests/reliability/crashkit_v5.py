@@ -206,9 +206,10 @@ class V5Crash:
                       docs=[(n, f"c{n}" if custom and rng.random() < 0.5 else None) for n in numbers])
         doc = rng.choice(mine)
         if kind == "resubmit":
-            if doc.grows < MAX_GROWS:  # the last statement grows: its memory gets a new version
+            # The last statement grows (its memory gets a new version), or new content is appended.
+            if doc.grows < MAX_GROWS and (doc.appends >= MAX_APPENDS or rng.random() < 0.7):
                 return Op(kind, doc=doc, content=f"{doc.content} and more {THINGS[(doc.n + doc.grows) % 11]} pages")
-            if doc.appends < MAX_APPENDS:  # new content that does not extend the old one is appended
+            if doc.appends < MAX_APPENDS:  # content that does not extend the stored content
                 return Op("append", doc=doc, content=f"Later {word(doc.n)} holds list {doc.appends} of"
                                                      f" {THINGS[(doc.n + 3) % 11]} cards")
             kind = "same"
