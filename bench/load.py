@@ -1,7 +1,9 @@
 """Load by hand: twice the measured capacity against a served face, and what admission did.
 
 `--face engram` (the default) builds a synthetic garden space (--n memories, 64-dim vectors) and
-sends hybrid searches; `--face kindgi` writes --n facts through the face and sends retrieves
+sends hybrid searches; `--face engram-embed` builds 64 spaces of 64 authorities under MiniLM's
+model and sends searches of q alone, which the service embeds (its embedding queue answers
+`EmbedderBusy`, each authority's embedding bucket `RateLimitExceeded`); `--face kindgi` writes --n facts through the face and sends retrieves
 (mode both) with a share of fact writes (`--writes`); `--face v5` adds --n documents, waits until
 they are processed and sends hybrid searches with a share of document adds. Each face is served
 by `engram-index serve` (--insecure-open; the hashing embedder for v5 and Kindgi, none for the
@@ -16,6 +18,7 @@ every acknowledged write is found after a restart.
 
     python bench/load.py --n 20000 --seconds 60
     python bench/load.py --n 20000 --seconds 60 --admit-share 0.8
+    python bench/load.py --face engram-embed --seconds 60
     python bench/load.py --face kindgi --n 2000 --seconds 60
     python bench/load.py --face v5 --n 1000 --seconds 60
 """
@@ -40,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from load_faces import FACES, Workload, build, fill, missing, serve  # noqa: E402
+from load_faces import EMBED_AUTHORITIES, EMBED_BURST, EMBED_RATE, FACES, Workload, build, fill, missing, serve  # noqa: E402
 from engram_index.testkit.serve import free_port  # noqa: E402
 
 @dataclass
@@ -57,6 +60,7 @@ class Result:
     wire: list[float] = field(default_factory=list)  # admitted only, from the write on a connection
     unanswered: int = 0
     rss: tuple[float, float] = (0.0, 0.0)
+    rss_by_tenth: list[tuple[float, float]] = field(default_factory=list)  # (RSS, anonymous) MB at each tenth
     acknowledged: list[str] = field(default_factory=list)  # ids of the writes answered 2xx
 
     @property
@@ -165,9 +169,18 @@ async def open_loop(port: int, seconds: float, rate: float, pid: int, work: Work
     """
     out = Result(seconds, offered=rate)
     pool = Pool(port, connections)
-    rss_start = psutil.Process(pid).memory_info().rss / 2**20
+    server = psutil.Process(pid)
+    rss_start = server.memory_info().rss / 2**20
     tasks: set[asyncio.Task[None]] = set()
     t0 = time.monotonic()
+
+    async def sample_rss() -> None:
+        # Tenths of the run tell a warm-up that levels off from growth that goes on.
+        for tenth in range(1, 11):
+            await asyncio.sleep(max(0.0, t0 + seconds * tenth / 10 - time.monotonic()))
+            out.rss_by_tenth.append(resident(pid))
+
+    sampler = asyncio.create_task(sample_rss())
     for k in range(int(rate * seconds)):
         scheduled = t0 + k / rate
         delay = scheduled - time.monotonic()
@@ -179,9 +192,16 @@ async def open_loop(port: int, seconds: float, rate: float, pid: int, work: Work
     if tasks:
         await asyncio.gather(*tasks)
     out.window = time.monotonic() - t0
-    out.rss = (rss_start, psutil.Process(pid).memory_info().rss / 2**20)
+    await sampler
+    out.rss = (rss_start, server.memory_info().rss / 2**20)
     pool.close()
     return out
+
+
+def resident(pid: int) -> tuple[float, float]:
+    """A process's resident set and its anonymous part (heap, not mapped files), in MB (Linux /proc)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 
 
 def admitted_bound(rate: float, burst: float, seconds: float) -> int:
@@ -195,14 +215,18 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
-REFUSAL = {"engram": "RateLimitExceeded", "kindgi": "rate-limit-exceeded", "v5": "rate limit exceeded"}
-WHAT = {"engram": "garden.engram searchMemories (hybrid)", "kindgi": "Kindgi retrieve (mode both)",
-        "v5": "v5 search (hybrid)"}
+REFUSAL = {"engram": {"RateLimitExceeded"}, "engram-embed": {"RateLimitExceeded", "EmbedderBusy"},
+           "kindgi": {"rate-limit-exceeded"}, "v5": {"rate limit exceeded"}}
+WHAT = {"engram": "garden.engram searchMemories (hybrid)",
+        "engram-embed": f"garden.engram searchMemories, q alone embedded by the service, {EMBED_AUTHORITIES} authorities",
+        "kindgi": "Kindgi retrieve (mode both)", "v5": "v5 search (hybrid)"}
 
 
 def report(face: str, args: argparse.Namespace, rate: float, result: Result, lost: list[str] | None) -> None:
     """Print the run's table and its checks."""
     bound = admitted_bound(rate, rate, result.window)
+    if face == "engram-embed":  # each authority's embedding bucket bounds it too, and more tightly
+        bound = min(bound, EMBED_AUTHORITIES * admitted_bound(EMBED_RATE, EMBED_BURST, result.window))
     load = os.getloadavg()
     writes = f" + {args.writes:.0%} writes" if args.writes else ""
     print(f"\n### load: {WHAT[face]}{writes}, n={args.n}, {args.seconds:.0f} s at 2x capacity, admitting "
@@ -220,8 +244,11 @@ def report(face: str, args: argparse.Namespace, rate: float, result: Result, los
           f"| {result.rss[0]:.0f} → {result.rss[1]:.0f} |")
     print(f"\nwindow (first send to last answer): {result.window:.1f} s; statuses: {dict(sorted(result.statuses.items()))}"
           f"; error names: {dict(result.names)}; refused by: {dict(result.reasons)}")
-    exact = other == 0 and result.unanswered == 0 and set(result.names) <= {REFUSAL[face]}
-    print(f"admission exact: every refusal a 429 {REFUSAL[face]!r} in the envelope: {exact}; "
+    # The file-backed part is the data files' pages read through mmap: the page cache, not the heap.
+    print("server RSS MB (anonymous) at each tenth of the run: "
+          + " ".join(f"{rss:.0f} ({anon:.0f})" for rss, anon in result.rss_by_tenth))
+    exact = other == 0 and result.unanswered == 0 and set(result.names) <= REFUSAL[face]
+    print(f"admission exact: every refusal a 429 or 503 {sorted(REFUSAL[face])} in the envelope: {exact}; "
           f"admitted within the bucket: {result.admitted <= bound}")
     if lost is not None:
         print(f"acknowledged writes: {len(result.acknowledged)}; found after a restart: "
@@ -265,8 +292,8 @@ def main() -> None:
                         help="Only measure what refusing costs: closed loop against a server admitting nothing.")
     args = parser.parse_args()
     face = args.face
-    args.n = args.n if args.n is not None else {"engram": 20000, "kindgi": 2000, "v5": 1000}[face]
-    args.writes = 0.0 if face == "engram" else (0.1 if args.writes is None else args.writes)
+    args.n = args.n if args.n is not None else {"engram": 20000, "engram-embed": 12800, "kindgi": 2000, "v5": 1000}[face]
+    args.writes = 0.0 if face.startswith("engram") else (0.1 if args.writes is None else args.writes)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         work = build(face, data, args.n, args.writes)

@@ -34,7 +34,15 @@ MODEL = ModelIdentity("m", "sha256:00", 64)
 WORDS = ["river", "stone", "cloud", "ember", "maple", "quartz", "delta", "lumen", "orbit", "fjord", "cedar", "basalt"]
 NS = "load"
 SCOPE = {"tenantId": "acme", "projectId": "web"}
-FACES = ("engram", "v5", "kindgi")
+FACES = ("engram", "engram-embed", "v5", "kindgi")
+# engram-embed: searches with q alone, which the service embeds (MiniLM), over spaces of many authorities.
+EMBED_AUTHORITIES = 64
+EMBED_RATE, EMBED_BURST = 2.0, 20.0  # the service's per-authority embedding bucket (engram/api/embedding.py)
+
+
+def embed_space(k: int) -> str:
+    """The space of the k-th authority of the engram-embed workload."""
+    return f"at://did:plc:loademb{k:016d}aaaa/space/garden.engram.space/load"
 
 
 def _text(rng: np.random.Generator, i: int) -> str:
@@ -93,13 +101,17 @@ class Workload:
         return str(error)
 
     def refusal_reason(self, body: bytes) -> str:
-        """Which limit refused: the token bucket ("rate") or the requests-at-once cap ("at once")."""
+        """Which limit refused: the token bucket ("rate"), the requests-at-once cap ("at once"), or embedding."""
         try:
             error = json.loads(body)
         except ValueError:
             return "(not JSON)"
         text = json.dumps(error)
-        return "at once" if "at once" in text else "rate" if "a second" in text else "other"
+        for needle, reason in (("at once", "at once"), ("a second", "rate"), ("being embedded", "embedder busy"),
+                               ("embedded for", "embedding rate")):
+            if needle in text:
+                return reason
+        return "other"
 
     def lookup(self, ident: str) -> tuple[str, str, dict[str, Any] | None]:
         """The method, path and body that find an acknowledged write."""
@@ -131,6 +143,8 @@ def build(face: str, data: Path, n: int, writes: float) -> Workload:
         finally:
             spaces.close()
         return Workload(face, reads=_engram_reads())
+    if face == "engram-embed":
+        return Workload(face, reads=_embed_space_reads(data, n, rng))
     data.mkdir(parents=True, exist_ok=True)
     if face == "kindgi":
         token = _kindgi_token(data)
@@ -150,6 +164,32 @@ def _engram_reads(count: int = 997) -> list[bytes]:
         for _ in range(count)]
 
 
+def _embed_space_reads(data: Path, n: int, rng: np.random.Generator) -> list[bytes]:
+    """EMBED_AUTHORITIES spaces of n memories in all, under MiniLM's model, and searches of q alone in turn."""
+    from engram_index.embed.local import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    model = embedder.identity
+    embedder.close()
+    spaces = Collections(data)
+    try:
+        for k in range(EMBED_AUTHORITIES):
+            space = embed_space(k)
+            spaces.ensure_space(space, model)
+            author = space.split("/")[2]
+            spaces.write(space, [StoredDocument(Document(
+                id=f"{space}/{author}/garden.engram.memory/r{i}", author=author, text=_text(rng, i),
+                created_ms=1_700_000_000_000 + i, metadata={"cid": "bafyreiexample"},
+                vector=rng.standard_normal(model.dims).astype("<f2").tobytes()))
+                for i in range(n // EMBED_AUTHORITIES)])
+    finally:
+        spaces.close()
+    words = np.random.default_rng(7)
+    return [_raw("GET", "/xrpc/garden.engram.searchMemories?" + urlencode({
+        "space": embed_space(i % EMBED_AUTHORITIES), "q": " ".join(words.choice(WORDS, 2)), "limit": "10"}), None, {})
+        for i in range(EMBED_AUTHORITIES * 15)]
+
+
 def _reads(face: str, token: str, count: int = 997) -> list[bytes]:
     """Kindgi retrieves (mode both) or v5 hybrid searches of two random words."""
     rng = np.random.default_rng(7)
@@ -166,12 +206,16 @@ def _reads(face: str, token: str, count: int = 997) -> list[bytes]:
 
 
 def serve(face: str, data: Path, port: int, rate: float, burst: float) -> subprocess.Popen[bytes]:
-    """`engram-index serve` admitting `rate`/`burst` (per space or per key), answering."""
-    embedder = "none" if face == "engram" else "hashing:64"
+    """`engram-index serve` admitting `rate`/`burst` (per space or per key), answering.
+
+    A rate of 1e6 or more is admission off: the cap on requests at once is lifted too.
+    """
+    embedder = {"engram": "none", "engram-embed": "local"}.get(face, "hashing:64")
+    at_once = "256" if rate >= 1e6 else "8"
     proc = subprocess.Popen(
         [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
          "--insecure-open", "--embedder", embedder, "--no-access-log", "--rate", str(rate), "--burst", str(burst),
-         "--key-rate", str(rate), "--key-burst", str(burst)],
+         "--key-rate", str(rate), "--key-burst", str(burst), "--concurrent", at_once, "--key-concurrent", at_once],
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -188,17 +232,18 @@ def serve(face: str, data: Path, port: int, rate: float, burst: float) -> subpro
 
 def _ready(face: str, url: str) -> bool:
     """Whether the face answers (a garden space loaded, the server up)."""
-    if face == "engram":
-        r = httpx.get(f"{url}/xrpc/garden.engram.getSpaceStatus", params={"space": SPACE}, timeout=5)
+    if face.startswith("engram"):
+        space = SPACE if face == "engram" else embed_space(0)
+        r = httpx.get(f"{url}/xrpc/garden.engram.getSpaceStatus", params={"space": space}, timeout=5)
         return r.status_code == 200 and not r.json().get("building") and httpx.get(
-            f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "x", "mode": "keyword"},
+            f"{url}/xrpc/garden.engram.searchMemories", params={"space": space, "q": "x", "mode": "keyword"},
             timeout=5).status_code == 200
     return httpx.get(f"{url}/xrpc/_health", timeout=5).status_code == 200
 
 
 def fill(work: Workload, url: str, n: int) -> None:
     """Write n facts or documents through the face (16 at once), and wait until v5 has processed them."""
-    if work.face == "engram" or n == 0:
+    if work.face.startswith("engram") or n == 0:
         return
     from concurrent.futures import ThreadPoolExecutor
 

@@ -22,11 +22,12 @@ from engram_index.errors import RateLimited
 MAX_KEYS = 10_000
 # Controlled delay, as in "Fail at Scale" (Maurer, ACM Queue 2015): a key's queue that has not been
 # empty for CONGESTED_AFTER_S is a standing queue, not a burst, and a request arriving then waits at
-# most CONGESTED_WAIT_S. Waiting longer would only hold the caller's connection, so that its pool
+# most CONGESTED_WAIT_S (a few searches' time: callers with more requests at once than slots still
+# get theirs in turn). Waiting longer would only hold the caller's connection, so that its pool
 # fills and every request behind it waits too (at twice capacity the garden face's p99 from the
 # scheduled time grew to 20 s while each admitted search took 0.4 s).
 CONGESTED_AFTER_S = 0.1
-CONGESTED_WAIT_S = 0.01
+CONGESTED_WAIT_S = 0.05
 
 
 class TokenBucket:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -208,3 +210,119 @@ def test_replaying_an_erased_facts_write_key_is_withheld_and_writes_nothing(serv
     assert b"numbatsecret" not in again.content
     writer = Kindgi(base_url=server.url, token=token)
     assert "numbatsecret" not in {f.content for f in writer.memory.list_facts().data}
+
+
+def test_a_keyed_retrieve_that_read_a_fact_before_its_erasure_keeps_no_byte_of_it_when_kept_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(HashingEmbedder(64)))
+    query = {"mode": "keyword", "query": "quollsecret"}
+    with serving(app) as url:
+        server = Server(url, data)
+        token = server.token(user="alice", projects=["web"])
+        headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "read-1"}
+        writer = Kindgi(base_url=url, token=token, max_retries=0)
+        admin = server.client(admin=True)
+        fact = writer.memory.write_fact(type="note", scope=SCOPE, content="quollsecret sleeps at 7 Fern Way")
+        for i in range(20):
+            writer.memory.write_fact(type="note", scope=SCOPE, content=f"kept neighbour number {i}")
+        retriever = app.state.kindgi.retriever
+        real = retriever.retrieve
+        read, release = threading.Event(), threading.Event()
+
+        def held(*args: Any, **kwargs: Any) -> Any:  # the answer is formed; keeping it waits for the erasure
+            results = real(*args, **kwargs)
+            read.set()
+            release.wait(30)
+            return results
+
+        monkeypatch.setattr(retriever, "retrieve", held)
+        answers: list[httpx.Response] = []
+        reader = threading.Thread(target=lambda: answers.append(
+            httpx.post(f"{url}/v1/memory/retrieve", json=query, headers=headers, timeout=60)))
+        reader.start()
+        assert read.wait(30), "the retrieve never read"
+        done = _finished(admin, str(admin.memory.create_erasure({"factId": fact.id}).id))
+        assert done.status == "completed"  # type: ignore[attr-defined]  # its withhold step has run
+        store = app.state.kindgi.idempotency.store
+        write = store.execute
+        writing, written = threading.Event(), threading.Event()
+
+        def held_writer(statements: Any) -> None:  # the write-behind holds its batch until told
+            if threading.current_thread().name == "idempotency" and not written.is_set():
+                writing.set()
+                written.wait(30)
+            write(statements)
+
+        monkeypatch.setattr(store, "execute", held_writer)
+        release.set()
+        reader.join(30)
+        assert answers[0].status_code == 200 and b"quollsecret" in answers[0].content  # read before the erasure
+        assert writing.wait(30), "the answer was never kept behind"
+        replay = httpx.post(f"{url}/v1/memory/retrieve", json=query, headers=headers)  # from memory, unwritten
+        assert replay.status_code == 409 and replay.json()["error"]["code"] == "idempotency-key-replay-withheld"
+        written.set()
+    left = _data_bytes(data)  # stopped: every answer kept behind has been written
+    for word in (b"quollsecret", b"Fern Way"):
+        assert word not in left, (word, [str(p) for p in data.rglob("*") if p.is_file() and word in p.read_bytes()])
+    with kindgi_server(data) as again:
+        replay = httpx.post(f"{again.url}/v1/memory/retrieve", json=query, headers=headers)
+        assert replay.status_code == 409 and replay.json()["error"]["code"] == "idempotency-key-replay-withheld"
+
+
+def test_a_resume_racing_the_erasures_own_run_answers_completed_only_when_no_byte_is_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(HashingEmbedder(64)))
+    with serving(app) as url:
+        server = Server(url, data)
+        writer = server.client(user="alice", projects=["web"])
+        admin = server.client(admin=True)
+        fact = writer.memory.write_fact(type="note", scope=SCOPE, content="dunnartsecret nests by 3 Reed Bank")
+        for i in range(20):
+            writer.memory.write_fact(type="note", scope=SCOPE, content=f"kept neighbour number {i}")
+        assert writer.memory.retrieve(mode="keyword", query="dunnartsecret").results  # in a keyword segment
+        erasures = app.state.kindgi.erasures
+        facts = erasures.facts
+        real_run, real_lock, real_compact = erasures._run, facts.tenant_lock, facts.collections.compact
+        own_go, resume_read, resume_go, own_compacts, own_done = (threading.Event() for _ in range(5))
+
+        def run(*args: Any, **kwargs: Any) -> Any:  # the erasure's own run starts only when told
+            if threading.current_thread().name == "erasure":
+                own_go.wait(30)
+            return real_run(*args, **kwargs)
+
+        def tenant_lock(tenant: str) -> Any:  # the resume's run waits once it has read the erasure
+            if threading.current_thread().name != "erasure":
+                resume_read.set()
+                resume_go.wait(30)
+            return real_lock(tenant)
+
+        def compact(name: str) -> None:  # the erasure's own run holds after its deletion has committed
+            if threading.current_thread().name == "erasure":
+                own_compacts.set()
+                own_done.wait(30)
+            real_compact(name)
+
+        monkeypatch.setattr(erasures, "_run", run)
+        monkeypatch.setattr(facts, "tenant_lock", tenant_lock)
+        monkeypatch.setattr(facts.collections, "compact", compact)
+        eid = str(admin.memory.create_erasure({"factId": fact.id}).id)
+        answers: list[Any] = []
+        resumer = threading.Thread(target=lambda: answers.append(admin.memory.resume_erasure(eid)))
+        resumer.start()
+        assert resume_read.wait(30), "the resume never ran the erasure"
+        own_go.set()
+        own_compacts.wait(3)  # reached unless the resume's run keeps the erasure to itself
+        resume_go.set()
+        resumer.join(30)
+        try:
+            assert answers and answers[0].status == "completed"
+            left = _data_bytes(data)  # completed means nothing of the fact is left
+            for word in (b"dunnartsecret", b"Reed Bank"):
+                assert word not in left, (word, [str(p) for p in data.rglob("*") if p.is_file() and word in p.read_bytes()])
+        finally:
+            own_done.set()
+        assert _finished(admin, eid).status == "completed"  # type: ignore[attr-defined]

@@ -196,3 +196,58 @@ def test_an_erasure_cut_off_right_after_it_is_recorded_replays_on_retry_instead_
         assert retry.status_code == 202 and retry.headers.get("x-idempotent-replay") == "true"
         ledger = Kindgi(base_url=url, token=admin, max_retries=0).memory.export_erasures().data
         assert [str(e.id) for e in ledger] == [retry.json()["id"]]  # recorded once, not once per attempt
+
+
+def test_an_erasure_resume_cut_off_right_after_it_completes_replays_on_retry_instead_of_running_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(HashingEmbedder(64)))
+    with serving(app) as url:
+        server = Server(url, data)
+        admin = server.token(admin=True)
+        sdk = Kindgi(base_url=url, token=admin, max_retries=0)
+        fact = server.client(user="alice", projects=["web"]).memory.write_fact(FACT)
+        erasures = app.state.kindgi.erasures
+        collections = erasures.facts.collections
+        real_compact = collections.compact
+        failed: list[str] = []
+
+        def fails_once(name: str) -> None:  # the first run fails, so that a resume has work to do
+            if not failed:
+                failed.append(name)
+                raise RuntimeError("cut short")
+            real_compact(name)
+
+        monkeypatch.setattr(collections, "compact", fails_once)
+        eid = str(sdk.memory.create_erasure({"factId": fact.id}).id)
+        deadline = time.monotonic() + 30
+        while sdk.memory.get_erasure(eid).status != "failed":
+            assert time.monotonic() < deadline, "the first run did not fail"
+            time.sleep(0.05)
+        store = erasures.store
+        real = store.execute
+        dead: set[int] = set()
+
+        def dies_after_completing(statements: list[tuple[str, tuple[object, ...]]]) -> None:
+            if threading.get_ident() in dead:
+                raise _Died()  # a dead process writes nothing more
+            real(statements)
+            completed = store.query("SELECT status FROM kindgi_erasures WHERE id=?", (eid,)) == [("completed",)]
+            if not dead and completed:  # the commit that completed the erasure, whatever else it held
+                dead.add(threading.get_ident())
+                raise _Died()
+
+        monkeypatch.setattr(store, "execute", dies_after_completing)
+        path = f"/v1/memory/erasures/{eid}/resume"
+        cut = _post(url, admin, "resume-1", {}, path)
+        assert dead and cut.status_code == 500  # standing for an answer that never left
+        monkeypatch.setattr(store, "execute", real)  # the process is back
+        shown = httpx.get(f"{url}/v1/memory/erasures/{eid}", headers={"Authorization": f"Bearer {admin}"})
+        assert shown.json()["status"] == "completed"  # the resumed run had committed
+        retry = _post(url, admin, "resume-1", {}, path)
+        assert retry.status_code == 200 and retry.headers.get("x-idempotent-replay") == "true"
+        assert retry.headers["content-type"] == "application/json" and retry.json() == shown.json()
+        again = _post(url, admin, "resume-1", {}, path)
+        assert again.content == retry.content and again.headers.get("x-idempotent-replay") == "true"
+        assert str(sdk.memory.resume_erasure(eid).id) == eid  # what the SDK reads from a resume

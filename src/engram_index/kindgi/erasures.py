@@ -38,6 +38,7 @@ UNMATCHABLE = {"code": "erasure-unmatchable",
 REACHED = "_reached"
 _COLUMNS = ("id, selector_kind, selector, status, phase, requested_by, counts, attempts, last_error,"
             " created_ms, started_ms, completed_ms")
+_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 
 
 def require_admin(principal: Principal) -> None:
@@ -76,6 +77,11 @@ class Erasures:
         self.store = facts.store
         self.clock = clock
         self._threads: list[threading.Thread] = []
+        # One run of an erasure at a time (its own thread, a resume, a restart's): a second run that
+        # read the erasure before the first deleted its facts would find nothing and complete it
+        # while the first still compacts and rewrites (one small lock per erasure this process ran).
+        self._runs: dict[str, threading.Lock] = {}
+        self._runs_guard = threading.Lock()
 
     def _reached(self, tenant: str, selector: dict[str, Any]) -> list[str]:
         """The ids of the facts a selector reaches."""
@@ -135,11 +141,24 @@ class Erasures:
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
-    def _run(self, tenant: str, eid: str) -> None:
-        """Erase what the selector reaches, then forget the selector."""
+    def _run(self, tenant: str, eid: str, seal: Seal = _no_seal) -> dict[str, Any] | None:
+        """Erase what the selector reaches, then forget the selector; the erasure as it ends (None
+        when there was nothing left to run).
+
+        The answer is kept for a resume's Idempotency-Key in the transaction of the final state
+        change: kept after it, a crash in between let a retry under the key run the erasure again
+        as a fresh request instead of replaying.
+        """
+        with self._runs_guard:
+            lock = self._runs.setdefault(eid, threading.Lock())
+        with lock:  # a run waiting here reads the erasure as the one before left it
+            return self._run_alone(tenant, eid, seal)
+
+    def _run_alone(self, tenant: str, eid: str, seal: Seal) -> dict[str, Any] | None:
+        """`_run`, with no other run of the erasure at the same time."""
         rows = self.store.query("SELECT selector FROM kindgi_erasures WHERE tenant=? AND id=?", (tenant, eid))
         if not rows or rows[0][0] is None:
-            return
+            return None
         selector = orjson.loads(rows[0][0])
         # The facts an earlier run deleted before it was cut short: the steps after still need them.
         settled = [str(i) for i in selector.pop(REACHED, [])]
@@ -158,12 +177,24 @@ class Erasures:
                 if not self.store.truncate_log():  # nor an older page image in the write-ahead log
                     raise RuntimeError("the write-ahead log stayed busy")
             # Completed only now: a restart before this runs it again (finding nothing more to delete).
-            self.store.execute([("UPDATE kindgi_erasures SET status='completed', phase='done', selector=NULL,"
-                                 " completed_ms=? WHERE tenant=? AND id=?", (self.clock(), tenant, eid))])
+            return self._finish(tenant, eid, seal, status="completed", phase="done", selector=None,
+                                completed_ms=self.clock())
         except Exception as exc:  # recorded on the erasure; `resume` runs it again
             log.exception("erasure %s failed", eid)
-            self.store.execute([("UPDATE kindgi_erasures SET status='failed', attempts=attempts+1, last_error=?"
-                                 " WHERE tenant=? AND id=?", (type(exc).__name__, tenant, eid))])
+            attempts = int(self.store.query("SELECT attempts FROM kindgi_erasures WHERE tenant=? AND id=?",
+                                            (tenant, eid))[0][0])
+            return self._finish(tenant, eid, seal, status="failed", attempts=attempts + 1,
+                                last_error=type(exc).__name__)
+
+    def _finish(self, tenant: str, eid: str, seal: Seal, **changes: Any) -> dict[str, Any]:
+        """Set an erasure's final state and keep the answer showing it, in one transaction."""
+        row = dict(zip(_NAMES, self.store.query(f"SELECT {_COLUMNS} FROM kindgi_erasures WHERE tenant=? AND id=?",
+                                                 (tenant, eid))[0]))
+        row.update(changes)
+        view = _view(tuple(row.values()))
+        self.store.execute([(f"UPDATE kindgi_erasures SET {', '.join(f'{c}=?' for c in changes)} WHERE tenant=? AND id=?",
+                             (*changes.values(), tenant, eid)), *seal(200, view)])
+        return view
 
     def _erase(self, tenant: str, eid: str, selector: dict[str, Any]) -> list[str]:
         """Delete the reached facts' rows and index documents and record the counts, in one transaction."""
@@ -225,12 +256,15 @@ class Erasures:
             out.append(entry)
         return out
 
-    def resume(self, principal: Principal, eid: str) -> dict[str, Any]:
-        """Run an unfinished erasure again now; a finished one comes back as it is."""
+    def resume(self, principal: Principal, eid: str, seal: Seal = _no_seal) -> dict[str, Any]:
+        """Run an unfinished erasure again now; a finished one comes back as it is.
+
+        A run's answer is kept for its Idempotency-Key with the run's final state change (`_run`);
+        one that ran nothing is kept after the answer (nothing changed, so nothing can run twice).
+        """
         view = self.get(principal, eid)
         if view["status"] in ("pending", "failed"):
-            self._run(principal.tenant, eid)
-            view = self.get(principal, eid)
+            view = self._run(principal.tenant, eid, seal) or self.get(principal, eid)
         return view
 
     def resume_pending(self) -> None:

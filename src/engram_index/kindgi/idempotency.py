@@ -16,6 +16,13 @@ replayed from there) until a background thread writes it with the others of the 
 ~8 ms of a 10 ms retrieve on a busy disk) and a sequential client a commit per request (a fifth
 of the server's CPU for keyword retrieves, one transaction each, before the gathering); a crash
 before the write loses only the right to replay a read, which then runs again.
+
+Such an answer names the facts it holds. One that read a fact just before an erasure deleted it
+can reach the writer after the erasure withheld the kept answers naming the fact; so the writer
+decides inside its own transaction: an answer naming a fact that is no longer stored (erased) is
+written withheld. An erasure's deletion commits either before that transaction (the fact is gone
+there) or after it, and then its withhold step, queued behind the write, finds the answer written.
+A replay from memory checks the same.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.models import format_ms
@@ -46,6 +55,14 @@ WITHHELD = "withheld"
 METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _INSERT = ("INSERT OR REPLACE INTO kindgi_idempotency(key, body_sha, status, content_type, body, created_ms)"
            " VALUES (?, ?, ?, ?, ?, ?)")
+# True when a fact of the JSON array of ids (first parameter) is not stored for the tenant (second):
+# erasures are the only deletion of a fact's rows (a delete keeps its revisions as a tombstone).
+_GONE = ("EXISTS (SELECT 1 FROM json_each(?) AS named WHERE NOT EXISTS"
+         " (SELECT 1 FROM kindgi_revisions WHERE tenant=? AND fact_id=named.value))")
+# _INSERT for an answer naming facts: withheld, inside the writing transaction, when one is gone.
+_INSERT_NAMING = ("INSERT OR REPLACE INTO kindgi_idempotency(key, body_sha, status, content_type, body, created_ms)"
+                  f" SELECT ?, ?, ?, CASE WHEN gone THEN '{WITHHELD}' ELSE ? END, CASE WHEN gone THEN x'' ELSE ? END, ?"
+                  f" FROM (SELECT {_GONE} AS gone)")
 log = logging.getLogger(__name__)
 
 
@@ -57,6 +74,27 @@ class Claim:
     body_sha: str
     answer: tuple[int, bytes] | None = field(default=None)
     sealed: bool = False
+    # The tenant and the facts the answer holds (a retrieve's), when it is kept behind the response.
+    facts: tuple[str, tuple[str, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class _Behind:
+    """A kept answer not yet written: its row as _INSERT takes it, and the facts it names."""
+
+    row: tuple[Any, ...]
+    facts: tuple[str, tuple[str, ...]] | None
+
+    def gone(self) -> tuple[str, str] | None:
+        """The parameters of _GONE for the facts it names (None when it names none)."""
+        if self.facts is None:
+            return None
+        return orjson.dumps(self.facts[1]).decode(), self.facts[0]
+
+    def statement(self) -> Statement:
+        """The statement that writes it (withheld when a fact it names is gone by then)."""
+        gone = self.gone()
+        return (_INSERT, self.row) if gone is None else (_INSERT_NAMING, (*self.row, *gone))
 
 
 @dataclass
@@ -84,8 +122,8 @@ class Idempotency:
         self.store = store
         self.clock = clock
         self._running: dict[str, str] = {}
-        # Answers kept behind their response, not yet written: key -> the row to write.
-        self._unwritten: dict[str, tuple[Any, ...]] = {}
+        # Answers kept behind their response, not yet written, by key.
+        self._unwritten: dict[str, _Behind] = {}
         self._queue: queue.Queue[str | _Scrub | None] = queue.Queue()
         self._lock = threading.Lock()
         self.purge()
@@ -107,8 +145,12 @@ class Idempotency:
         with self._lock:
             unwritten = self._unwritten.get(key)
             if unwritten is not None:
-                return _replay(sha, unwritten[1], int(unwritten[2]), str(unwritten[3]), bytes(unwritten[4]),
-                               int(unwritten[5]))
+                row = unwritten.row
+                gone = unwritten.gone()
+                content_type = str(row[3])
+                if gone is not None and self.store.query(f"SELECT {_GONE}", gone)[0][0]:
+                    content_type = WITHHELD  # a fact it holds was erased after it was read
+                return _replay(sha, row[1], int(row[2]), content_type, bytes(row[4]), int(row[5]))
             rows = self.store.query(
                 "SELECT body_sha, status, content_type, body, created_ms FROM kindgi_idempotency"
                 " WHERE key=? AND created_ms >= ?", (key, self.clock() - KEEP_MS))
@@ -148,7 +190,8 @@ class Idempotency:
         if status >= 400 or claim.sealed:
             return
         with self._lock:
-            self._unwritten[claim.key] = (claim.key, claim.body_sha, status, JSON, body, self.clock())
+            self._unwritten[claim.key] = _Behind((claim.key, claim.body_sha, status, JSON, body, self.clock()),
+                                                 claim.facts)
         claim.sealed = True
         self._queue.put(claim.key)
 
@@ -170,9 +213,10 @@ class Idempotency:
         """Withhold the answers naming the scrub's ids, in memory and in the store."""
         needles = [i.encode() for i in scrub.ids]
         with self._lock:
-            for key, row in list(self._unwritten.items()):
+            for key, behind in list(self._unwritten.items()):
+                row = behind.row
                 if any(n in row[4] for n in needles):
-                    self._unwritten[key] = (*row[:3], WITHHELD, b"", *row[5:])
+                    self._unwritten[key] = _Behind((*row[:3], WITHHELD, b"", *row[5:]), behind.facts)
         self.store.execute([(f"UPDATE kindgi_idempotency SET content_type='{WITHHELD}', body=x''"
                              " WHERE instr(body, ?) > 0", (n,)) for n in needles])
         scrub.done.set()
@@ -191,14 +235,14 @@ class Idempotency:
                 rows = [self._unwritten[k] for k in live if k in self._unwritten]
             try:
                 if rows:
-                    self.store.execute([(_INSERT, row) for row in rows])
+                    self.store.execute([behind.statement() for behind in rows])
             except Exception:  # the answers stay replayable from memory; the next batch tries again
                 log.exception("keeping idempotent answers failed")
             else:
                 with self._lock:
-                    for row in rows:
-                        if self._unwritten.get(row[0]) is row:
-                            del self._unwritten[row[0]]
+                    for behind in rows:
+                        if self._unwritten.get(behind.row[0]) is behind:
+                            del self._unwritten[behind.row[0]]
             for item in items:
                 if isinstance(item, _Scrub):
                     try:

@@ -49,6 +49,11 @@ class Call:
         assert self.face.idempotency is not None
         return self.face.idempotency.seal(self.claim, status, payload)
 
+    def names(self, tenant: str, fact_ids: list[str]) -> None:
+        """Say which facts the answer holds: kept behind it, the answer is withheld if one is erased first."""
+        if self.claim is not None:
+            self.claim.facts = (tenant, tuple(fact_ids))
+
     def param(self, name: str) -> str:
         """A path parameter."""
         return str(self.request.path_params[name])
@@ -219,7 +224,9 @@ def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
     check_tenant(intent.scope, call.principal)
     assert call.face.retriever is not None
     explain = call.request.headers.get(EXPLAIN_HEADER, "").lower() in ("1", "true", "yes")
-    return 200, {"results": call.face.retriever.retrieve(call.principal, intent, explain)}
+    results = call.face.retriever.retrieve(call.principal, intent, explain)
+    call.names(call.principal.tenant, [str(r["fact"]["id"]) for r in results])
+    return 200, {"results": results}
 
 
 # -- erasures -----------------------------------------------------------------------------------
@@ -266,7 +273,7 @@ def resume_erasure(call: Call) -> tuple[int, dict[str, Any]]:
     body = parse_object(call.body, empty_is_object=True)
     if set(body) - {"force"}:
         raise KindgiError("unknown-field", f"Unknown field `{sorted(set(body) - {'force'})[0]}`")
-    return 200, _erasures(call).resume(call.principal, call.param("erasureId"))
+    return 200, _erasures(call).resume(call.principal, call.param("erasureId"), call.seal)
 
 
 PREFIX = "/v1/memory"
