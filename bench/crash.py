@@ -7,11 +7,18 @@ after every kill each acknowledged record must be stored once and found by its w
 network (tests' SpaceNetwork, answers slowed to 0.2 s), killed when a random share of the space
 is indexed; at the end every record of the network must be stored once and indexed.
 `--path v5`: `engram-index serve` with a minted supermemory key and the hashing embedder; two
-writers add documents through the official SDK (single adds and batches of 2-24, half under
-caller ids) and the server is killed 0.05-1.5 s after it is up, then served again; a request cut
-off is retried under its caller id. At the end processing finishes and every acknowledged
-document must be done, once, with one chunk and one memory, found by its word and by its text at
-rank 1 (similarity 1: its vector is there), and in the reopened engine by word and by vector.
+writers change documents through the official SDK (single adds and batches of 2-24, half under
+caller ids; resubmissions under caller ids that grow a statement (a new memory version), append
+or change nothing; PATCHes of content and of metadata; file uploads; deletes of 1-12 documents;
+forgetting a memory by id), each on its own documents, and the server is killed 0.05-1.5 s after
+it is up, then served again. After each kill the stopped store must hold every acknowledged
+change once and nothing half (a chunk or memory without its document, a record without its
+row, a done document without one latest memory per statement); a change cut off is sent again
+(adds without an id and uploads may have landed once, or not); after each restart a sample is
+checked over HTTP. At the end processing finishes and every live document must be done with its
+content, metadata, chunk and latest memories, found by its word and by its text at rank 1, every
+deleted one gone from gets, lists and search, every forgotten memory forgotten; and in the
+reopened engine by word and by vector.
 `--path kindgi`: three writers change facts (write, supersede, verify, delete) under fresh
 Idempotency-Keys over HTTP, killed 0.05-1.5 s after the server is up; after each restart every
 cut-off change is sent again with its key (it must succeed: replayed if it had happened), 80
@@ -130,7 +137,7 @@ def crash_sync(kills: int, seed: int) -> list[str]:
 
 
 def crash_v5(kills: int, seed: int) -> list[str]:
-    """Kill a v5 server while it processes documents; a row of the table."""
+    """Kill a v5 server while clients change documents and memories; a row of the table."""
     from tests.reliability.crashkit_v5 import V5Crash
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,19 +147,26 @@ def crash_v5(kills: int, seed: int) -> list[str]:
         counts = run.finish(timeout=600)
     for problem in run.problems[:20]:
         print(f"problem: {problem}")
-    midway = sum(r.unfinished_at_kill > 0 for r in run.rounds)
+    midway = sum(r.unfinished_at_kill > 0 or r.cut_off > 0 for r in run.rounds)
     statuses: dict[str, int] = {}
+    cut: dict[str, int] = {}
     for r in run.rounds:
         for status, n in r.statuses.items():
             statuses[status] = statuses.get(status, 0) + n
-    doubled = sum("twice" in p or "chunks and" in p for p in run.problems)
+        for kind, n in r.cut_kinds.items():
+            cut[kind] = cut.get(kind, 0) + n
+    doubled = sum("twice" in p for p in run.problems)
+    half = sum(p.startswith("half") or "done with" in p for p in run.problems)
     at_kills = ", ".join(f"{s} {n}" for s, n in sorted(statuses.items()) if s != "done")
+    changes = ", ".join(f"{k} {n}" for k, n in sorted(run.kinds.items()))
     return [f"| v5 | {kills} | {midway} ({sum(r.unfinished_at_kill for r in run.rounds)} documents unfinished at"
-            f" the kills: {at_kills}) | {counts['acknowledged']} acknowledged documents"
-            f" ({sum(r.cut_off for r in run.rounds)} requests cut off, {counts['retried']} documents retried under"
-            f" their ids) | {counts['lost']} | {doubled} doubled; {counts['documents']} documents done at the end"
-            f" ({counts['unacknowledged_stored']} unacknowledged ones that had landed), {counts['problems']}"
-            " problems |"]
+            f" the kills: {at_kills}; {sum(cut.values())} changes cut off: "
+            f"{', '.join(f'{k} {n}' for k, n in sorted(cut.items()))}) | {sum(run.kinds.values())} acknowledged"
+            f" changes ({changes}) over {counts['acknowledged']} documents ({counts['retried']} cut-off changes"
+            f" sent again) | {counts['lost']} | {doubled} doubled, {half} half; {counts['live']} documents done at"
+            f" the end ({counts['unacknowledged_stored']} cut-off adds without an id that had landed),"
+            f" {counts['deleted']} deleted and gone, {counts['forgotten']} memories forgotten,"
+            f" {counts['versions']} memory versions after the first; {counts['problems']} problems |"]
 
 
 def crash_kindgi(kills: int, seed: int) -> list[str]:

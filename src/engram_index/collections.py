@@ -14,6 +14,7 @@ import logging
 import shutil
 import threading
 import time
+from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
@@ -253,19 +254,29 @@ class Collections:
         self, uri: str, puts: Sequence[StoredDocument], deletes: Sequence[str] = (), also: Sequence[Statement] = ()
     ) -> WriteResult:
         """Store documents durably (with `also` in the same transaction), then apply them to the index if loaded."""
+        return self.write_many([(uri, puts, deletes)], also)[0]
+
+    def write_many(
+        self, writes: Sequence[tuple[str, Sequence[StoredDocument], Sequence[str]]], also: Sequence[Statement] = ()
+    ) -> list[WriteResult]:
+        """Writes to several collections (and `also`) in one transaction, then applied to each loaded index."""
         if self.read_only:
             raise StorageError("this data directory is open read-only")
-        info = self.store.space(uri)
-        with self._space_lock(uri):
-            result = self.store.write(info.id, puts, deletes, also)
-            self._last_write[uri] = time.monotonic()
-            index = self._indexes.get(uri)
-            if index is not None and result.changes:
-                index.apply(((c.ord, c.document) for c in result.changes), result.seq)
-                shadow = self._next.get(uri)
-                if shadow is not None:
-                    _apply_next(shadow, result.changes)
-        return result
+        infos = [self.store.space(uri) for uri, _, _ in writes]
+        with ExitStack() as held:
+            for uri in sorted({uri for uri, _, _ in writes}):  # one order for every caller: no deadlock
+                held.enter_context(self._space_lock(uri))
+            results = self.store.write_many([(info.id, puts, deletes) for info, (_, puts, deletes)
+                                             in zip(infos, writes)], also)
+            for (uri, _, _), result in zip(writes, results):
+                self._last_write[uri] = time.monotonic()
+                index = self._indexes.get(uri)
+                if index is not None and result.changes:
+                    index.apply(((c.ord, c.document) for c in result.changes), result.seq)
+                    shadow = self._next.get(uri)
+                    if shadow is not None:
+                        _apply_next(shadow, result.changes)
+        return results
 
     # -- moving to a new model ----------------------------------------------------------------
 

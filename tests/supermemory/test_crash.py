@@ -1,21 +1,30 @@
-"""Nothing acknowledged is lost: kill -9 the server while it processes documents, restart, find them all."""
+"""Nothing acknowledged is lost and nothing is left half done: kill -9 or a death right after a commit, then look."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 from supermemory import Supermemory
+from supermemory.core.api_error import ApiError
 
+from engram_index.embed.hashing import HashingEmbedder
 from engram_index.keys import KeyStore
+from engram_index.store.sqlite import Store
+from engram_index.supermemory.tables import chunks_collection, memories_collection
 from engram_index.testkit.serve import free_port
+
+from .conftest import add_done, running
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -71,3 +80,85 @@ def test_documents_acknowledged_before_a_kill_9_are_processed_after_the_restart(
         time.sleep(1)  # keyword commits land within a second
         hit = client.search(ns, query="zeta137", search_mode="memories").results
         assert [r.memory for r in hit] == [texts[137]]
+
+
+class _Died(Exception):
+    """The process dying right after a commit: nothing after it runs and no answer is sent."""
+
+
+def _die_after_next_commit(monkeypatch: pytest.MonkeyPatch, store: Store,
+                           names: tuple[str, ...] = ("write", "write_many", "execute")) -> list[bool]:
+    """Make the store's next committed write (of these methods) the process's last once armed.
+
+    The list it returns arms it when a False is appended, and holds True once the process "died".
+    """
+    state: list[bool] = []
+
+    for name in names:
+        real = getattr(store, name, None)
+        if real is None:
+            continue
+
+        def dies(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            out = _real(*args, **kwargs)
+            if state == [False]:
+                state[0] = True
+                raise _Died()
+            return out
+
+        monkeypatch.setattr(store, name, dies)
+    return state
+
+
+def _stored(data: Path, ns: str, doc_id: str) -> dict[str, int]:
+    """How much of a document the store holds: its row, chunk and memory rows and their index records."""
+    with sqlite3.connect(f"file:{data / 'records.sqlite'}?mode=ro", uri=True) as db:
+        def one(sql: str, *params: Any) -> int:
+            return int(db.execute(sql, params).fetchone()[0])
+
+        records = ("SELECT count(*) FROM documents d JOIN spaces s ON s.id=d.space_id WHERE s.uri=? AND d.deleted=0"
+                   " AND json_extract(d.metadata, '$.doc')=?")
+        return {"row": one("SELECT count(*) FROM sm_documents WHERE ns=? AND id=?", ns, doc_id),
+                "chunks": one("SELECT count(*) FROM sm_chunks WHERE ns=? AND doc_id=?", ns, doc_id),
+                "memories": one("SELECT count(*) FROM sm_memories WHERE ns=? AND doc_id=?", ns, doc_id),
+                "chunk records": one(records, chunks_collection(ns), doc_id),
+                "memory records": one(records, memories_collection(ns), doc_id)}
+
+
+def test_a_delete_cut_off_after_its_first_commit_leaves_the_document_whole_or_gone_never_half(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = "cut"
+    with running(tmp_path, HashingEmbedder(64)) as srv:
+        client = srv.client()
+        doc_id = add_done(client, ns, "Entry zorblat keeps the green bike notes. Its bell rings twice a day.")
+        before = _stored(tmp_path, ns, doc_id)
+        assert before["row"] == 1 and before["chunks"] >= 1 and before["memories"] == 2
+        state = _die_after_next_commit(monkeypatch, srv.app.state.supermemory.store)
+        state.append(False)
+        with pytest.raises(ApiError):  # the 500 stands for the answer that never left
+            client.documents.delete(ns, ids=[doc_id])
+        assert state == [True], "the delete committed nothing"
+        after = _stored(tmp_path, ns, doc_id)
+    assert after in (before, dict.fromkeys(before, 0)), f"half deleted: {before} before, {after} after"
+
+
+def test_a_revision_cut_off_at_its_first_index_commit_never_leaves_new_chunks_beside_old_memories(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = "rev"
+    old = "Entry plimzot keeps the green bike notes"
+    new = old + " and more kettle pages"
+    with running(tmp_path, HashingEmbedder(64)) as srv:
+        client = srv.client()
+        doc_id = add_done(client, ns, old, id="r1")
+        state = _die_after_next_commit(monkeypatch, srv.app.state.supermemory.store, ("write", "write_many"))
+        state.append(False)  # armed: the resubmission's own commit is `execute`, the pipeline's are writes
+        assert client.add(ns, content=new, id="r1").id == doc_id
+        deadline = time.monotonic() + 30
+        while state != [True]:
+            assert time.monotonic() < deadline, "processing never committed"
+            time.sleep(0.02)
+    with sqlite3.connect(f"file:{tmp_path / 'records.sqlite'}?mode=ro", uri=True) as db:
+        chunks = [r[0] for r in db.execute("SELECT content FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc_id))]
+        latest = [r[0] for r in db.execute(
+            "SELECT memory FROM sm_memories WHERE ns=? AND doc_id=? AND is_latest=1", (ns, doc_id))]
+    assert (chunks, latest) in (([old], [old]), ([new], [new])), f"chunks {chunks} beside latest memories {latest}"

@@ -401,18 +401,31 @@ class Store:
         so re-importing the same records is a no-op. `also` runs in the same transaction: sync
         advances a repo's position only together with the records it verified.
         """
+        return self.write_many([(space_id, puts, deletes)], also)[0]
+
+    def write_many(
+        self,
+        writes: Sequence[tuple[int, Sequence[StoredDocument], Sequence[str]]],
+        also: Sequence[Statement] = (),
+    ) -> list[WriteResult]:
+        """Upserts and deletes in several spaces, and `also`, in one transaction; a result per write.
+
+        What belongs together across spaces commits together: a v5 document's chunks and
+        memories live in two collections, and a kill between two transactions would leave one
+        without the other.
+        """
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
             try:
-                result = self._write_locked(conn, space_id, puts, deletes)
+                results = [self._write_locked(conn, space_id, puts, deletes) for space_id, puts, deletes in writes]
                 for sql, params in also:
                     conn.execute(sql, params)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        return result
+        return results
 
     def _write_locked(
         self,

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from engram_index.store.sqlite import Statement
+from engram_index.store.sqlite import Statement, StoredDocument
 from engram_index.supermemory.errors import Conflict, V5Error, invalid
 from engram_index.supermemory.face import PROCESSING, Face, doc_tag, stamp
 from engram_index.supermemory.memories_form import forget_after
@@ -228,25 +228,28 @@ def delete(face: Face, ns: str, refs: Sequence[str]) -> dict[str, Any]:
 
 
 def remove(face: Face, ns: str, doc_id: str) -> None:
-    """Delete one document and everything derived from it (under the namespace's lock)."""
+    """Delete one document and everything derived from it in one transaction (under the namespace's lock).
+
+    One transaction, because a kill between a delete's writes would leave half a document: its
+    row and memories without its chunks.
+    """
     with face.ns_lock(ns):
         chunk_ids = [r[0] for r in face.store.query("SELECT id FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc_id))]
         memory_ids = [r[0] for r in face.store.query("SELECT id FROM sm_memories WHERE ns=? AND doc_id=?", (ns, doc_id))]
-        if face.searchable(chunks_collection(ns)) and chunk_ids:
-            face.collections.write(chunks_collection(ns), [], chunk_ids,
-                                   also=[("DELETE FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc_id))])
         marks = ",".join("?" * len(memory_ids))
         also: list[Statement] = [
+            ("DELETE FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc_id)),
             ("DELETE FROM sm_memories WHERE ns=? AND doc_id=?", (ns, doc_id)),
             ("DELETE FROM sm_documents WHERE ns=? AND id=?", (ns, doc_id)),
         ]
         if memory_ids:
             also += [(f"DELETE FROM sm_relations WHERE ns=? AND src IN ({marks})", (ns, *memory_ids)),
                      (f"DELETE FROM sm_relations WHERE ns=? AND dst IN ({marks})", (ns, *memory_ids))]
-        if face.searchable(memories_collection(ns)):
-            face.collections.write(memories_collection(ns), [], memory_ids, also=also)
-        else:
-            face.store.execute(also)
+        none: list[StoredDocument] = []
+        writes = [(name, none, ids) for name, ids in ((chunks_collection(ns), chunk_ids),
+                                                     (memories_collection(ns), memory_ids))
+                  if ids and face.searchable(name)]
+        face.collections.write_many(writes, also=also)
     face.changed(ns)
 
 

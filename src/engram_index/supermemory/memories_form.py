@@ -1,8 +1,8 @@
-"""How a processed document's chunks and memories are written: one transaction per collection.
+"""How a processed document's chunks and memories are written: one transaction for both collections.
 
 `form` decides what a revision does to the document's memories (the deterministic extractor, or
-the LLM when one is configured); `index` writes the batch's chunks, then its memories with their
-version chains, relations and the documents' `done`, each namespace's batch under its lock.
+the LLM when one is configured); `index` writes the batch's chunks and its memories with their
+version chains, relations and the documents' `done` in one transaction, under the namespace's lock.
 """
 
 from __future__ import annotations
@@ -97,7 +97,11 @@ def _chunk_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[StoredD
 
 
 def index(face: Face, ns: str, jobs: Sequence[Job]) -> None:
-    """Write the batch's chunks, then its memories and statuses (skipping documents changed meanwhile)."""
+    """Write the batch's chunks, memories and statuses in one transaction (skipping documents changed meanwhile).
+
+    One transaction, so that no reader and no restart after a kill ever sees a revision's new
+    chunks beside the memories of the one before.
+    """
     with face.ns_lock(ns):
         current = face.documents(ns, [j.doc.id for j in jobs])
         jobs = [j for j in jobs if j.doc.id in current and current[j.doc.id].revision == j.doc.revision]
@@ -113,16 +117,15 @@ def index(face: Face, ns: str, jobs: Sequence[Job]) -> None:
             puts += p
             deletes += d
             rows += r
-        face.collections.write(chunks_collection(ns), puts, deletes, also=rows)
         memory_puts: list[StoredDocument] = []
-        rows = []
         for job in jobs:
             p, r = _memory_writes(face, ns, job, now)
             memory_puts += p
             rows += r
             rows.append(("UPDATE sm_documents SET status='done', error=NULL, updated_ms=? WHERE ns=? AND id=?"
                          " AND revision=?", (now, ns, job.doc.id, job.doc.revision)))
-        face.collections.write(memories_collection(ns), memory_puts, (), also=rows)
+        face.collections.write_many([(chunks_collection(ns), puts, deletes),
+                                     (memories_collection(ns), memory_puts, ())], also=rows)
     face.changed(ns)
 
 

@@ -2,8 +2,8 @@
 
 Documents are taken in batches (up to BATCH, each namespace written together): every step's
 status change is one transaction for the batch, the batch's chunks and memories are embedded in
-one call (each sentence once when the memories are the sentences), and each collection gets one
-write. A step only moves a document at the revision it started with: a document resubmitted
+one call (each sentence once when the memories are the sentences), and both collections are written
+in one transaction. A step only moves a document at the revision it started with: a document resubmitted
 meanwhile is queued again and its later run wins. At start, every document not yet done or
 failed is queued again, so nothing acknowledged is lost.
 """
