@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engram_index.supermemory.http import MAX_JSON_BYTES
+from engram_index.supermemory.http import MAX_JSON_BYTES, MAX_MULTIPART_BYTES
 from tests.reliability.rawhttp import connect, read_response
 from tests.supermemory.conftest import Server
 
@@ -56,3 +56,26 @@ def test_a_json_body_at_the_limit_is_still_read(server: Server) -> None:
         sock.sendall(post_head(server, len(body)) + body)
         response = read_response(sock, timeout=60)
     assert response.status == 200, response
+
+
+def test_a_chunked_upload_is_refused_once_it_passes_the_upload_limit_instead_of_filling_the_disk(
+        server: Server) -> None:
+    boundary = "engramlimit"
+    head = (f"POST /ns/notes/document/file HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {server.key}\r\n"
+            f"content-type: multipart/form-data; boundary={boundary}\r\ntransfer-encoding: chunked\r\n\r\n").encode()
+    start = (f"--{boundary}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"big.txt\"\r\n"
+             "content-type: text/plain\r\n\r\n").encode()
+    piece = b"a" * (1024 * 1024)
+    chunk = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+    with connect(server.url) as sock:
+        sock.sendall(head + f"{len(start):x}\r\n".encode() + start + b"\r\n")
+        sent = 0
+        try:
+            while sent <= MAX_MULTIPART_BYTES + len(piece):  # just past the limit; the form never ends
+                sock.sendall(chunk)
+                sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        response = read_response(sock, timeout=30)
+    assert response.status == 400, response
+    assert "60 MB" in message(response.json())

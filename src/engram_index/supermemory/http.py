@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Message
 
 from engram_index.admission import Admission
 from engram_index.errors import EngramError, RateLimited
@@ -152,13 +153,37 @@ def _json_body(raw: bytes, schema: Obj | None, optional: bool) -> dict[str, Any]
         raise invalid("the body nests too deeply") from None
 
 
+def _bounded(request: Request, limit: int, too_large: V5Error) -> Request:
+    """The request, whose body reads raise `too_large` once more than `limit` bytes came.
+
+    A chunked upload declares no length, and the form parser spools a file to disk as it comes:
+    counted here, it stops at the limit instead of at the disk's end.
+    """
+    seen = 0
+
+    async def receive() -> Message:
+        nonlocal seen
+        message = await request.receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise too_large
+        return message
+
+    return Request(request.scope, receive)
+
+
 async def _multipart(request: Request, fields: dict[str, Check], file_required: bool
                      ) -> tuple[dict[str, Any], tuple[bytes, str, str] | None]:
     """Parse a multipart form: its text fields (checked) and its one file."""
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise invalid("send multipart/form-data with a file field")
+    too_large = invalid(f"uploads are at most {MAX_MULTIPART_BYTES // (1024 * 1024)} MB", "file")
     try:
-        form = await request.form(max_files=1, max_fields=20, max_part_size=1024 * 1024)
+        form = await _bounded(request, MAX_MULTIPART_BYTES, too_large).form(
+            max_files=1, max_fields=20, max_part_size=1024 * 1024)
+    except V5Error:
+        raise
     except Exception as exc:  # the parser's own errors: a malformed form
         raise invalid(f"the form cannot be read: {exc}") from None
     out: dict[str, Any] = {}
