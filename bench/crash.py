@@ -189,7 +189,8 @@ def crash_kindgi(kills: int, seed: int) -> list[str]:
     return [f"| kindgi | {kills} | {sum(r.cut_off > 0 for r in run.rounds)} ({cut} changes in flight: {happened}"
             f" had happened and replayed, {cut - happened} ran on retry) | {counts['acknowledged']} acknowledged"
             f" changes ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); {counts['facts']} facts,"
-            f" {counts['live']} live | {lost} | {sum(r.replayed for r in run.rounds)} replays checked,"
+            f" {counts['live']} live; {sum(r.retrieves for r in run.rounds)} keyed retrieves between them"
+            f" | {lost} | {sum(r.replayed for r in run.rounds)} replays checked,"
             f" {counts['problems']} problems |"]
 
 

@@ -326,3 +326,44 @@ def test_a_resume_racing_the_erasures_own_run_answers_completed_only_when_no_byt
         finally:
             own_done.set()
         assert _finished(admin, eid).status == "completed"  # type: ignore[attr-defined]
+
+
+def test_a_resume_of_a_running_erasure_answers_once_it_ends_and_keeps_no_answer_naming_the_fact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A running erasure's view names its fact in its selector; kept for the resume's key after the
+    # run withheld the answers naming the fact, it would outlive the erasure (which keeps no id).
+    import sqlite3
+
+    data = tmp_path / "data"
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(HashingEmbedder(64)))
+    with serving(app) as url:
+        server = Server(url, data)
+        writer = server.client(user="alice", projects=["web"])
+        admin = server.client(admin=True)
+        fact = writer.memory.write_fact(type="note", scope=SCOPE, content="quollsecret dens under 9 Ash Row")
+        erasures = app.state.kindgi.erasures
+        real_compact = erasures.facts.collections.compact
+        compacting, go = threading.Event(), threading.Event()
+
+        def compact(name: str) -> None:  # the erasure's own run holds once it is running
+            if threading.current_thread().name == "erasure":
+                compacting.set()
+                go.wait(30)
+            real_compact(name)
+
+        monkeypatch.setattr(erasures.facts.collections, "compact", compact)
+        eid = str(admin.memory.create_erasure({"factId": fact.id}).id)
+        assert compacting.wait(30)
+        assert admin.memory.get_erasure(eid).status == "running"  # type: ignore[attr-defined]
+        answers: list[Any] = []
+        resumer = threading.Thread(target=lambda: answers.append(admin.memory.resume_erasure(eid)))
+        resumer.start()
+        resumer.join(1.0)
+        go.set()
+        resumer.join(30)
+        assert answers and answers[0].status == "completed"
+        assert _finished(admin, eid).status == "completed"  # type: ignore[attr-defined]
+    with sqlite3.connect(data / "records.sqlite") as db:
+        kept = db.execute("SELECT count(*) FROM kindgi_idempotency WHERE instr(body, ?) > 0", (fact.id,)).fetchone()[0]
+    assert kept == 0

@@ -2,8 +2,9 @@
 
 `KindgiCrash` mints tokens (a user's and the tenant admin's), serves a data directory with
 `engram-index serve` (the hashing embedder) and runs rounds: writers send fact writes,
-supersedes, verifies, deletes and (as the admin) one-fact erasures over HTTP, each under a fresh
-`Idempotency-Key`, and keep every 2xx answer byte for byte; the server is
+supersedes, verifies, deletes and (as the admin) one-fact erasures and resumes of them over HTTP,
+each under a fresh `Idempotency-Key`, and keep every 2xx answer byte for byte, with keyed
+retrieves between them (whose kept answers must not keep an erased fact's words); the server is
 killed -9 at a random moment and served again. Then a request the kill cut off is sent again with
 its key and body: it must succeed (its key is free, not held in flight forever), as a replay when
 it had happened and as a first run when it had not, and so exactly once. Every acknowledged
@@ -48,7 +49,7 @@ def content(n: int) -> str:
 class Request:
     """One change sent under an Idempotency-Key, and its answer once acknowledged."""
 
-    kind: str  # write / supersede / verify / delete / erase
+    kind: str  # write / supersede / verify / delete / erase / resume, or retrieve (no change)
     method: str
     path: str
     key: str
@@ -80,6 +81,7 @@ class Round:
 
     acknowledged: int = 0
     cut_off: int = 0  # requests in flight at the kill
+    retrieves: int = 0  # keyed retrieves answered (not changes: their kept answers are what is checked)
     had_happened: int = 0  # of those, answered after the restart as replays
     replayed: int = 0  # acknowledged requests replayed and checked after the restart
 
@@ -146,6 +148,18 @@ class KindgiCrash:
         with self._lock:
             mine = [f for f, fact in self.facts.items() if not fact.deleted and hash(f) % writers == writer]
         key = str(uuid.uuid4())
+        if rng.random() < 0.15:
+            # A keyed retrieve (the SDK sends a key with each): its answer is kept behind it, and one
+            # naming a fact that an erasure removes meanwhile must be withheld, not kept with its words.
+            body = {"mode": "list", "limit": 50} if rng.random() < 0.5 else {
+                "mode": "keyword", "query": word(rng.randint(1, max(1, self._next))), "limit": 10}
+            return Request("retrieve", "POST", f"{PREFIX}/retrieve", key, orjson.dumps(body), None, None)
+        with self._lock:
+            erasures = [(f, fact.erased) for f, fact in self.facts.items() if fact.erased]
+        if erasures and rng.random() < 0.03:
+            fact_id, erasure = rng.choice(erasures)
+            return Request("resume", "POST", f"{PREFIX}/erasures/{erasure}/resume", key, b"{}", fact_id, None,
+                           admin=True)
         pick = rng.random()
         if not mine or pick < 0.45:
             n = self._number()
@@ -171,12 +185,16 @@ class KindgiCrash:
                 try:
                     answer = self._send(client, req)
                 except httpx.TransportError:  # the server died under it: not acknowledged
-                    with self._lock:
-                        self._cut.append(req)
+                    if req.kind != "retrieve":  # a read cut off has nothing to settle
+                        with self._lock:
+                            self._cut.append(req)
                     return
                 if answer.status_code >= 300:
                     self.problems.append(f"{req.kind} refused: {answer.status_code} {answer.text[:200]}")
                     return
+                if req.kind == "retrieve":
+                    done.retrieves += 1
+                    continue
                 self._acknowledge(req, answer)
                 done.acknowledged += 1
 
@@ -202,6 +220,9 @@ class KindgiCrash:
                 known.deleted, known.erased = True, fact["id"]
             elif req.kind == "delete":
                 self.facts[fact["id"]].deleted = True
+            elif req.kind == "resume":  # it changes no fact: its answer must replay, or be withheld
+                if fact.get("status") not in ("pending", "running", "completed", "failed"):
+                    self.problems.append(f"a resume answered {fact}")
             else:
                 known = self.facts[fact["id"]]
                 known.numbers.append(req.number if req.number is not None else known.numbers[-1])

@@ -263,7 +263,10 @@ class Erasures:
         one that ran nothing is kept after the answer (nothing changed, so nothing can run twice).
         """
         view = self.get(principal, eid)
-        if view["status"] in ("pending", "failed"):
+        if view["status"] in ("pending", "failed", "running"):
+            # A running one is waited for (its run holds the erasure's lock): its view names the fact
+            # in its selector, and kept for the key after the run withheld such answers it would
+            # outlive the erasure, which keeps no identifier once complete.
             view = self._run(principal.tenant, eid, seal) or self.get(principal, eid)
         return view
 
