@@ -19,11 +19,13 @@ checked over HTTP. At the end processing finishes and every live document must b
 content, metadata, chunk and latest memories, found by its word and by its text at rank 1, every
 deleted one gone from gets, lists and search, every forgotten memory forgotten; and in the
 reopened engine by word and by vector.
-`--path kindgi`: three writers change facts (write, supersede, verify, delete) under fresh
-Idempotency-Keys over HTTP, killed 0.05-1.5 s after the server is up; after each restart every
-cut-off change is sent again with its key (it must succeed: replayed if it had happened), 80
-acknowledged ones are replayed (byte-identical, `X-Idempotent-Replay: true`) and 30 facts are
-checked with the SDK (version chain, keyword, semantic rank 1); at the end all of them.
+`--path kindgi`: three writers change facts (write, supersede, verify, delete; erasures and
+resumes as the admin) under fresh Idempotency-Keys over HTTP, with keyed retrieves between them,
+killed 0.05-1.5 s after the server is up; after each restart every cut-off change is sent again
+with its key (it must succeed: replayed if it had happened), 80 acknowledged ones are replayed
+(byte-identical, `X-Idempotent-Replay: true`) and 30 facts are checked with the SDK (version
+chain, keyword, semantic rank 1); at the end all of them, and no file or kept answer may hold an
+erased fact's words or id.
 
     python bench/crash.py --path import --kills 50
     python bench/crash.py --path sync --kills 10
