@@ -35,6 +35,7 @@ class Server:
 
     url: str
     data: Path
+    app: Any = None  # the served app, in this process (its state is what in-process tests hold)
 
     def token(self, tenant: str = "acme", *, expires_ms: int | None = None, **grants: Any) -> str:
         """A new token for a principal of `tenant` (user, service, orgs, projects, admin)."""
@@ -58,7 +59,7 @@ def kindgi_server(data: Path, embedder: Embedder | None | object = None,
     app = create_app(data, DID, authenticator=InsecureOpen(), embedding=QueryEmbedding(chosen),  # type: ignore[arg-type]
                      key_limits=key_limits)
     with serving(app) as url:
-        yield Server(url, data)
+        yield Server(url, data, app)
 
 
 REPO = Path(__file__).resolve().parents[2]

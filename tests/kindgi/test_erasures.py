@@ -11,11 +11,6 @@ import httpx
 import pytest
 from kindgi.client import AuthError, Kindgi, NotFoundError, ServerError
 
-from engram_index.app import create_app
-from engram_index.embed.hashing import HashingEmbedder
-from engram_index.engram.api.embedding import QueryEmbedding
-from engram_index.engram.auth import InsecureOpen
-from engram_index.testkit.serve import serving
 from tests.kindgi.server import Server, kindgi_server
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
@@ -157,10 +152,8 @@ def test_erasures_need_a_tenant_admin_and_name_exactly_one_selector(server: Serv
 def test_an_erasure_cut_short_after_its_deletion_commits_still_leaves_no_byte_when_run_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(HashingEmbedder(64)))
-    with serving(app) as url:
-        server = Server(url, data)
+    with kindgi_server(data) as server:
+        app, url = server.app, server.url
         token = server.token(user="alice", projects=["web"])
         writer = Kindgi(base_url=url, token=token, max_retries=0)
         admin = server.client(admin=True)
@@ -215,11 +208,9 @@ def test_replaying_an_erased_facts_write_key_is_withheld_and_writes_nothing(serv
 def test_a_keyed_retrieve_that_read_a_fact_before_its_erasure_keeps_no_byte_of_it_when_kept_after(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(HashingEmbedder(64)))
     query = {"mode": "keyword", "query": "quollsecret"}
-    with serving(app) as url:
-        server = Server(url, data)
+    with kindgi_server(data) as server:
+        app, url = server.app, server.url
         token = server.token(user="alice", projects=["web"])
         headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "read-1"}
         writer = Kindgi(base_url=url, token=token, max_retries=0)
@@ -274,10 +265,8 @@ def test_a_keyed_retrieve_that_read_a_fact_before_its_erasure_keeps_no_byte_of_i
 def test_a_resume_racing_the_erasures_own_run_answers_completed_only_when_no_byte_is_left(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(HashingEmbedder(64)))
-    with serving(app) as url:
-        server = Server(url, data)
+    with kindgi_server(data) as server:
+        app = server.app
         writer = server.client(user="alice", projects=["web"])
         admin = server.client(admin=True)
         fact = writer.memory.write_fact(type="note", scope=SCOPE, content="dunnartsecret nests by 3 Reed Bank")
@@ -335,10 +324,8 @@ def test_a_resume_of_a_running_erasure_answers_once_it_ends_and_keeps_no_answer_
     import sqlite3
 
     data = tmp_path / "data"
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(HashingEmbedder(64)))
-    with serving(app) as url:
-        server = Server(url, data)
+    with kindgi_server(data) as server:
+        app = server.app
         writer = server.client(user="alice", projects=["web"])
         admin = server.client(admin=True)
         fact = writer.memory.write_fact(type="note", scope=SCOPE, content="quollsecret dens under 9 Ash Row")

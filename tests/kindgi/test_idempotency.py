@@ -11,13 +11,8 @@ import httpx
 import pytest
 from kindgi.client import ConflictError, Kindgi
 
-from engram_index.app import create_app
-from engram_index.embed.hashing import HashingEmbedder
 from engram_index.embed.ollama import OllamaEmbedder
-from engram_index.engram.api.embedding import QueryEmbedding
-from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
-from engram_index.testkit.serve import serving
 from tests.embed.fake_provider import FakeProvider
 from tests.kindgi.server import ServeProcess, Server, kindgi_server
 
@@ -174,10 +169,9 @@ class _Died(Exception):
 def test_an_erasure_cut_off_right_after_it_is_recorded_replays_on_retry_instead_of_running_twice(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(HashingEmbedder(64)))
-    with serving(app) as url:
-        admin = Server(url, data).token(admin=True)
+    with kindgi_server(data) as served:
+        app, url = served.app, served.url
+        admin = served.token(admin=True)
         store = app.state.kindgi.erasures.store
         real = store.execute
         died: list[bool] = []
@@ -201,10 +195,8 @@ def test_an_erasure_cut_off_right_after_it_is_recorded_replays_on_retry_instead_
 def test_an_erasure_resume_cut_off_right_after_it_completes_replays_on_retry_instead_of_running_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(HashingEmbedder(64)))
-    with serving(app) as url:
-        server = Server(url, data)
+    with kindgi_server(data) as server:
+        app, url = server.app, server.url
         admin = server.token(admin=True)
         sdk = Kindgi(base_url=url, token=admin, max_retries=0)
         fact = server.client(user="alice", projects=["web"]).memory.write_fact(FACT)
