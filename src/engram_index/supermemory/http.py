@@ -117,22 +117,6 @@ def authenticate(face: Face, request: Request) -> KeyRecord:
     raise Unauthorized(reason)
 
 
-async def _read_json(request: Request) -> bytes:
-    """A JSON body, refused once it is over MAX_JSON_BYTES (declared or counted), before it is all held."""
-    too_large = invalid(f"the body is larger than {MAX_JSON_BYTES // (1024 * 1024)} MB")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_JSON_BYTES:
-        raise too_large
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_JSON_BYTES:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _json_body(raw: bytes, schema: Obj | None, optional: bool) -> dict[str, Any]:
     """Parse and check a JSON body (an absent body is {} where the body is optional)."""
     if not raw.strip():
@@ -154,11 +138,16 @@ def _json_body(raw: bytes, schema: Obj | None, optional: bool) -> dict[str, Any]
 
 
 def _bounded(request: Request, limit: int, too_large: V5Error) -> Request:
-    """The request, whose body reads raise `too_large` once more than `limit` bytes came.
+    """The request, refused with `too_large` when its declared length passes `limit`, and whose body
+    reads raise it once more than `limit` bytes came.
 
-    A chunked upload declares no length, and the form parser spools a file to disk as it comes:
-    counted here, it stops at the limit instead of at the disk's end.
+    A chunked body declares no length: counted here, a JSON body is refused before it is all
+    held, and an upload (which the form parser spools to disk as it comes) stops at the limit
+    instead of at the disk's end.
     """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
     seen = 0
 
     async def receive() -> Message:
@@ -176,12 +165,12 @@ def _bounded(request: Request, limit: int, too_large: V5Error) -> Request:
 async def _multipart(request: Request, fields: dict[str, Check], file_required: bool
                      ) -> tuple[dict[str, Any], tuple[bytes, str, str] | None]:
     """Parse a multipart form: its text fields (checked) and its one file."""
+    too_large = invalid(f"uploads are at most {MAX_MULTIPART_BYTES // (1024 * 1024)} MB", "file")
+    bounded = _bounded(request, MAX_MULTIPART_BYTES, too_large)  # a length over the limit: refused first
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise invalid("send multipart/form-data with a file field")
-    too_large = invalid(f"uploads are at most {MAX_MULTIPART_BYTES // (1024 * 1024)} MB", "file")
     try:
-        form = await _bounded(request, MAX_MULTIPART_BYTES, too_large).form(
-            max_files=1, max_fields=20, max_part_size=1024 * 1024)
+        form = await bounded.form(max_files=1, max_fields=20, max_part_size=1024 * 1024)
     except V5Error:
         raise
     except Exception as exc:  # the parser's own errors: a malformed form
@@ -256,11 +245,10 @@ async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, b
     params = parse_query(request.query_params.multi_items(), query or {}, repeatable)
     upload = None
     if multipart is not None:
-        if int(request.headers.get("content-length") or 0) > MAX_MULTIPART_BYTES:
-            raise invalid(f"uploads are at most {MAX_MULTIPART_BYTES // (1024 * 1024)} MB", "file")
         parsed, upload = await _multipart(request, models.FILE_FIELDS, multipart)
     else:
-        parsed = _json_body(await _read_json(request), body, optional_body)
+        too_large = invalid(f"the body is larger than {MAX_JSON_BYTES // (1024 * 1024)} MB")
+        parsed = _json_body(await _bounded(request, MAX_JSON_BYTES, too_large).body(), body, optional_body)
     call = Call(face, key, ns, path, params, parsed, {k.lower(): v for k, v in request.headers.items()},
                 upload)
     return await run_in_threadpool(handler, call)
