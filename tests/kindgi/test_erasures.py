@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -64,6 +65,29 @@ def _data_bytes(data: Path) -> bytes:
     return b"".join(p.read_bytes() for p in data.rglob("*") if p.is_file())
 
 
+def _no_byte_left(data: Path, *words: bytes) -> None:
+    """No file of the data directory holds any of these words (the files that do are named)."""
+    left = _data_bytes(data)
+    for word in words:
+        assert word not in left, (word, [str(p) for p in data.rglob("*") if p.is_file() and word in p.read_bytes()])
+
+
+def _hold_the_erasures_compaction(monkeypatch: pytest.MonkeyPatch, collections: Any) -> tuple[threading.Event,
+                                                                                             threading.Event]:
+    """Hold an erasure's own run at its compaction (its deletion committed): (reached, release)."""
+    reached, release = threading.Event(), threading.Event()
+    real_compact = collections.compact
+
+    def compact(name: str) -> None:
+        if threading.current_thread().name == "erasure":
+            reached.set()
+            release.wait(30)
+        real_compact(name)
+
+    monkeypatch.setattr(collections, "compact", compact)
+    return reached, release
+
+
 def test_an_erased_fact_leaves_no_byte_of_its_words_anywhere_in_the_data_directory(server: Server) -> None:
     writer = server.client(user="alice", projects=["web"])
     admin = server.client(admin=True)
@@ -75,9 +99,8 @@ def test_an_erased_fact_leaves_no_byte_of_its_words_anywhere_in_the_data_directo
     assert b"wombatsecret" in _data_bytes(server.data)
     done = _finished(admin, str(admin.memory.create_erasure({"factId": fact.id}).id))
     assert done.status == "completed"  # type: ignore[attr-defined]
-    left = _data_bytes(server.data)  # the record store, its write-ahead log, the indexes, the saved counts
-    for word in (b"wombatsecret", b"Elm Road", b"Oak Lane"):
-        assert word not in left, (word, [str(p) for p in server.data.rglob("*") if p.is_file() and word in p.read_bytes()])
+    # The record store, its write-ahead log, the indexes, the saved counts.
+    _no_byte_left(server.data, b"wombatsecret", b"Elm Road", b"Oak Lane")
     assert len(writer.memory.list_facts().data) == 20
 
 
@@ -177,9 +200,7 @@ def test_an_erasure_cut_short_after_its_deletion_commits_still_leaves_no_byte_wh
         erasure = str(admin.memory.create_erasure({"factId": fact.id}).id)
         assert _finished(admin, erasure).status == "failed" and cut  # type: ignore[attr-defined]
         assert admin.memory.resume_erasure(erasure).status == "completed"
-        left = _data_bytes(data)
-        for word in (b"numbatsecret", b"Ash Row"):
-            assert word not in left, (word, [str(p) for p in data.rglob("*") if p.is_file() and word in p.read_bytes()])
+        _no_byte_left(data, b"numbatsecret", b"Ash Row")
         again = httpx.post(f"{url}/v1/memory/facts", headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "w-1"},
                            json={"type": "note", "scope": SCOPE, "content": "numbatsecret lives at 4 Ash Row"})
         assert again.headers.get("x-idempotent-replay") != "true"  # the erased answer is not kept
@@ -254,9 +275,8 @@ def test_a_keyed_retrieve_that_read_a_fact_before_its_erasure_keeps_no_byte_of_i
         replay = httpx.post(f"{url}/v1/memory/retrieve", json=query, headers=headers)  # from memory, unwritten
         assert replay.status_code == 409 and replay.json()["error"]["code"] == "idempotency-key-replay-withheld"
         written.set()
-    left = _data_bytes(data)  # stopped: every answer kept behind has been written
-    for word in (b"quollsecret", b"Fern Way"):
-        assert word not in left, (word, [str(p) for p in data.rglob("*") if p.is_file() and word in p.read_bytes()])
+    # Stopped: every answer kept behind has been written.
+    _no_byte_left(data, b"quollsecret", b"Fern Way")
     with kindgi_server(data) as again:
         replay = httpx.post(f"{again.url}/v1/memory/retrieve", json=query, headers=headers)
         assert replay.status_code == 409 and replay.json()["error"]["code"] == "idempotency-key-replay-withheld"
@@ -275,8 +295,10 @@ def test_a_resume_racing_the_erasures_own_run_answers_completed_only_when_no_byt
         assert writer.memory.retrieve(mode="keyword", query="dunnartsecret").results  # in a keyword segment
         erasures = app.state.kindgi.erasures
         facts = erasures.facts
-        real_run, real_lock, real_compact = erasures._run, facts.tenant_lock, facts.collections.compact
-        own_go, resume_read, resume_go, own_compacts, own_done = (threading.Event() for _ in range(5))
+        real_run, real_lock = erasures._run, facts.tenant_lock
+        own_go, resume_read, resume_go = (threading.Event() for _ in range(3))
+        # The erasure's own run holds after its deletion has committed.
+        own_compacts, own_done = _hold_the_erasures_compaction(monkeypatch, facts.collections)
 
         def run(*args: Any, **kwargs: Any) -> Any:  # the erasure's own run starts only when told
             if threading.current_thread().name == "erasure":
@@ -289,15 +311,8 @@ def test_a_resume_racing_the_erasures_own_run_answers_completed_only_when_no_byt
                 resume_go.wait(30)
             return real_lock(tenant)
 
-        def compact(name: str) -> None:  # the erasure's own run holds after its deletion has committed
-            if threading.current_thread().name == "erasure":
-                own_compacts.set()
-                own_done.wait(30)
-            real_compact(name)
-
         monkeypatch.setattr(erasures, "_run", run)
         monkeypatch.setattr(facts, "tenant_lock", tenant_lock)
-        monkeypatch.setattr(facts.collections, "compact", compact)
         eid = str(admin.memory.create_erasure({"factId": fact.id}).id)
         answers: list[Any] = []
         resumer = threading.Thread(target=lambda: answers.append(admin.memory.resume_erasure(eid)))
@@ -309,9 +324,8 @@ def test_a_resume_racing_the_erasures_own_run_answers_completed_only_when_no_byt
         resumer.join(30)
         try:
             assert answers and answers[0].status == "completed"
-            left = _data_bytes(data)  # completed means nothing of the fact is left
-            for word in (b"dunnartsecret", b"Reed Bank"):
-                assert word not in left, (word, [str(p) for p in data.rglob("*") if p.is_file() and word in p.read_bytes()])
+            # Completed means nothing of the fact is left.
+            _no_byte_left(data, b"dunnartsecret", b"Reed Bank")
         finally:
             own_done.set()
         assert _finished(admin, eid).status == "completed"  # type: ignore[attr-defined]
@@ -321,8 +335,6 @@ def test_a_resume_of_a_running_erasure_answers_once_it_ends_and_keeps_no_answer_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A running erasure's view names its fact in its selector; kept for the resume's key after the
     # run withheld the answers naming the fact, it would outlive the erasure (which keeps no id).
-    import sqlite3
-
     data = tmp_path / "data"
     with kindgi_server(data) as server:
         app = server.app
@@ -330,16 +342,7 @@ def test_a_resume_of_a_running_erasure_answers_once_it_ends_and_keeps_no_answer_
         admin = server.client(admin=True)
         fact = writer.memory.write_fact(type="note", scope=SCOPE, content="quollsecret dens under 9 Ash Row")
         erasures = app.state.kindgi.erasures
-        real_compact = erasures.facts.collections.compact
-        compacting, go = threading.Event(), threading.Event()
-
-        def compact(name: str) -> None:  # the erasure's own run holds once it is running
-            if threading.current_thread().name == "erasure":
-                compacting.set()
-                go.wait(30)
-            real_compact(name)
-
-        monkeypatch.setattr(erasures.facts.collections, "compact", compact)
+        compacting, go = _hold_the_erasures_compaction(monkeypatch, erasures.facts.collections)  # running
         eid = str(admin.memory.create_erasure({"factId": fact.id}).id)
         assert compacting.wait(30)
         assert admin.memory.get_erasure(eid).status == "running"  # type: ignore[attr-defined]
