@@ -177,12 +177,16 @@ class Idempotency:
         if status >= 400:
             return []
         claim.sealed = True
-        return [(_INSERT, (claim.key, claim.body_sha, status, JSON, body, self.clock()))]
+        return [(_INSERT, self._row(claim, status, body))]
+
+    def _row(self, claim: Claim, status: int, body: bytes) -> tuple[Any, ...]:
+        """The kept answer's row, as _INSERT takes it."""
+        return claim.key, claim.body_sha, status, JSON, body, self.clock()
 
     def keep(self, claim: Claim, status: int, body: bytes) -> None:
         """Keep an answer that was not sealed inside a change (an erasure's start), now."""
         if status < 400 and not claim.sealed:
-            self.store.execute([(_INSERT, (claim.key, claim.body_sha, status, JSON, body, self.clock()))])
+            self.store.execute([(_INSERT, self._row(claim, status, body))])
             claim.sealed = True
 
     def keep_behind(self, claim: Claim, status: int, body: bytes) -> None:
@@ -190,8 +194,7 @@ class Idempotency:
         if status >= 400 or claim.sealed:
             return
         with self._lock:
-            self._unwritten[claim.key] = _Behind((claim.key, claim.body_sha, status, JSON, body, self.clock()),
-                                                 claim.facts)
+            self._unwritten[claim.key] = _Behind(self._row(claim, status, body), claim.facts)
         claim.sealed = True
         self._queue.put(claim.key)
 
