@@ -135,11 +135,7 @@ def build(face: str, data: Path, n: int, writes: float) -> Workload:
         try:
             spaces.ensure_space(SPACE, MODEL)
             for start in range(0, n, 5000):
-                docs = [StoredDocument(Document(
-                    id=f"{SPACE}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a", text=_text(rng, i),
-                    created_ms=1_700_000_000_000 + i, vector=rng.standard_normal(MODEL.dims).astype("<f2").tobytes(),
-                    metadata={"cid": "bafyreiexample"})) for i in range(start, min(n, start + 5000))]
-                spaces.write(SPACE, docs)
+                spaces.write(SPACE, _memories(SPACE, "did:plc:a", MODEL, rng, range(start, min(n, start + 5000))))
         finally:
             spaces.close()
         return Workload(face, reads=_engram_reads())
@@ -155,13 +151,26 @@ def build(face: str, data: Path, n: int, writes: float) -> Workload:
     return work
 
 
+def _memories(space: str, author: str, model: ModelIdentity, rng: np.random.Generator,
+              numbers: range) -> list[StoredDocument]:
+    """Memory records of a space by one author: six random words and a word of its own, a random vector."""
+    return [StoredDocument(Document(
+        id=f"{space}/{author}/garden.engram.memory/r{i}", author=author, text=_text(rng, i),
+        created_ms=1_700_000_000_000 + i, vector=rng.standard_normal(model.dims).astype("<f2").tobytes(),
+        metadata={"cid": "bafyreiexample"})) for i in numbers]
+
+
+def _search(params: dict[str, str]) -> bytes:
+    """A searchMemories request's bytes, encoded once so that the client spends little CPU."""
+    return _raw("GET", "/xrpc/garden.engram.searchMemories?" + urlencode(params), None, {})
+
+
 def _engram_reads(count: int = 997) -> list[bytes]:
-    """Hybrid searches: two words and a random vector, encoded once so that the client spends little CPU."""
+    """Hybrid searches: two words and a random vector."""
     rng = np.random.default_rng(7)
-    return [_raw("GET", "/xrpc/garden.engram.searchMemories?" + urlencode({
-        "space": SPACE, "q": " ".join(rng.choice(WORDS, 2)), "model": MODEL.model, "modelDigest": MODEL.digest,
-        "vector": encode_query_vector(rng.standard_normal(MODEL.dims)), "limit": "10"}), None, {})
-        for _ in range(count)]
+    return [_search({"space": SPACE, "q": " ".join(rng.choice(WORDS, 2)), "model": MODEL.model,
+                     "modelDigest": MODEL.digest, "vector": encode_query_vector(rng.standard_normal(MODEL.dims)),
+                     "limit": "10"}) for _ in range(count)]
 
 
 def _embed_space_reads(data: Path, n: int, rng: np.random.Generator) -> list[bytes]:
@@ -176,18 +185,12 @@ def _embed_space_reads(data: Path, n: int, rng: np.random.Generator) -> list[byt
         for k in range(EMBED_AUTHORITIES):
             space = embed_space(k)
             spaces.ensure_space(space, model)
-            author = space.split("/")[2]
-            spaces.write(space, [StoredDocument(Document(
-                id=f"{space}/{author}/garden.engram.memory/r{i}", author=author, text=_text(rng, i),
-                created_ms=1_700_000_000_000 + i, metadata={"cid": "bafyreiexample"},
-                vector=rng.standard_normal(model.dims).astype("<f2").tobytes()))
-                for i in range(n // EMBED_AUTHORITIES)])
+            spaces.write(space, _memories(space, space.split("/")[2], model, rng, range(n // EMBED_AUTHORITIES)))
     finally:
         spaces.close()
     words = np.random.default_rng(7)
-    return [_raw("GET", "/xrpc/garden.engram.searchMemories?" + urlencode({
-        "space": embed_space(i % EMBED_AUTHORITIES), "q": " ".join(words.choice(WORDS, 2)), "limit": "10"}), None, {})
-        for i in range(EMBED_AUTHORITIES * 15)]
+    return [_search({"space": embed_space(i % EMBED_AUTHORITIES), "q": " ".join(words.choice(WORDS, 2)),
+                     "limit": "10"}) for i in range(EMBED_AUTHORITIES * 15)]
 
 
 def _reads(face: str, token: str, count: int = 997) -> list[bytes]:
