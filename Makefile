@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 DATA   ?= data
+# Test lanes: pytest-xdist processes, one per core of a CI machine; a module's tests stay in one lane
+# (loadscope), so that its module-scoped server starts once.
+TEST_LANES ?= 2
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DEMO_SPACE := at://did:plc:demo2demo2demo2demo2demo2/space/garden.engram.space/demo
@@ -57,7 +60,7 @@ try-members: install
 test: install-dev
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope
 
 bench: install-dev
 	$(BIN)/python bench/engine.py

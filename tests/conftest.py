@@ -52,7 +52,7 @@ def c_loops(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test once on the C kernels' vectorised loops (skipped where the CPU has none) and once on the portable ones."""
     from tests.kernel_paths import c_loops as run
 
-    yield from run(request.param)
+    yield from run(request.node, request.param)
 
 
 @pytest.fixture(params=sorted(simsimd.get_capabilities()))
@@ -60,7 +60,14 @@ def simsimd_level(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test once per simsimd capability level, with only that one enabled (skipped where the CPU lacks it)."""
     from tests.kernel_paths import simsimd_level as run
 
-    yield from run(request.param)
+    yield from run(request.node, request.param)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count kernel paths from every test's report (in the controller too, under pytest-xdist)."""
+    from tests.kernel_paths import note
+
+    note(report)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

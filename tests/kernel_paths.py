@@ -22,19 +22,34 @@ SIMSIMD_NEEDS = {
     "sve": "Arm SVE", "sve_f16": "Arm SVE FP16", "sve_bf16": "Arm SVE BF16", "sve_i8": "Arm SVE int8",
 }
 
+# Kept on each test's report (user properties travel from pytest-xdist's workers to the controller),
+# so that the controller's summary counts every worker's tests.
+EXERCISED, SKIPPED = "kernel path exercised", "kernel path skipped"
 _exercised: dict[str, int] = {}
 _skipped: dict[str, str] = {}
 
 
-def exercised(path: str) -> None:
-    """Count one test run on a kernel path."""
-    _exercised[path] = _exercised.get(path, 0) + 1
+def exercised(node: pytest.Item, path: str) -> None:
+    """Mark one test as run on a kernel path."""
+    node.user_properties.append((EXERCISED, path))
 
 
-def skip(path: str, why: str) -> None:
+def skip(node: pytest.Item, path: str, why: str) -> None:
     """Note that a kernel path could not run here, and skip the test saying so."""
-    _skipped[path] = why
+    node.user_properties.append((SKIPPED, f"{path}\t{why}"))
     pytest.skip(f"{path}: {why}")
+
+
+def note(report: pytest.TestReport) -> None:
+    """Count the kernel path a test's setup ran on, or was skipped from (called for every report)."""
+    if report.when != "setup":
+        return
+    for key, value in report.user_properties:
+        if key == EXERCISED and report.passed:
+            _exercised[str(value)] = _exercised.get(str(value), 0) + 1
+        elif key == SKIPPED and report.skipped:
+            path, why = str(value).split("\t", 1)
+            _skipped[path] = why
 
 
 def summary_lines() -> list[str]:
@@ -44,7 +59,7 @@ def summary_lines() -> list[str]:
     return lines
 
 
-def c_loops(which: str) -> Iterator[str]:
+def c_loops(node: pytest.Item, which: str) -> Iterator[str]:
     """Run the C kernels' vectorised or portable loops for one test; yield the path's name."""
     _kernels.use_portable(False)
     fastest = _kernels.loops()
@@ -55,25 +70,25 @@ def c_loops(which: str) -> Iterator[str]:
         else:
             path = f"C kernels, vectorised loops ({fastest['scan']} scan, {fastest['dot']} dots)"
             if set(fastest.values()) == {"portable"}:
-                skip("C kernels, vectorised loops", "this CPU runs only the portable loops (no popcnt, no AVX2/FMA/F16C)")
-        exercised(path)
+                skip(node, "C kernels, vectorised loops", "this CPU runs only the portable loops (no popcnt, no AVX2/FMA/F16C)")
+        exercised(node, path)
         yield path
     finally:
         _kernels.use_portable(False)
 
 
-def simsimd_level(capability: str) -> Iterator[str]:
+def simsimd_level(node: pytest.Item, capability: str) -> Iterator[str]:
     """Leave only one simsimd capability level enabled for one test; yield the path's name."""
     path = f"simsimd {capability}"
     if not SIMSIMD_CPU.get(capability):
-        skip(path, f"this CPU does not have it ({SIMSIMD_NEEDS.get(capability, 'unknown instructions')})")
+        skip(node, path, f"this CPU does not have it ({SIMSIMD_NEEDS.get(capability, 'unknown instructions')})")
     others = [c for c, present in SIMSIMD_CPU.items() if present and c != "serial"]
     try:
         for name in others:
             simsimd.disable_capability(name)
         if capability != "serial":
             simsimd.enable_capability(capability)
-        exercised(path)
+        exercised(node, path)
         yield path
     finally:
         for name in others:

@@ -125,9 +125,8 @@ def test_every_curl_request_of_the_readme_is_answered_by_make_runs_service(tmp_p
     the local embedder), asked every curl of the README."""
     import httpx
 
-    from engram_index.app import create_app
+    from tests.limits import roomy_app, roomy_embedding
     from engram_index.embed.local import MiniLMEmbedder
-    from engram_index.engram.api.embedding import QueryEmbedding
     from engram_index.engram.auth import InsecureOpen
     from engram_index.testkit.serve import serving
 
@@ -142,8 +141,8 @@ def test_every_curl_request_of_the_readme_is_answered_by_make_runs_service(tmp_p
     assert len(lines) >= 5
     s_value = re.search(r"^S=(\S+)$", text, flags=re.M).group(1)  # type: ignore[union-attr]
     assert s_value == space
-    app = create_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(MiniLMEmbedder()))
+    app = roomy_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen(),
+                     embedding=roomy_embedding(MiniLMEmbedder()))
     with serving(app) as url:
         for line in lines:
             target = line.replace("$S", s_value).replace("http://127.0.0.1:8080", url)

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.auth import InsecureOpen
 from engram_index.envelopes import FACES, KINDGI, NO_FACE, V5, XRPC, FaceErrors, face_for
 from engram_index.errors import InvalidInput
@@ -37,7 +37,7 @@ async def boom(request: Request) -> Response:
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    app = create_app(tmp_path_factory.mktemp("data"), "did:web:index.example", authenticator=InsecureOpen())
+    app = roomy_app(tmp_path_factory.mktemp("data"), "did:web:index.example", authenticator=InsecureOpen())
     for path in BOOM.values():
         app.router.routes.append(Route(path, boom))
     with serving(app) as base:

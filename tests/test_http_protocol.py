@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram_index.app import create_app
+from tests.limits import roomy_app, serve_command
 from engram_index.engram.auth import InsecureOpen
 from engram_index.server import MAX_LOGGED_TARGET
 from engram_index.testkit.serve import free_port, serving
@@ -28,7 +28,7 @@ OK = b"GET /xrpc/garden.engram.describeService HTTP/1.1\r\nHost: 127.0.0.1\r\n\r
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    app = create_app(tmp_path_factory.mktemp("data"), "did:web:index.example", authenticator=InsecureOpen())
+    app = roomy_app(tmp_path_factory.mktemp("data"), "did:web:index.example", authenticator=InsecureOpen())
     with serving(app, head_timeout=HEAD_TIMEOUT, timeout_keep_alive=1) as base:
         yield base
 
@@ -132,7 +132,7 @@ def test_a_slow_but_timely_head_is_served(url: str) -> None:
 
 
 def test_connections_beyond_the_cap_get_a_json_503_and_slots_free_when_slow_ones_time_out(tmp_path: Path) -> None:
-    app = create_app(tmp_path, "did:web:index.example", authenticator=InsecureOpen())
+    app = roomy_app(tmp_path, "did:web:index.example", authenticator=InsecureOpen())
     with serving(app, head_timeout=HEAD_TIMEOUT, limit_concurrency=4) as base:
         idle = [connect(base) for _ in range(4)]
         try:
@@ -154,8 +154,7 @@ def test_the_access_log_writes_a_bounded_line_for_a_huge_target(tmp_path: Path) 
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(tmp_path), "--port", str(port),
-         "--insecure-open", "--embedder", "none"],
+        serve_command(sys.executable, tmp_path, port, "--insecure-open", "--embedder", "none"),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -12,6 +12,7 @@ import httpx
 
 from engram_index.server import tcp_listener
 from engram_index.testkit.serve import free_port
+from tests.limits import serve_command
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -55,8 +56,7 @@ def served_log(tmp_path: Path, *options: str) -> str:
     """What `engram-index serve` prints while answering one request."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(tmp_path), "--port", str(port),
-         "--insecure-open", "--embedder", "none", *options],
+        serve_command(sys.executable, tmp_path, port, "--insecure-open", "--embedder", "none", *options),
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

@@ -16,10 +16,9 @@ import httpx
 from kindgi.client import Kindgi
 
 from engram_index.admission import Admission
-from engram_index.app import create_app
+from tests.limits import roomy_app, roomy_embedding, serve_command
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
-from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
 from engram_index.testkit.serve import free_port, serving
@@ -56,7 +55,7 @@ def kindgi_server(data: Path, embedder: Embedder | None | object = None,
                   key_limits: Admission | None = None) -> Iterator[Server]:
     """Serve a data directory (with the hashing embedder unless told otherwise) until the block ends."""
     chosen = HashingEmbedder(DIMS) if embedder is None else None if embedder is NO_EMBEDDER else embedder
-    app = create_app(data, DID, authenticator=InsecureOpen(), embedding=QueryEmbedding(chosen),  # type: ignore[arg-type]
+    app = roomy_app(data, DID, authenticator=InsecureOpen(), embedding=roomy_embedding(chosen),  # type: ignore[arg-type]
                      key_limits=key_limits)
     with serving(app) as url:
         yield Server(url, data, app)
@@ -72,8 +71,7 @@ class ServeProcess:
         """Serve `data` on a free loopback port with these extra options, once `start` is called."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.command = [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
-                        str(self.port), "--insecure-open", "--no-access-log", *extra]
+        self.command = serve_command(sys.executable, data, self.port, "--insecure-open", "--no-access-log", *extra)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

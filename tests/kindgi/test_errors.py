@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from kindgi.client import AuthError, InvalidRequestError, Kindgi, ServerError
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.cli import main
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
@@ -134,7 +134,7 @@ def test_a_read_only_worker_answers_501_memory_operation_unsupported(tmp_path: P
     data = tmp_path / "data"
     with kindgi_server(data) as server:
         token = server.token(user="alice", projects=["web"])
-    app = create_app(data, DID, authenticator=InsecureOpen(), read_only=True)
+    app = roomy_app(data, DID, authenticator=InsecureOpen(), read_only=True)
     with serving(app) as url:
         client = Kindgi(base_url=url, token=token)
         for call in (lambda: client.memory.retrieve(mode="list"), lambda: client.memory.list_facts(),

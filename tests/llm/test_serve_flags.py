@@ -9,7 +9,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from engram_index.app import WORKER_CONFIG_ENV, create_app, worker_app
+from engram_index.app import WORKER_CONFIG_ENV, worker_app
+from tests.limits import ROOMY_SERVE_OPTIONS, roomy_app
 from engram_index.cli import main
 from engram_index.engram.auth import InsecureOpen
 from engram_index.llm.openai_compat import OpenAICompatibleLLM
@@ -23,7 +24,7 @@ DID = "did:web:localhost"
 def test_the_app_holds_the_configured_llm_and_reranker(tmp_path: Path, fake: FakeLLM) -> None:
     llm = OpenAICompatibleLLM(fake.url, fake.model)
     reranker = LLMReranker(llm)
-    app = create_app(tmp_path / "d", DID, authenticator=InsecureOpen(), llm=llm, reranker=reranker)
+    app = roomy_app(tmp_path / "d", DID, authenticator=InsecureOpen(), llm=llm, reranker=reranker)
     with serving(app) as url:
         assert httpx.get(f"{url}/xrpc/_health").status_code == 200
         assert app.state.llm is llm and app.state.reranker is reranker
@@ -31,7 +32,7 @@ def test_the_app_holds_the_configured_llm_and_reranker(tmp_path: Path, fake: Fak
 
 
 def test_without_flags_the_app_has_no_llm_and_no_reranker(tmp_path: Path) -> None:
-    app = create_app(tmp_path / "d", DID, authenticator=InsecureOpen())
+    app = roomy_app(tmp_path / "d", DID, authenticator=InsecureOpen())
     with serving(app):
         assert app.state.llm is None and app.state.reranker is None
 
@@ -39,7 +40,7 @@ def test_without_flags_the_app_has_no_llm_and_no_reranker(tmp_path: Path) -> Non
 def test_workers_get_the_llm_and_reranker_from_the_parents_config(tmp_path: Path, fake: FakeLLM,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "d"
-    with serving(create_app(data, DID, authenticator=InsecureOpen())):
+    with serving(roomy_app(data, DID, authenticator=InsecureOpen())):
         pass  # the data directory a worker opens read-only
     monkeypatch.setenv(WORKER_CONFIG_ENV, json.dumps({
         "data": str(data), "service_did": DID, "insecure_open": True, "rate": 50.0, "burst": 100.0,
@@ -60,6 +61,6 @@ def test_workers_get_the_llm_and_reranker_from_the_parents_config(tmp_path: Path
     (["--llm", "m@http://127.0.0.1:9/v1", "--rerank", "tei"], "--rerank wants url:"),
 ])
 def test_malformed_llm_and_rerank_flags_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
-    result = CliRunner().invoke(main, ["serve", "--data", str(tmp_path / "d"), "--insecure-open", *args])
+    result = CliRunner().invoke(main, ["serve", *ROOMY_SERVE_OPTIONS, "--data", str(tmp_path / "d"), "--insecure-open", *args])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())

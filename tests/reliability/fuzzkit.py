@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from .rawhttp import exchange
+from tests.limits import ROOMY_SERVE_OPTIONS
 
 
 # How the faces start `engram-index` (bench/heap.py swaps in its memory hooks, in place).
@@ -34,7 +35,7 @@ SERVER: list[str] = [sys.executable, "-m", "engram_index.cli"]
 
 def serve_command(*args: str) -> list[str]:
     """`engram-index serve ARGS`, as the faces start it."""
-    return [*SERVER, "serve", *args]
+    return [*SERVER, "serve", *ROOMY_SERVE_OPTIONS, *args]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.collections import Collections
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.engram.api.limits import SpaceLimits
@@ -80,7 +80,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[
             store.write(s.uri, [StoredDocument(d) for d in s.docs.values()])
     finally:
         store.close()
-    app = create_app(data, "did:web:index.example", authenticator=InsecureOpen(), limits=SpaceLimits(1e6, 1e6))
+    app = roomy_app(data, "did:web:index.example", authenticator=InsecureOpen(), limits=SpaceLimits(1e6, 1e6))
     with serving(app) as url:
         for s in spaces:
             for _ in range(200):

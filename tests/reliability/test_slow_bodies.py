@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
 from engram_index.testkit.serve import serving
@@ -41,7 +41,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("slow")
-    app = create_app(data, "did:web:index.example", authenticator=InsecureOpen())
+    app = roomy_app(data, "did:web:index.example", authenticator=InsecureOpen())
     v5_key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
     grants = {"tenant": "acme", "user": "alice", "orgs": [], "projects": [], "admin": False}
     kindgi_key, _ = KeyStore(data).create("kindgi", grants)

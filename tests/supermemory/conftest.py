@@ -14,10 +14,9 @@ import pytest
 from supermemory import Supermemory
 
 from engram_index.admission import Admission
-from engram_index.app import create_app
+from tests.limits import roomy_app, roomy_embedding
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
-from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
 from engram_index.llm.base import LLM, Reranker
@@ -48,7 +47,7 @@ def running(data: Path, embedder: Embedder | None, llm: LLM | None = None,
             reranker: Reranker | None = None, allow_private_urls: bool = True,
             key_limits: Admission | None = None) -> Iterator[Server]:
     """Serve a data directory with an embedder (None: keyword search only), and an LLM and a reranker if given."""
-    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(embedder),
+    app = roomy_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=roomy_embedding(embedder),
                      llm=llm, reranker=reranker, key_limits=key_limits)
     app.state.allow_private_urls = allow_private_urls  # the tests' pages are served on loopback
     token, _ = KeyStore(data).create("supermemory", {"namespaces": None})

@@ -25,6 +25,7 @@ from engram_index.supermemory.tables import chunks_collection, memories_collecti
 from engram_index.testkit.serve import free_port
 
 from .conftest import add_done, running
+from tests.limits import ROOMY_SERVE_OPTIONS
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -33,7 +34,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 def served(data: Path, port: int, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
     """`engram-index serve` in its own process, until the block ends (or the test kills it)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from engram_index.cli import main; main()", "serve", "--data", str(data),
+        [sys.executable, "-c", "from engram_index.cli import main; main()", "serve", *ROOMY_SERVE_OPTIONS, "--data", str(data),
          "--port", str(port), "--embedder", "hashing:64", "--no-access-log", *extra],
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30

@@ -109,13 +109,14 @@ def test_serve_takes_the_per_key_rate_and_burst_for_v5(tmp_path: Path) -> None:
 def test_workers_admit_per_key_as_the_parents_options_say(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from engram_index.app import WORKER_CONFIG_ENV, create_app, worker_app
+    from engram_index.app import WORKER_CONFIG_ENV, worker_app
+    from tests.limits import roomy_app
     from engram_index.engram.auth import InsecureOpen
     from engram_index.keys import KeyStore
     from engram_index.testkit.serve import serving
 
     data = tmp_path / "d"
-    with serving(create_app(data, "did:web:localhost", authenticator=InsecureOpen())):
+    with serving(roomy_app(data, "did:web:localhost", authenticator=InsecureOpen())):
         pass  # the data directory (and the v5 tables) a worker opens read-only
     key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
     monkeypatch.setenv(WORKER_CONFIG_ENV, json.dumps({

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import supermemory
 
-from engram_index.app import create_app
+from tests.limits import roomy_app, roomy_embedding
 from engram_index.collections import Collections
 from engram_index.embed.hashing import HashingEmbedder
-from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.auth import InsecureOpen
 from engram_index.testkit.serve import serving
 from tests.supermemory.conftest import Server, add_done, running
@@ -23,8 +22,8 @@ def test_a_read_only_process_searches_and_refuses_writes(tmp_path: Path) -> None
     writer = Collections(tmp_path)  # what `serve --workers` does first: every index caught up
     writer.catch_up()
     writer.close()
-    app = create_app(tmp_path, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(HashingEmbedder(64)), read_only=True)
+    app = roomy_app(tmp_path, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=roomy_embedding(HashingEmbedder(64)), read_only=True)
     with serving(app) as url:
         client = Server(url, tmp_path, key, app).client()
         assert client.search("shared", query="replicas", search_mode="memories").results

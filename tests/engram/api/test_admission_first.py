@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.collections import Collections
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.engram.api.limits import SpaceLimits
@@ -38,7 +38,7 @@ def _loaded(url: str) -> None:
 
 
 def test_a_refused_search_says_when_to_retry_in_whole_seconds(data: Path) -> None:
-    app = create_app(data, "did:web:x", authenticator=InsecureOpen(), limits=SpaceLimits(rate=0.1, burst=1))
+    app = roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=SpaceLimits(rate=0.1, burst=1))
     with serving(app) as url:
         _loaded(url)
         answers = [httpx.get(url + SEARCH, params={"space": SPACE, "q": "hello", "mode": "keyword"})
@@ -50,7 +50,7 @@ def test_a_refused_search_says_when_to_retry_in_whole_seconds(data: Path) -> Non
 
 
 def test_a_search_past_the_rate_is_refused_before_its_parameters_are_parsed(data: Path) -> None:
-    app = create_app(data, "did:web:x", authenticator=InsecureOpen(), limits=SpaceLimits(rate=0.1, burst=1))
+    app = roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=SpaceLimits(rate=0.1, burst=1))
     with serving(app) as url:
         _loaded(url)
         bad = {"space": SPACE, "q": "hello", "vector": "!!not base64!!", "model": "m", "modelDigest": "d"}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from starlette.routing import Route
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.collections import Collections
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.engram.api.lexicon import Lexicons
@@ -41,7 +41,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         created_ms=1_700_000_000_000 + i, vector=vecs[i % 4].tobytes(), metadata={"cid": "bafyreiexample"}))
         for i in range(6)])
     spaces.close()
-    app = create_app(data, "did:web:index.example", authenticator=InsecureOpen(), limits=SpaceLimits(1e6, 1e6))
+    app = roomy_app(data, "did:web:index.example", authenticator=InsecureOpen(), limits=SpaceLimits(1e6, 1e6))
     with serving(app) as base:
         wait_until_loaded(base, SPACE)
         yield base
@@ -85,7 +85,7 @@ def test_the_cursors_this_service_makes_still_walk_every_page(url: str) -> None:
 
 
 def routes() -> list[tuple[str, set[str]]]:
-    app = create_app(Path("unused"), "did:web:index.example", authenticator=InsecureOpen())
+    app = roomy_app(Path("unused"), "did:web:index.example", authenticator=InsecureOpen())
     # The XRPC routes and those of no face; v5 and Kindgi answer in their own envelopes (their tests).
     return [(r.path, set(r.methods or ())) for r in app.routes
             if isinstance(r, Route) and not r.path.startswith(KINDGI_PREFIX) and not supermemory_http.owns(r.path)]

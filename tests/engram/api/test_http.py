@@ -9,7 +9,7 @@ import pytest
 
 from engram_index.engram.api.lexicon import Lexicons
 from engram_index.engram.api.limits import SpaceLimits
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.auth import InsecureOpen
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.engram.records import encode_query_vector
@@ -43,7 +43,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     spaces.close()
     # Generous admission: these tests fire requests faster than the default per-space rate.
     limits = SpaceLimits(rate=1e6, burst=1e6)
-    with serving(create_app(data, DID, authenticator=InsecureOpen(), limits=limits)) as url:
+    with serving(roomy_app(data, DID, authenticator=InsecureOpen(), limits=limits)) as url:
         wait_until_loaded(url, SPACE)
         yield url
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engram_index.engram.api.lexicon import Lexicons
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.auth import InsecureOpen
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.collections import Collections
@@ -75,7 +75,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     spaces.write(BARE, [StoredDocument(Document(id=uri(AUTHORS[0], 0, BARE), author=AUTHORS[0], text="bare",
                                                 created_ms=1))])
     spaces.close()
-    with serving(create_app(data, "did:web:index.example", authenticator=InsecureOpen())) as base:
+    with serving(roomy_app(data, "did:web:index.example", authenticator=InsecureOpen())) as base:
         wait_until_loaded(base, SPACE)
         yield base
 

@@ -11,7 +11,7 @@ import pytest
 
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
-from engram_index.app import create_app
+from tests.limits import roomy_app, roomy_embedding
 from engram_index.engram.auth import InsecureOpen
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engine.types import Document, ModelIdentity
@@ -63,7 +63,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def server(data: Path, embedding: QueryEmbedding) -> Iterator[str]:
-    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen(), embedding=embedding,
+    with serving(roomy_app(data, "did:web:x", authenticator=InsecureOpen(), embedding=embedding,
                            limits=SpaceLimits(rate=1e6, burst=1e6))) as url:
         wait_until_loaded(url, SPACE, FOREIGN, ALIEN_MODEL)
         yield url
@@ -71,7 +71,7 @@ def server(data: Path, embedding: QueryEmbedding) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def url(data: Path) -> Iterator[str]:
-    yield from server(data, QueryEmbedding(HashingEmbedder(DIMS), authorities={AUTHORITY}))
+    yield from server(data, roomy_embedding(HashingEmbedder(DIMS), authorities={AUTHORITY}))
 
 
 def search(url: str, space: str = SPACE, **params: object) -> httpx.Response:

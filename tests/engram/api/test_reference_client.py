@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from engram_index.app import create_app, space_credentials
+from engram_index.app import space_credentials
+from tests.limits import roomy_app
 from engram_index.cli import default_service_did
 from engram_index.collections import Collections
 from engram_index.engine.types import Document, ModelIdentity
@@ -92,7 +93,7 @@ def world(data: Path, *, restarts: int = 0, n: int = N) -> Iterator[World]:
         did = default_service_did("127.0.0.1")
 
         def app() -> Any:
-            return create_app(data, did, authenticator=space_credentials(data, did, plc_url=plc_url),
+            return roomy_app(data, did, authenticator=space_credentials(data, did, plc_url=plc_url),
                               limits=SpaceLimits(rate=1e6, burst=1e6))
 
         for _ in range(restarts):

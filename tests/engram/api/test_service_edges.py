@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from engram_index.app import create_app, not_found_for, xrpc_not_found
+from engram_index.app import not_found_for, xrpc_not_found
+from tests.limits import roomy_app
 from engram_index.collections import Collections
 from engram_index.engine.types import Document
 from engram_index.engram.auth import InsecureOpen
@@ -21,14 +22,14 @@ SPACE = "at://did:plc:edges234edges234edges234ed/space/garden.engram.space/s"
 
 
 def test_the_did_document_names_the_plain_http_url_it_is_served_on(tmp_path: Path) -> None:
-    with serving(create_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen())) as url:
+    with serving(roomy_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen())) as url:
         doc = httpx.get(f"{url}/.well-known/did.json").json()
     assert doc["id"] == "did:web:127.0.0.1"
     assert doc["service"][0]["serviceEndpoint"] == url  # http://127.0.0.1:<port>, not https
 
 
 def test_only_xrpc_paths_answer_404_in_the_xrpc_envelope(tmp_path: Path) -> None:
-    with serving(create_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen())) as url:
+    with serving(roomy_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen())) as url:
         xrpc = httpx.get(f"{url}/xrpc/garden.engram.noSuchMethod")
         other = httpx.get(f"{url}/v5/ns/x/search")
     assert (xrpc.status_code, xrpc.json()["error"]) == (404, "MethodNotImplemented")
@@ -43,7 +44,7 @@ def test_collections_of_other_faces_are_not_loaded_or_listed_as_spaces(tmp_path:
     spaces.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/r1",
                                                   author="did:plc:a", text="kept", created_ms=1))])
     spaces.close()
-    app = create_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen())
+    app = roomy_app(tmp_path, "did:web:127.0.0.1", authenticator=InsecureOpen())
     with serving(app) as url:
         r = httpx.get(f"{url}/xrpc/garden.engram.listMemories", params={"space": SPACE})
         assert [m["text"] for m in r.json()["memories"]] == ["kept"]

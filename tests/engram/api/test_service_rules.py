@@ -10,7 +10,7 @@ import pytest
 from starlette.requests import Request
 
 from engram_index.engram.api.limits import SpaceLimits, TokenBucket
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.auth import Caller, InsecureOpen
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import AuthError
@@ -51,7 +51,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def refusing(data: Path) -> Iterator[str]:
-    with serving(create_app(data, "did:web:x", authenticator=RefuseAll())) as url:
+    with serving(roomy_app(data, "did:web:x", authenticator=RefuseAll())) as url:
         yield url
 
 
@@ -71,7 +71,7 @@ def test_describe_service_needs_no_credential(refusing: str) -> None:
 def test_an_unexpected_error_is_a_500_with_a_request_id_and_no_traceback(
     data: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with serving(create_app(data, "did:web:x", authenticator=Explodes())) as url:
+    with serving(roomy_app(data, "did:web:x", authenticator=Explodes())) as url:
         with caplog.at_level(logging.ERROR, logger="engram_index.engram.api"):
             r = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "x"})
     body = r.json()
@@ -86,7 +86,7 @@ def test_a_query_string_longer_than_any_valid_one_is_413(data: Path) -> None:
     import json
     from urllib.parse import urlencode, urlsplit
 
-    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen())) as url:
+    with serving(roomy_app(data, "did:web:x", authenticator=InsecureOpen())) as url:
         # httpx refuses to build so long a URL; the standard library's client sends it as is.
         conn = http.client.HTTPConnection(urlsplit(url).netloc, timeout=10)
         conn.request("GET", "/xrpc/garden.engram.searchMemories?" + urlencode({"space": SPACE, "q": "x" * 100_000}))
@@ -98,7 +98,7 @@ def test_a_query_string_longer_than_any_valid_one_is_413(data: Path) -> None:
 
 def test_searches_beyond_the_spaces_token_bucket_get_rate_limit_exceeded(data: Path) -> None:
     limits = SpaceLimits(rate=0.1, burst=2)
-    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits)) as url:
+    with serving(roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits)) as url:
         codes = []
         for _ in range(4):
             r = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello"})
@@ -118,7 +118,7 @@ def test_a_valid_vector_of_16000_dimensions_arriving_in_pieces_reaches_the_app(d
     target = "/xrpc/garden.engram.searchMemories?" + urlencode(
         {"space": SPACE, "vector": vector, "model": "m", "modelDigest": "d"})
     head = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
-    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen())) as url:
+    with serving(roomy_app(data, "did:web:x", authenticator=InsecureOpen())) as url:
         netloc = urlsplit(url).netloc.split(":")
         with socket.create_connection((netloc[0], int(netloc[1])), timeout=10) as sock:
             for start in range(0, len(head), 4096):  # in pieces, as a slow network delivers it
@@ -159,7 +159,7 @@ def test_searches_run_on_at_most_the_given_number_of_search_threads(
 
     monkeypatch.setattr(SpaceIndex, "search", recording)
     limits = SpaceLimits(rate=1e6, burst=1e6, concurrent=16)
-    with serving(create_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits, search_threads=2)) as url:
+    with serving(roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits, search_threads=2)) as url:
         get = lambda _: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello"})
         while get(0).status_code == 503:  # the index loads in the background
             time.sleep(0.05)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.cli import main
 from engram_index.collections import Collections
 from engram_index.engine.types import Document
@@ -62,7 +62,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for rkey, raw in [("infinite", infinite.tobytes()), ("zeros", bytes(2 * DIMS))]
     ])
     spaces.close()
-    with serving(create_app(data, "did:web:index.example", authenticator=InsecureOpen())) as base:
+    with serving(roomy_app(data, "did:web:index.example", authenticator=InsecureOpen())) as base:
         wait_until_loaded(base, SPACE)
         yield base
 

@@ -19,6 +19,7 @@ from engram_index.testkit.authority import SpaceAuthority
 from engram_index.testkit.plc import FakePlc
 
 from .server import free_port, serving
+from tests.limits import serve_command
 
 SERVICE_DID = "did:web:index.example"
 
@@ -43,8 +44,8 @@ def test_two_worker_processes_check_credentials_and_serve_searches_after_the_par
     authority = SpaceAuthority(plc, did=SPACE.split("/")[2])
     with serving(plc.app(), probe="/_health") as plc_url:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(tmp_path), "--port", str(port),
-             "--service-did", SERVICE_DID, "--plc-url", plc_url, "--workers", "2", "--embedder", "none"],
+            serve_command(sys.executable, tmp_path, port,
+             "--service-did", SERVICE_DID, "--plc-url", plc_url, "--workers", "2", "--embedder", "none"),
             env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from engram_index.engram.api.limits import SpaceLimits
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.state import AuthState
 from engram_index.engine.types import Document, ModelIdentity
@@ -68,7 +68,7 @@ def network(data: Path, *, resolver_timeout: float = 3.0) -> Iterator[Network]:
         _index(data, [p256.space(), k256.space(), fallback.space()])
         resolver = DidResolver(plc_url, min_refresh=0.0, timeout=resolver_timeout)
         credentials = SpaceCredentials(SERVICE_DID, resolver, AuthState(data / "auth.sqlite"))
-        app = create_app(data, SERVICE_DID, authenticator=credentials, limits=SpaceLimits(rate=1e6, burst=1e6))
+        app = roomy_app(data, SERVICE_DID, authenticator=credentials, limits=SpaceLimits(rate=1e6, burst=1e6))
         url = stack.enter_context(serving(app))
         wait_until_loaded(url, p256.space(), k256.space(), fallback.space(),
                           headers=lambda space: _authority_of(space, [p256, k256, fallback]).member(

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.api.lexicon import Lexicons
 from engram_index.engram.api.limits import SpaceLimits
 from engram_index.engram.auth.credentials import SpaceCredentials
@@ -71,7 +71,7 @@ def world(tmp: Path, *, open_registration: bool) -> Iterator[World]:
         checker = SpaceCredentials(did, DidResolver(net.plc_url, min_refresh=0.0), AuthState())
         sync = SyncConfig(Account(indexer.did, indexer.password), net.plc_url, None, 3600.0,
                           retry_s=0.5, did_min_refresh=0.0, open_registration=open_registration)
-        app = create_app(tmp, did, authenticator=checker, limits=SpaceLimits(rate=1e6, burst=1e6), sync=sync)
+        app = roomy_app(tmp, did, authenticator=checker, limits=SpaceLimits(rate=1e6, burst=1e6), sync=sync)
         with serving(app, port=free_port()) as url:
             yield World(net, url, readable, closed, indexer.did)
 

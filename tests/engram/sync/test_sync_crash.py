@@ -19,6 +19,7 @@ from engram_index.testkit.serve import free_port
 from engram_index.testkit.spacenet import SpaceNetwork
 
 from .test_sync_e2e import config, memory
+from tests.limits import serve_command
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 MEMBERS, PER_MEMBER = 6, 150
@@ -28,9 +29,9 @@ def start(data: Path, port: int, net: SpaceNetwork, space: str, account: tuple[s
     env = {**os.environ, "PYTHONPATH": SRC, "ENGRAM_SPACES": space,
            "ENGRAM_SYNC_ACCOUNT": account[0], "ENGRAM_SYNC_PASSWORD": account[1]}
     return subprocess.Popen(
-        [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
+        serve_command(sys.executable, data, port,
          "--service-did", f"did:web:127.0.0.1%3A{port}", "--plc-url", net.plc_url, "--embedder", "none",
-         "--poll-interval", "3600"],
+         "--poll-interval", "3600"),
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from engram_index.engram.api.limits import SpaceLimits
-from engram_index.app import create_app
+from tests.limits import roomy_app
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import DidResolver
@@ -103,7 +103,7 @@ def world(tmp: Path, *, poll_s: float = 3600.0, notify: bool = True, notify_life
         checker = SpaceCredentials(did, DidResolver(net.plc_url, min_refresh=0.0), AuthState())
         sync = SyncConfig(Account(indexer.did, indexer.password), net.plc_url, url if notify else None, poll_s,
                           retry_s=0.5, did_min_refresh=0.0)
-        app = create_app(tmp, did, authenticator=checker, limits=SpaceLimits(rate=1e6, burst=1e6), sync=sync)
+        app = roomy_app(tmp, did, authenticator=checker, limits=SpaceLimits(rate=1e6, burst=1e6), sync=sync)
         with serving(app, port=port):
             w = World(net, space, alice.did, url, did)
             eventually(lambda: "the first memory of alice" in w.texts(), "the first sync")

@@ -1,0 +1,66 @@
+"""Test servers with admission limits no fixture can reach, so that no result depends on the machine's speed.
+
+The service's defaults (50 requests a second per key, 8 at once, 2 query embeddings a second per
+authority) are right for production and wrong for a test: a fast machine's fixtures outrun them and a
+slow machine's requests queue past their wait. Every test server that is not testing admission is
+built here; the tests of admission pass their own limits (which these helpers keep as given).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+
+from engram_index.admission import Admission
+from engram_index.app import create_app
+from engram_index.embed.base import Embedder
+from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.api.limits import SpaceLimits
+
+# Far above what any fixture sends, and slots enough for every request a test makes at once.
+UNREACHABLE_RATE = 1e9
+ROOMY_SLOTS = 256
+ROOMY_WAIT_S = 60.0
+
+# The same, as options of `engram-index serve` (for tests that run it as its own process).
+ROOMY_SERVE_OPTIONS = (
+    "--rate", str(int(UNREACHABLE_RATE)), "--burst", str(int(UNREACHABLE_RATE)), "--concurrent", str(ROOMY_SLOTS),
+    "--key-rate", str(int(UNREACHABLE_RATE)), "--key-burst", str(int(UNREACHABLE_RATE)),
+    "--key-concurrent", str(ROOMY_SLOTS),
+)
+
+
+def roomy_space_limits() -> SpaceLimits:
+    """Per-space search admission that no test reaches."""
+    return SpaceLimits(rate=UNREACHABLE_RATE, burst=UNREACHABLE_RATE, concurrent=ROOMY_SLOTS, queue_wait_s=ROOMY_WAIT_S)
+
+
+def roomy_key_limits() -> Admission:
+    """Per-key admission of the v5 and Kindgi faces that no test reaches."""
+    return Admission(rate=UNREACHABLE_RATE, burst=UNREACHABLE_RATE, concurrent=ROOMY_SLOTS, queue_wait_s=ROOMY_WAIT_S)
+
+
+def roomy_embedding(embedder: Embedder | None, **options: Any) -> QueryEmbedding:
+    """Server-side query embedding whose rate and queue no test reaches (options as for QueryEmbedding)."""
+    settings: dict[str, Any] = {"rate": UNREACHABLE_RATE, "burst": UNREACHABLE_RATE, "queue": ROOMY_SLOTS,
+                                "queue_wait_s": ROOMY_WAIT_S, **options}
+    return QueryEmbedding(embedder, **settings)
+
+
+def roomy_app(data_dir: Path, service_did: str, **options: Any) -> Starlette:
+    """`create_app` with roomy limits wherever the caller gives none (a test of admission gives its own)."""
+    if options.get("limits") is None:
+        options["limits"] = roomy_space_limits()
+    if options.get("key_limits") is None:
+        options["key_limits"] = roomy_key_limits()
+    if options.get("embedding") is None:
+        options["embedding"] = roomy_embedding(None)
+    return create_app(data_dir, service_did, **options)
+
+
+def serve_command(python: str, data: Path, port: int, *options: str) -> list[str]:
+    """The command line of `engram-index serve` on a loopback port, roomy limits first (later options win)."""
+    return [python, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
+            *ROOMY_SERVE_OPTIONS, *options]
