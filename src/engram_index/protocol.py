@@ -42,8 +42,9 @@ HEAD_TIMEOUT = 10.0  # seconds for a whole request head, from its first byte
 BODY_TIMEOUT = 30.0  # seconds of grace for a request body, from the end of its head
 BODY_MIN_RATE = 16 * 1024.0  # bytes a second a body must average beyond that grace (each byte buys 1/rate s)
 LINGER_SECONDS = 5.0  # how long a closing connection's remaining input is read and dropped
-LINGER_BYTES = 16 * 1024 * 1024  # and how much of it
+LINGER_BYTES = 64 * 1024 * 1024  # and how much of it (more than the largest body a face takes: 60 MB uploads)
 _START_BYTES = 512  # what is kept of a request's first bytes, to know its path
+_HEAD_END = regex.compile(rb"\r?\n\r?\n")
 _REQUEST_LINE = regex.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+ (/[!-~]*)")
 MAX_LOGGED_MESSAGE = 200
 _TIMED_OUT = "engram.body_timed_out"  # a scope extension: the body deadline passed before the app answered
@@ -75,6 +76,8 @@ class JsonH11Protocol(H11Protocol):
         self.head_limit = config.h11_max_incomplete_event_size or h11._connection.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
         self.head_timer: asyncio.TimerHandle | None = None
         self.start = b""  # the first bytes of the request being read
+        self.head_seen = 0  # bytes of the request head being read, so far
+        self.head_tail = b""  # its last bytes, to find the blank line that ends it across reads
         self.body_timeout: float = getattr(config, "body_timeout", BODY_TIMEOUT)
         self.body_min_rate: float = getattr(config, "body_min_rate", BODY_MIN_RATE)
         self.body_timer: asyncio.TimerHandle | None = None
@@ -86,6 +89,9 @@ class JsonH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Accept the connection, or answer 503 when too many are open."""
         super().connection_made(transport)
+        # uvicorn closes at once after an answer given before the body was read (a 413, a 401): the
+        # unread bytes would make the kernel reset the connection under a client still sending.
+        self.transport = cast(asyncio.Transport, _LingeringTransport(self.transport, self))
         if self.max_connections is not None and len(self.connections) > self.max_connections:
             self.refuse(Unavailable(f"more than {self.max_connections} open connections: retry shortly"))
             return
@@ -106,16 +112,35 @@ class JsonH11Protocol(H11Protocol):
             return
         if self.conn.their_state is h11.IDLE:
             if self.head_timer is None:  # a new request head begins (after keep-alive or pipelined)
-                self.start = b""
+                self.start, self.head_seen, self.head_tail = b"", 0, b""
                 self._arm_head_timer()
             if len(self.start) < _START_BYTES:
                 self.start += data[: _START_BYTES - len(self.start)]
+            if self._head_too_large(data):
+                return
         if self.body_timer is not None:
             self.body_bytes += len(data)
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.lingering < 0:
             self._cancel_head_timer()  # the head is complete
         self._time_body()
+
+    def _head_too_large(self, data: bytes) -> bool:
+        """Refuse a head over the limit (431), however the reads split it; True when refused.
+
+        h11 checks its limit only on a head it has not yet seen end, so a head that arrives complete
+        in one or two socket reads (up to twice the limit) would pass.
+        """
+        window = self.head_tail + data
+        end = _HEAD_END.search(window)
+        size = self.head_seen + (end.end() - len(self.head_tail) if end else len(data))
+        self.head_seen, self.head_tail = size, window[-3:]
+        if size <= self.head_limit:
+            return False
+        crlf = b"\n" in self.start
+        self.refuse(HeadTooLarge(f"the request head is larger than {self.head_limit} bytes") if crlf
+                    else TargetTooLong(f"the request target is longer than {self.head_limit} bytes"))
+        return True
 
     def on_response_complete(self) -> None:
         """As uvicorn's, which may start a pipelined request whose body is then timed."""
@@ -248,6 +273,79 @@ class JsonH11Protocol(H11Protocol):
             self._linger()
         else:
             self.transport.close()  # mid-answer: no answer can be given any more
+
+
+class _LingeringTransport(asyncio.Transport):
+    """A connection's transport whose close, while the client is still sending its body, lingers instead."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: JsonH11Protocol) -> None:
+        """Wrap the connection's transport."""
+        super().__init__()
+        self._transport, self._protocol = transport, protocol
+
+    def close(self) -> None:
+        """Close, or shut the write side and drop the rest of the body first when it is still coming."""
+        protocol = self._protocol
+        if protocol.lingering < 0 and protocol.conn.their_state is h11.SEND_BODY and not self._transport.is_closing():
+            protocol._linger()  # its timer (or the byte bound) closes for real: lingering is then >= 0
+            return
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        """Closing for real, or lingering (nothing more is written either way)."""
+        return self._protocol.lingering >= 0 or self._transport.is_closing()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Write to the connection."""
+        self._transport.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        """Write several buffers to the connection."""
+        self._transport.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        """Shut the write side."""
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        """Whether the write side can be shut alone."""
+        return self._transport.can_write_eof()
+
+    def abort(self) -> None:
+        """Close at once, dropping buffered output."""
+        self._transport.abort()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The transport's details (peer and socket names, the socket)."""
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        """Stop reading (flow control)."""
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        """Read again."""
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        """Whether it reads."""
+        return self._transport.is_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        """Flow control of writes."""
+        self._transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        """Bytes waiting to be written."""
+        return self._transport.get_write_buffer_size()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        """Hand the connection to another protocol."""
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        """The connection's protocol."""
+        return self._transport.get_protocol()
 
 
 def _quiet_after_timeout(app: ASGI3Application) -> ASGI3Application:
