@@ -44,10 +44,20 @@ def test_connections_accepted_on_the_shared_listening_socket_have_nagle_off() ->
     assert asyncio.run(accepted_nodelay(listener)) != 0
 
 
-def test_the_shared_listening_socket_is_inheritable_by_worker_processes() -> None:
+def test_a_worker_process_started_on_the_shared_listening_socket_accepts_its_connections() -> None:
+    # What --workers relies on: a child process (spawned, as the workers are) accepts on the parent's socket.
     listener = tcp_listener("127.0.0.1", 0)
     try:
-        assert listener.get_inheritable()
+        listener.listen(1)
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import socket,sys; s = socket.socket(fileno=int(sys.argv[1])); "
+             "c, _ = s.accept(); c.sendall(b'from the worker'); c.close()", str(listener.fileno())],
+            close_fds=False)
+        try:
+            with socket.create_connection(listener.getsockname()[:2], timeout=30) as conn:
+                assert conn.recv(64) == b"from the worker"
+        finally:
+            assert child.wait(30) == 0
     finally:
         listener.close()
 
