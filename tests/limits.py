@@ -64,3 +64,8 @@ def serve_command(python: str, data: Path, port: int, *options: str) -> list[str
     """The command line of `engram-index serve` on a loopback port, roomy limits first (later options win)."""
     return [python, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
             *ROOMY_SERVE_OPTIONS, *options]
+
+# How long a test waits for what must happen (a server's start, a sync, a document's processing, an
+# index load) before it fails: generous, so that a loaded or slow machine passes, while a passing test
+# never waits it out. Not for tests that check that something does NOT happen within a time.
+PATIENCE_S = 120.0

@@ -10,6 +10,7 @@ from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest
 from engram_index.collections import Collections
 from engram_index.store.sqlite import StoredDocument
+from tests.limits import PATIENCE_S
 
 URI = "at://did:plc:compact/space/garden.engram.space/s"
 
@@ -136,7 +137,7 @@ def test_a_write_becomes_searchable_by_keyword_without_an_explicit_commit(tmp_pa
         spaces.ensure_space(URI)
         spaces.index(URI)
         spaces.write(URI, [put(1, "freshly")])
-        deadline = time.monotonic() + 10  # generous: the committer runs every 0.25 s
+        deadline = time.monotonic() + PATIENCE_S  # the committer runs every 0.25 s
         while not found(spaces, "freshly") and time.monotonic() < deadline:
             time.sleep(0.02)
         assert found(spaces, "freshly") == ["m1"]

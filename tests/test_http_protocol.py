@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.limits import roomy_app, serve_command
+from tests.limits import roomy_app, serve_command, PATIENCE_S
 from engram_index.engram.auth import InsecureOpen
 from engram_index.server import MAX_LOGGED_TARGET
 from engram_index.testkit.serve import free_port, serving
@@ -144,7 +144,7 @@ def test_connections_beyond_the_cap_get_a_json_503_and_slots_free_when_slow_ones
         finally:
             for sock in idle:
                 sock.close()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_S
         while (status := exchange(base, OK).status) == 503 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert status == 200

@@ -16,7 +16,7 @@ import httpx
 from kindgi.client import Kindgi
 
 from engram_index.admission import Admission
-from tests.limits import roomy_app, roomy_embedding, serve_command
+from tests.limits import roomy_app, roomy_embedding, serve_command, PATIENCE_S
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engram.auth import InsecureOpen
@@ -78,7 +78,7 @@ class ServeProcess:
         """Start the server and wait until it answers."""
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
         while True:
             try:
                 httpx.get(f"{self.url}/xrpc/_health")

@@ -13,12 +13,13 @@ import pytest
 from kindgi.client import AuthError, Kindgi, NotFoundError, ServerError
 
 from tests.kindgi.server import Server, kindgi_server
+from tests.limits import PATIENCE_S
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 
 
 def _finished(admin: Kindgi, erasure_id: str) -> object:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while True:
         erasure = admin.memory.get_erasure(erasure_id)
         if erasure.status in ("completed", "failed"):

@@ -15,6 +15,7 @@ from engram_index.embed.ollama import OllamaEmbedder
 from engram_index.keys import KeyStore
 from tests.embed.fake_provider import FakeProvider
 from tests.kindgi.server import ServeProcess, Server, kindgi_server
+from tests.limits import PATIENCE_S
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 FACT = {"type": "note", "scope": SCOPE, "content": "idempotent words"}
@@ -107,7 +108,7 @@ def slow_provider() -> Iterator[FakeProvider]:
 
 
 def _embed_started(provider: FakeProvider) -> None:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + PATIENCE_S
     while not any(r["path"] == "/api/embed" for r in provider.posts()):
         assert time.monotonic() < deadline, "the first request never reached the embedder"
         time.sleep(0.01)
@@ -213,7 +214,7 @@ def test_an_erasure_resume_cut_off_right_after_it_completes_replays_on_retry_ins
 
         monkeypatch.setattr(collections, "compact", fails_once)
         eid = str(sdk.memory.create_erasure({"factId": fact.id}).id)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
         while sdk.memory.get_erasure(eid).status != "failed":
             assert time.monotonic() < deadline, "the first run did not fail"
             time.sleep(0.05)

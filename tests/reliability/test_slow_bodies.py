@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.limits import roomy_app
+from tests.limits import roomy_app, PATIENCE_S
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
 from engram_index.testkit.serve import serving
@@ -200,7 +200,7 @@ def test_a_body_still_trickling_after_its_answer_is_cut_off_at_the_deadline(serv
         # No key: v5 answers 401 before it reads the body, which keeps coming a byte at a time.
         sock.sendall(head(served, route, 500).replace(route.headers(served)["authorization"].encode(), b"x"))
         response = None
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
         closed = False
         while time.monotonic() < deadline:
             try:

@@ -14,7 +14,7 @@ import pytest
 from supermemory import Supermemory
 
 from engram_index.admission import Admission
-from tests.limits import roomy_app, roomy_embedding
+from tests.limits import roomy_app, roomy_embedding, PATIENCE_S
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engram.auth import InsecureOpen
@@ -81,7 +81,7 @@ def ns() -> str:
     return "t_" + uuid.uuid4().hex[:12]
 
 
-def wait_done(client: Supermemory, ns: str, doc_id: str, timeout: float = 30) -> Any:
+def wait_done(client: Supermemory, ns: str, doc_id: str, timeout: float = PATIENCE_S) -> Any:
     """Poll a document until it is done or failed; returns it."""
     deadline = time.monotonic() + timeout
     while True:

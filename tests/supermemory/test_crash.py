@@ -25,7 +25,7 @@ from engram_index.supermemory.tables import chunks_collection, memories_collecti
 from engram_index.testkit.serve import free_port
 
 from .conftest import add_done, running
-from tests.limits import ROOMY_SERVE_OPTIONS
+from tests.limits import ROOMY_SERVE_OPTIONS, PATIENCE_S
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -37,7 +37,7 @@ def served(data: Path, port: int, *extra: str) -> Iterator[subprocess.Popen[byte
         [sys.executable, "-c", "from engram_index.cli import main; main()", "serve", *ROOMY_SERVE_OPTIONS, "--data", str(data),
          "--port", str(port), "--embedder", "hashing:64", "--no-access-log", *extra],
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while True:
         try:
             httpx.get(f"http://127.0.0.1:{port}/xrpc/_health")
@@ -154,7 +154,7 @@ def test_a_revision_cut_off_at_its_first_index_commit_never_leaves_new_chunks_be
         state = _die_after_next_commit(monkeypatch, srv.app.state.supermemory.store, ("write", "write_many"))
         state.append(False)  # armed: the resubmission's own commit is `execute`, the pipeline's are writes
         assert client.add(ns, content=new, id="r1").id == doc_id
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
         while state != [True]:
             assert time.monotonic() < deadline, "processing never committed"
             time.sleep(0.02)

@@ -13,13 +13,14 @@ import supermemory
 from supermemory import Supermemory
 
 from tests.supermemory.conftest import Server, add_done, wait_done
+from tests.limits import PATIENCE_S
 
 
 def test_add_answers_queued_and_the_status_walks_to_done(client: Supermemory, ns: str, server: Server) -> None:
     seen: set[str] = set()
     ref = client.add(ns, content="The deploy runs every night. Backups are kept for thirty days.")
     assert ref.status == "queued"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + PATIENCE_S
     while True:
         doc = client.documents.get(ns, ref.id)
         seen.add(doc.system.status)

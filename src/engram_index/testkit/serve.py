@@ -36,7 +36,7 @@ def serving(app: ASGIApp, *, port: int | None = None, probe: str = "/xrpc/_healt
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # generous: a loaded machine starts slowly; a started one answers at once
     while time.monotonic() < deadline:
         try:
             httpx.get(f"{url}{probe}")

@@ -8,11 +8,12 @@ from collections.abc import Callable
 import httpx
 
 from engram_index.testkit.serve import free_port, serving
+from tests.limits import PATIENCE_S
 
 __all__ = ["free_port", "serving", "wait_until_loaded"]
 
 
-def wait_until_loaded(url: str, *spaces: str, timeout: float = 20,
+def wait_until_loaded(url: str, *spaces: str, timeout: float = PATIENCE_S,
                       headers: Callable[[str], dict[str, str]] | None = None) -> None:
     """Wait until each space's index, loaded in the background at start, answers searches.
 

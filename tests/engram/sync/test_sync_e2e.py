@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from engram_index.engram.api.limits import SpaceLimits
-from tests.limits import roomy_app
+from tests.limits import roomy_app, PATIENCE_S
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import DidResolver
@@ -62,7 +62,7 @@ class World:
                              params={"space": self.space, "q": q, "mode": "keyword", **params}, headers=self.headers())
 
         response = once()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + PATIENCE_S
         while response.status_code == 503 and time.monotonic() < deadline:  # the index loads in the background
             time.sleep(0.05)
             response = once()
@@ -79,7 +79,7 @@ class World:
         return dict(r.json())
 
 
-def eventually(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+def eventually(check: Callable[[], bool], what: str, timeout: float = PATIENCE_S) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"never happened: {what}"
@@ -296,7 +296,7 @@ def test_a_move_to_the_next_model_switches_searches_over_without_a_window(w: Wor
     eventually(lambda: vector_search(MODEL, 0).json()["memories"][0]["similarity"] == 1000, "old-model search")
     # The switch: every search meanwhile answers (with one model or the other), none waits for a load.
     w.net.write(w.space, authority, "garden.engram.config", "self", config(**NEXT))
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + PATIENCE_S
     while True:
         model = w.status()["active"]
         response = vector_search(NEXT if model == NEXT else MODEL, 2 if model == NEXT else 0)
