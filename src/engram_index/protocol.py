@@ -41,6 +41,11 @@ log = logging.getLogger("uvicorn.error")
 HEAD_TIMEOUT = 10.0  # seconds for a whole request head, from its first byte
 BODY_TIMEOUT = 30.0  # seconds of grace for a request body, from the end of its head
 BODY_MIN_RATE = 16 * 1024.0  # bytes a second a body must average beyond that grace (each byte buys 1/rate s)
+# What the server buffers for one request head: room for the longest valid query string of any
+# face (garden.engram's 96 KiB: a 43,000-character vector, a percent-encoded q, tags), so that every
+# valid request reaches the app and an oversized one gets the face's own 413 (uvicorn's h11 default
+# of 16 KiB rejects valid vectors whenever a request arrives in pieces).
+MAX_REQUEST_HEAD_BYTES = 256 * 1024
 LINGER_SECONDS = 5.0  # how long a closing connection's remaining input is read and dropped
 LINGER_BYTES = 64 * 1024 * 1024  # and how much of it (more than the largest body a face takes: 60 MB uploads)
 _START_BYTES = 512  # what is kept of a request's first bytes, to know its path

@@ -12,8 +12,7 @@ from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
-from engram_index.engram.api.xrpc import MAX_REQUEST_HEAD_BYTES
-from engram_index.protocol import BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, ServeConfig
+from engram_index.protocol import BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, MAX_REQUEST_HEAD_BYTES, ServeConfig
 
 log = logging.getLogger("uvicorn.error")
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import EngramError, Unavailable
-from engram_index.engram.records import embed_text
+from engram_index.embed.text import embed_text
 
 DEFAULT_BATCH_SIZE = 32
 

@@ -13,7 +13,7 @@ from tests.limits import roomy_app
 from engram_index.collections import Collections
 from engram_index.engine.types import Document
 from engram_index.engram.auth import InsecureOpen
-from engram_index.engram.records import MAX_EMBED_BYTES, embed_text
+from engram_index.embed.text import MAX_EMBED_BYTES, embed_text
 from engram_index.store.sqlite import StoredDocument
 
 from .server import serving

@@ -25,10 +25,6 @@ Handler = Callable[[Request], Awaitable[Any]]
 # The largest valid query string: a 43,000-character vector, a 4,000-byte q percent-encoded
 # (3 characters a byte), 16 tags of 128 bytes and the rest, with room to spare.
 MAX_QUERY_BYTES = 96 * 1024
-# What the HTTP server must buffer for one request head: above MAX_QUERY_BYTES, so that every
-# valid request reaches the app and an oversized one gets our 413 (uvicorn's h11 default of
-# 16 KiB rejects valid 43,000-character vectors whenever a request arrives in pieces).
-MAX_REQUEST_HEAD_BYTES = 256 * 1024
 
 
 class XrpcResponse(JSONResponse):

@@ -1,0 +1,59 @@
+"""The layout's rules, read from the source: the shared core imports no face (lazy imports included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "engram_index"
+FACES = ("engram_index.engram", "engram_index.supermemory", "engram_index.kindgi")
+# The shared core: the engine, the store, embedders, LLM clients, extraction and the HTTP layer.
+CORE_PACKAGES = ("engine", "store", "embed", "llm", "extract")
+CORE_MODULES = ("collections.py", "errors.py", "server.py", "protocol.py", "admission.py", "http_answers.py")
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of a module file under src/."""
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, name: str | None = None) -> list[tuple[int, str]]:
+    """Every module a file imports, wherever the import stands (functions too), with its line.
+
+    `name` is the file's dotted module name (by default, from where it stands under src/).
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    name = name or module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def core_files() -> list[Path]:
+    """The files of the shared core."""
+    files = [p for name in CORE_PACKAGES for p in sorted((PACKAGE / name).rglob("*.py"))]
+    return files + [PACKAGE / name for name in CORE_MODULES]
+
+
+def test_no_module_of_the_shared_core_imports_a_face() -> None:
+    offenders = [f"{path.relative_to(SRC)}:{line} imports {name}" for path in core_files()
+                 for line, name in imported(path) if name.startswith(FACES)]
+    assert offenders == []
+
+
+def test_the_import_reader_sees_lazy_and_relative_imports_of_a_face(tmp_path: Path) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text("def f():\n    from engram_index.kindgi import face\n\nfrom ..engram import records\n")
+    names = {name for _, name in imported(source, "engram_index.embed.probe")}
+    assert names == {"engram_index.kindgi.face", "engram_index.engram.records"}
