@@ -1,4 +1,7 @@
-"""The layout's rules, read from the source: the shared core imports no face (lazy imports included)."""
+"""The layout's rules, read from the source: the shared core reaches no face, not even through another module.
+
+Imports are read wherever they stand (inside functions too), so a lazy import counts.
+"""
 
 from __future__ import annotations
 
@@ -46,10 +49,48 @@ def core_files() -> list[Path]:
     return files + [PACKAGE / name for name in CORE_MODULES]
 
 
-def test_no_module_of_the_shared_core_imports_a_face() -> None:
-    offenders = [f"{path.relative_to(SRC)}:{line} imports {name}" for path in core_files()
-                 for line, name in imported(path) if name.startswith(FACES)]
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the modules of the package it imports."""
+    files = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets = set()
+        for _, target in imported(path):
+            # `from pkg import name` imports pkg.name when that is a module, else pkg itself.
+            while target and target not in files:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def faces_reached(graph: dict[str, set[str]], start: str) -> list[str]:
+    """The import chains from `start` that end in a face's module (the shortest to each)."""
+    chains, seen, queue = [], {start}, [[start]]
+    while queue:
+        chain = queue.pop(0)
+        for target in sorted(graph.get(chain[-1], ())):
+            if target in seen:
+                continue
+            seen.add(target)
+            if target.startswith(FACES):
+                chains.append(" -> ".join([*chain, target]))
+            else:
+                queue.append([*chain, target])
+    return chains
+
+
+def test_no_module_of_the_shared_core_reaches_a_face_even_through_another_module() -> None:
+    graph = import_graph()
+    offenders = [chain for path in core_files() for chain in faces_reached(graph, module_name(path))]
     assert offenders == []
+
+
+def test_the_reach_check_follows_a_chain_through_a_module_that_is_not_a_face() -> None:
+    graph = {"engram_index.protocol": {"engram_index.envelopes"}, "engram_index.envelopes": {"engram_index.kindgi.wire"}}
+    assert faces_reached(graph, "engram_index.protocol") == [
+        "engram_index.protocol -> engram_index.envelopes -> engram_index.kindgi.wire"]
 
 
 def test_the_import_reader_sees_lazy_and_relative_imports_of_a_face(tmp_path: Path) -> None:

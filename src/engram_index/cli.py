@@ -268,6 +268,7 @@ def serve(
     from engram_index.app import create_app, space_credentials
     from engram_index.engram.auth import Authenticator, InsecureOpen
     from engram_index.heap import limit_arenas
+    from engram_index.envelopes import envelope_for
     from engram_index.server import run, run_workers
 
     if malloc_arenas:  # before the threads start; worker processes read the variable when they start
@@ -313,7 +314,7 @@ def serve(
             "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
             "llm": llm_spec, "rerank": rerank_spec,
         })
-        run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log)
+        run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log, envelopes=envelope_for)
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
@@ -327,7 +328,7 @@ def serve(
         reranker=reranker,
     )
     app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL
-    run(app, host, port, access_log=access_log)
+    run(app, host, port, access_log=access_log, envelopes=envelope_for)
 
 
 def default_service_did(host: str) -> str:

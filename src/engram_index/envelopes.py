@@ -17,14 +17,12 @@ from starlette.responses import JSONResponse, Response
 
 from engram_index.engram.api import xrpc
 from engram_index.errors import EngramError, WrongMethod
+from engram_index.protocol import Envelope
 from engram_index.kindgi import routes as kindgi_routes
 from engram_index.kindgi import wire as kindgi_wire
 from engram_index.supermemory import http as supermemory_http
 
 log = logging.getLogger("engram_index")
-Headers = list[tuple[bytes, bytes]]
-# An error as (JSON body, extra headers); the status is the error's own.
-Envelope = Callable[[EngramError], tuple[bytes, Headers]]
 
 
 def error_response(envelope: Envelope, exc: EngramError, headers: dict[str, str] | None = None) -> Response:

@@ -21,17 +21,18 @@ import asyncio
 import http
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any, cast
 
 import h11
 import h11._connection
+import orjson
 import regex
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn._types import ASGI3Application, ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable, Scope
 from uvicorn.server import ServerState
 
-from engram_index.envelopes import envelope_for
 from engram_index.errors import (
     EngramError, HeadTooLarge, InvalidInput, RequestTimeout, TargetTooLong, Unavailable,
 )
@@ -55,16 +56,36 @@ MAX_LOGGED_MESSAGE = 200
 _TIMED_OUT = "engram.body_timed_out"  # a scope extension: the body deadline passed before the app answered
 
 
+# An error as (JSON body, extra headers), and which envelope a request path's error is answered in:
+# the faces' own, handed in by whoever serves them (this layer knows no face).
+Headers = list[tuple[bytes, bytes]]
+Envelope = Callable[[EngramError], tuple[bytes, Headers]]
+EnvelopeFor = Callable[[str], Envelope]
+
+
+def plain_envelope(error: EngramError) -> tuple[bytes, Headers]:
+    """The envelope of a server that names no face: {"error", "message"}."""
+    return orjson.dumps({"error": error.xrpc_name, "message": error.message}), []
+
+
+def plain_envelopes(target: str) -> Envelope:
+    """Every path in the plain envelope."""
+    return plain_envelope
+
+
 class ServeConfig(uvicorn.Config):
-    """uvicorn's settings and the request head and body deadlines, which uvicorn does not have."""
+    """uvicorn's settings, the request head and body deadlines, and the faces' error envelopes."""
 
     def __init__(self, app: Any, *, head_timeout: float = HEAD_TIMEOUT, body_timeout: float = BODY_TIMEOUT,
-                 body_min_rate: float = BODY_MIN_RATE, **kwargs: Any) -> None:
-        """Every uvicorn option, plus `head_timeout` and `body_timeout` (seconds) and `body_min_rate` (bytes/s)."""
+                 body_min_rate: float = BODY_MIN_RATE, envelopes: EnvelopeFor = plain_envelopes,
+                 **kwargs: Any) -> None:
+        """Every uvicorn option, plus `head_timeout` and `body_timeout` (seconds), `body_min_rate` (bytes/s)
+        and `envelopes` (a path's error envelope, for what is answered before any route runs)."""
         super().__init__(app, **kwargs)
         self.head_timeout = head_timeout
         self.body_timeout = body_timeout
         self.body_min_rate = body_min_rate
+        self.envelopes = envelopes
 
 
 class JsonH11Protocol(H11Protocol):
@@ -85,6 +106,7 @@ class JsonH11Protocol(H11Protocol):
         self.head_tail = b""  # its last bytes, to find the blank line that ends it across reads
         self.body_timeout: float = getattr(config, "body_timeout", BODY_TIMEOUT)
         self.body_min_rate: float = getattr(config, "body_min_rate", BODY_MIN_RATE)
+        self.envelopes: EnvelopeFor = getattr(config, "envelopes", plain_envelopes)
         self.body_timer: asyncio.TimerHandle | None = None
         self.body_since = 0.0  # when the body being timed began (or the server last held it back)
         self.body_bytes = 0  # bytes received since then
@@ -179,7 +201,7 @@ class JsonH11Protocol(H11Protocol):
             return
         match = _REQUEST_LINE.match(self.start)
         path = match.group(1).decode("ascii") if match else "/"
-        body, extra = envelope_for(path)(error)
+        body, extra = self.envelopes(path)(error)
         try:
             reason = http.HTTPStatus(error.status).phrase
         except ValueError:

@@ -12,13 +12,19 @@ from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
-from engram_index.protocol import BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, MAX_REQUEST_HEAD_BYTES, ServeConfig
+from engram_index.protocol import (
+    BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, MAX_REQUEST_HEAD_BYTES, EnvelopeFor, ServeConfig, plain_envelopes,
+)
 
 log = logging.getLogger("uvicorn.error")
 
 MAX_CONNECTIONS = 1000  # open connections per process; one more is answered 503 and closed
 IDLE_TIMEOUT = 5  # seconds an idle keep-alive connection stays open
 MAX_LOGGED_TARGET = 512  # characters of a request target written to the access log
+# Seconds a worker process may take to answer the supervisor's health check (uvicorn's default: 5)
+# before it is killed and replaced: a worker busy loading indexes, or on a loaded machine, is slow to
+# answer, not dead, and killing it only starts the load again.
+WORKER_HEALTHCHECK_TIMEOUT = 30
 
 
 class BoundedAccessLog(logging.Filter):
@@ -71,15 +77,18 @@ def tcp_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(app: ASGIApp, host: str, port: int, *, access_log: bool = True) -> None:
-    """Serve an app in this process until interrupted."""
-    uvicorn.Server(ServeConfig(app, host=host, port=port, **uvicorn_options(access_log))).run()
+def run(app: ASGIApp, host: str, port: int, *, access_log: bool = True,
+        envelopes: EnvelopeFor = plain_envelopes) -> None:
+    """Serve an app in this process until interrupted (errors before any route in `envelopes`)."""
+    uvicorn.Server(ServeConfig(app, host=host, port=port, envelopes=envelopes, **uvicorn_options(access_log))).run()
 
 
-def run_workers(factory: str, workers: int, host: str, port: int, *, access_log: bool = True) -> None:
+def run_workers(factory: str, workers: int, host: str, port: int, *, access_log: bool = True,
+                envelopes: EnvelopeFor = plain_envelopes) -> None:
     """Serve the app that `factory` ("module:function") builds in `workers` processes, until interrupted."""
     config = ServeConfig(
-        factory, factory=True, workers=workers, host=host, port=port, **uvicorn_options(access_log)
+        factory, factory=True, workers=workers, host=host, port=port, envelopes=envelopes,
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_TIMEOUT, **uvicorn_options(access_log)
     )
     listener = tcp_listener(host, port)
     log.info("serving on http://%s:%d with %d worker processes", host, listener.getsockname()[1], workers)

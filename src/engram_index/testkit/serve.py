@@ -13,6 +13,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from engram_index.envelopes import envelope_for
 from engram_index.protocol import ServeConfig
 from engram_index.server import uvicorn_options  # as `engram-index serve` runs it
 
@@ -31,7 +32,8 @@ def serving(app: ASGIApp, *, port: int | None = None, probe: str = "/xrpc/_healt
     `options` override the served settings (uvicorn's, and `head_timeout`).
     """
     port = port or free_port()
-    config = ServeConfig(app, host="127.0.0.1", port=port, **{**uvicorn_options(), "log_level": "warning", **options})
+    config = ServeConfig(app, host="127.0.0.1", port=port,
+                         **{**uvicorn_options(), "log_level": "warning", "envelopes": envelope_for, **options})
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
