@@ -30,8 +30,7 @@ def test_a_full_answer_carries_no_explanation(server: Server) -> None:
 def test_a_tenant_without_facts_says_it_holds_nothing(server: Server) -> None:
     response = server.client(user="alice", projects=["web"]).memory.retrieve(mode="both", query="tea")
     assert response.results == []
-    assert why(response) == {"collection": "acme", "items": 0, "thresholdCut": 0, "loading": False,
-                             "filters": [{"filter": "visible to this token", "left": 0}],
+    assert why(response) == {"collection": "acme", "items": 0, "filters": [], "thresholdCut": 0, "loading": False,
                              "message": "acme holds nothing yet"}
 
 
@@ -43,17 +42,16 @@ def test_a_filter_that_removes_all_is_named_with_what_each_filter_left(server: S
     assert response.results == []
     found = why(response)
     assert found["items"] == 2
-    assert found["filters"] == [{"filter": "visible to this token", "left": 2},
-                                {"filter": "type=preference", "left": 0},
+    assert found["filters"] == [{"filter": "type=preference", "left": 0},
                                 {"filter": "scope.projectId=web", "left": 0}]
     assert found["message"] == "the filter type=preference left none of the 2 items"
 
 
-def test_facts_another_token_cannot_see_are_counted_as_filtered_by_visibility(server: Server) -> None:
+def test_facts_another_token_cannot_see_are_not_counted(server: Server) -> None:
     server.client(user="alice", projects=["web"]).memory.write_fact(
         type="note", scope={**SCOPE, "userId": "alice"}, content="alice's green tea")
     found = why(server.client(user="bob", projects=["web"]).memory.retrieve(mode="keyword", query="tea"))
-    assert found["items"] == 1 and found["filters"] == [{"filter": "visible to this token", "left": 0}]
+    assert found["items"] == 0 and found["message"] == "acme holds nothing yet"
 
 
 def test_a_query_matching_few_says_so(server: Server) -> None:
@@ -61,7 +59,7 @@ def test_a_query_matching_few_says_so(server: Server) -> None:
     for text in ("green tea in the morning", "black coffee at night"):
         client.memory.write_fact(type="note", scope=SCOPE, content=text)
     found = why(client.memory.retrieve(mode="keyword", query="tea", limit=5))
-    assert found["message"] == "only 1 of the 2 items that pass the filters matched the query"
+    assert found["message"] == "only 1 of its 2 items matched the query"
 
 
 def test_an_index_behind_its_acknowledged_writes_says_it_is_loading(server: Server) -> None:

@@ -13,14 +13,16 @@ from engram_index.shortfall import Condition, Target, why_fewer
 
 
 def explain(facts: Facts, principal: Principal, intent: Intent, returned: int) -> dict[str, Any]:
-    """Why a retrieve answered `returned` facts, fewer than its limit (filters in the order they narrow)."""
+    """Why a retrieve answered `returned` facts, fewer than its limit (filters in the order they narrow).
+
+    Its items are the facts the token may see: how many others the tenant holds is not the caller's
+    to learn (visibility is a boundary, not a filter).
+    """
     conditions: list[Condition] = []
-    groups = reader_groups(principal)
-    if groups:
-        conditions.append(Condition("visible to this token", Filters(any_tags=groups)))
     if intent.type:
         conditions.append(Condition(f"type={intent.type}", Filters(tags=(f"t:{intent.type}",))))
     for key, value in sorted((intent.scope or {}).items()):
         conditions += [Condition(f"scope.{key}={value}", Filters(tags=(tag,))) for tag in scope_tags({key: value})]
-    return why_fewer(facts.collections, principal.tenant, [Target(space_name(principal.tenant))],
+    visible = Filters(any_tags=reader_groups(principal))
+    return why_fewer(facts.collections, principal.tenant, [Target(space_name(principal.tenant), visible)],
                      returned=returned, conditions=conditions)
