@@ -137,3 +137,15 @@ def test_serve_with_workers_counts_the_requests_of_every_worker(tmp_path: Path) 
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_route_labels_stay_bounded_whatever_paths_clients_send(served: tuple[str, str]) -> None:
+    url, token = served
+    for i in range(5):
+        httpx.get(f"{url}/no/such/{i}/{os.getpid()}")
+        httpx.post(f"{url}/ns/namespace{i}/search", headers={"authorization": f"Bearer {token}"},
+                   json={"query": "x"})
+    routes = {dict(labels)["route"] for name, labels in scrape(url) if name == "engram_http_requests_total"}
+    assert not any("namespace" in r and "{namespace}" not in r for r in routes)
+    assert not any("/no/such" in r for r in routes) and "unmatched" in routes
+    assert "/ns/{namespace}/search" in routes
