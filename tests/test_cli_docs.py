@@ -52,7 +52,9 @@ NOT_RUN_HERE = {
 def readme_commands() -> list[str]:
     """Every shell line of the README's code blocks that runs engram-index, continuations joined."""
     out = []
-    for block in re.findall(r"```(?:sh)?\n(.*?)```", README.read_text(), flags=re.S):
+    for language, block in re.findall(r"^```(\w*)\n(.*?)^```", README.read_text(), flags=re.S | re.M):
+        if language not in ("", "sh"):
+            continue  # listings (text, json) and Python run elsewhere (tests/test_readme.py)
         for line in block.replace("\\\n", " ").splitlines():
             line = line.strip()
             if "engram-index " in line and not line.startswith("#"):

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engram_index import __version__
+from engram_index import __version__, metrics
 from engram_index.engram.api.graph import get_memory_graph
 from engram_index.engram.api.memories import get_memory, list_memories
 from engram_index.engram.api.search import search_memories
@@ -102,8 +102,10 @@ def create_app(
         app.state.limits = limits or SpaceLimits()
         app.state.key_limits = key_limits or Admission()
         app.state.embedding = embedding or QueryEmbedding()
+        app.state.embedding.embedder = metrics.timed(app.state.embedding.embedder)  # query embeddings timed
         app.state.llm, app.state.reranker = llm, reranker
         app.state.spaces = Collections(data_dir, read_only=read_only)
+        app.state.spaces.on_searchable = metrics.observe_lag
         app.state.sync = None
         if sync is not None:
             # The HTTP loop gets its own resolver: a resolver's in-flight futures belong to one loop.
@@ -141,6 +143,7 @@ def create_app(
             close = getattr(client, "close", None)
             if callable(close):
                 close()
+        metrics.process_exited()
 
     async def describe_service(request: Request) -> dict[str, Any]:
         return describe(request)
@@ -185,11 +188,13 @@ def create_app(
         Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
+        Route("/metrics", metrics.metrics_endpoint),
         *kindgi_routes(),
         *supermemory_routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
+    app.add_middleware(metrics.HttpMetrics, routes=routes)
     app.router.redirect_slashes = False  # a bodyless 307 is no JSON answer: a trailing slash gets the 404 envelope
     return app
 

@@ -14,6 +14,7 @@ from engram_index.errors import EngramError
 from engram_index.keys import PREFIXES, KeyRecord, KeyStore
 
 FACES = click.Choice(sorted(PREFIXES))
+PROGRESS_MIN_KEYS = 1000  # fewer keys list at once: no bar
 
 
 @main.group()
@@ -114,19 +115,28 @@ def keys_list(data: Path, face: str | None, as_json: bool) -> None:
     """
     if not data.is_dir():
         raise click.ClickException(f"no data directory at {data}")
-    records = KeyStore(data).list(face)
-    if as_json:
-        for r in records:
-            click.echo(json.dumps({"id": r.id, "face": r.face, "label": r.label, "grants": r.grants,
-                                   "createdMs": r.created_ms, "expiresMs": r.expires_ms, "revokedMs": r.revoked_ms}))
-        return
     from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
-    table = Table("id", "face", "reaches", "label", "created", "expires", "revoked")
-    for r in records:
-        table.add_row(r.id, r.face, _reach(r), r.label or "", _when(r.created_ms), _when(r.expires_ms),
-                      _when(r.revoked_ms))
+    records = KeyStore(data).list(face)
+    # Many keys take a while to format: a bar on a terminal's stderr (stdout stays the list alone).
+    errors = Console(stderr=True)
+    with Progress(TextColumn("[bold]listing keys"), BarColumn(), MofNCompleteColumn(), console=errors,
+                  transient=True, disable=len(records) < PROGRESS_MIN_KEYS or not errors.is_terminal) as bar:
+        task = bar.add_task("keys", total=len(records))
+        if as_json:
+            for r in records:
+                click.echo(json.dumps({"id": r.id, "face": r.face, "label": r.label, "grants": r.grants,
+                                       "createdMs": r.created_ms, "expiresMs": r.expires_ms,
+                                       "revokedMs": r.revoked_ms}))
+                bar.advance(task)
+            return
+        table = Table("id", "face", "reaches", "label", "created", "expires", "revoked")
+        for r in records:
+            table.add_row(r.id, r.face, _reach(r), r.label or "", _when(r.created_ms), _when(r.expires_ms),
+                          _when(r.revoked_ms))
+            bar.advance(task)
     Console(soft_wrap=True).print(table)
 
 

@@ -82,6 +82,8 @@ class Collections:
         self._loaders: set[threading.Thread] = set()  # background loads, joined by close()
         self._space_locks: dict[str, threading.RLock] = {}
         self._last_write: dict[str, float] = {}
+        # Told how long each acknowledged write waited to become searchable (the service's metrics).
+        self.on_searchable: Callable[[float], None] | None = None
         self._maintainer: threading.Thread | None = None
         self._compaction_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -268,14 +270,19 @@ class Collections:
                 held.enter_context(self._space_lock(uri))
             results = self.store.write_many([(info.id, puts, deletes) for info, (_, puts, deletes)
                                              in zip(infos, writes)], also)
+            acknowledged = time.monotonic()
+            applied = False
             for (uri, _, _), result in zip(writes, results):
                 self._last_write[uri] = time.monotonic()
                 index = self._indexes.get(uri)
                 if index is not None and result.changes:
                     index.apply(((c.ord, c.document) for c in result.changes), result.seq)
+                    applied = True
                     shadow = self._next.get(uri)
                     if shadow is not None:
                         _apply_next(shadow, result.changes)
+            if applied and self.on_searchable is not None:
+                self.on_searchable(time.monotonic() - acknowledged)
         return results
 
     # -- moving to a new model ----------------------------------------------------------------

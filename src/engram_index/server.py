@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
+import shutil
 import socket
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -12,6 +16,7 @@ from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
+from engram_index.metrics import MULTIPROC_ENV
 from engram_index.protocol import (
     BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, MAX_REQUEST_HEAD_BYTES, EnvelopeFor, ServeConfig, plain_envelopes,
 )
@@ -92,7 +97,29 @@ def run_workers(factory: str, workers: int, host: str, port: int, *, access_log:
     )
     listener = tcp_listener(host, port)
     log.info("serving on http://%s:%d with %d worker processes", host, listener.getsockname()[1], workers)
+    made = metrics_directory()
     try:
         Multiprocess(config, sockets=[listener]).run()
     except KeyboardInterrupt:
         pass
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def metrics_directory() -> str | None:
+    """Point the workers' metrics at one directory, emptied (the one named in the environment, or a new one).
+
+    Set before the workers start, so that each imports prometheus-client in multiprocess mode and
+    a scrape answered by any worker counts all of them. Returns the directory made here (removed at exit).
+    """
+    named = os.environ.get(MULTIPROC_ENV)
+    if named:
+        path = Path(named)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):  # a previous run's values would be added to this one's
+            stale.unlink()
+        return None
+    made = tempfile.mkdtemp(prefix="engram-metrics-")
+    os.environ[MULTIPROC_ENV] = made
+    return made

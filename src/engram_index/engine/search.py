@@ -17,7 +17,7 @@ from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.columns import Columns
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
-from engram_index.engine.types import Document, Hit, SearchRequest, SearchResult
+from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
 from engram_index.engine.vector import VectorIndex, vector_problem
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
@@ -181,6 +181,12 @@ class SpaceIndex:
     def __len__(self) -> int:
         """The number of live documents."""
         return self.columns.count
+
+    def count(self, filters: Filters) -> int:
+        """How many live documents pass the filters (every live one without filters)."""
+        with self._lock.read():
+            mask = self.columns.mask(filters)
+            return self.columns.count if mask is None else int(mask.sum())
 
     def unusable_vectors(self) -> list[tuple[str, str, int]]:
         """The stored vectors left out of the index: (author, reason, count), by author and reason."""

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from engram_index.admission import Admission
 from engram_index.errors import EngramError
-from engram_index.kindgi import models
+from engram_index.kindgi import models, why_fewer
 from engram_index.kindgi.auth import Principal, authenticate
 from engram_index.kindgi.errors import KindgiError, unsupported
 from engram_index.kindgi.face import KindgiFace
@@ -226,7 +226,10 @@ def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
     explain = call.request.headers.get(EXPLAIN_HEADER, "").lower() in ("1", "true", "yes")
     results = call.face.retriever.retrieve(call.principal, intent, explain)
     call.names(call.principal.tenant, [str(r["fact"]["id"]) for r in results])
-    return 200, {"results": results}
+    out: dict[str, Any] = {"results": results}
+    if len(results) < intent.limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
+        out["whyFewer"] = why_fewer.explain(call.face.retriever.facts, call.principal, intent, len(results))
+    return 200, out
 
 
 # -- erasures -----------------------------------------------------------------------------------

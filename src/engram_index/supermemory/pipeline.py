@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engram_index.embed.base import pool
+from engram_index import metrics
 from engram_index.errors import EngramError
 from engram_index.supermemory import memories_form
 from engram_index.supermemory.chunking import Span, chunk, sentences
@@ -152,6 +153,9 @@ class Pipeline:
             return
         self._status(ns, jobs, "indexing")
         memories_form.index(face, ns, jobs)
+        now = stamp()
+        for job in jobs:  # searchable now: how long since the write that queued it was acknowledged
+            metrics.observe_lag((now - job.doc.updated_ms) / 1000)
 
     def _give_up(self, ns: str, ids: Sequence[str], error: str) -> None:
         """Mark unfinished documents failed (a PATCH or a resubmission queues them again)."""

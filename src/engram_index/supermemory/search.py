@@ -26,7 +26,7 @@ from engram_index.engine.analyzer import query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
 from engram_index.engine.types import Filters, Hit, SearchRequest
-from engram_index.supermemory import filters as v5filters
+from engram_index.supermemory import filters as v5filters, why_fewer
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
@@ -155,6 +155,7 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
     flt, passing, nothing = doc_filter(face, ns, body.get("filter"))
     found: dict[tuple[str, str], Candidate] = {}
     ranked: list[Candidate] = []
+    pool: list[list[Candidate]] = []
     if not nothing:
         queries = [body["query"]]
         if body.get("rewriteQuery"):
@@ -180,7 +181,10 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
     results = shape(face, ns, ranked, include, passing, at_ms, explain)
     if aggregated is not None:
         results.insert(0, aggregated)
-    return {"results": results, "searchTime": round((time.perf_counter() - began) * 1000, 3)}
+    out = {"results": results, "searchTime": round((time.perf_counter() - began) * 1000, 3)}
+    if len(results) < limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
+        out["whyFewer"] = why_fewer.explain(face, ns, body, flt=flt, nothing=nothing, pool=pool, returned=len(results))
+    return out
 
 
 def shape(face: Face, ns: str, ranked: list[Candidate], include: dict[str, Any], passing: set[str] | None,

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from engram_index.engine.types import Filters, Mode, SearchRequest
 from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
+from engram_index.shortfall import Condition, Target, why_fewer
 from engram_index.store.sqlite import SpaceInfo
 from engram_index.engram.views import hit_view
 from engram_index.engram.api.embedding import QueryEmbedding
@@ -97,4 +98,20 @@ async def search_memories(request: Request) -> dict[str, Any]:
     out: dict[str, Any] = {"memories": [hit_view(h, result.mode) for h in result.hits], "mode": result.mode}
     if result.approximate:
         out["approximate"] = True
+    if len(result.hits) < req.limit:  # only a short answer pays for saying why (an extra field: objects are open)
+        out["whyFewer"] = await asyncio.get_running_loop().run_in_executor(
+            request.app.state.search_executor, lambda: why_fewer(
+                spaces, params["space"], [Target(params["space"])], returned=len(result.hits),
+                conditions=conditions(params, req.filters)))
+    return out
+
+
+def conditions(params: dict[str, Any], filters: Filters) -> list[Condition]:
+    """The search's filters as its caller named them, for an explanation of a short answer."""
+    out = []
+    if filters.author is not None:
+        out.append(Condition(f"author={filters.author}", Filters(author=filters.author)))
+    out += [Condition(f"tags={tag}", Filters(tags=(tag,))) for tag in filters.tags]
+    if filters.since_ms is not None:
+        out.append(Condition(f"since={params['since']}", Filters(since_ms=filters.since_ms)))
     return out

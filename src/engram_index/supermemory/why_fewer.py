@@ -1,0 +1,59 @@
+"""The v5 search's `whyFewer`: its namespace, filter and threshold mapped onto the shared explanation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from engram_index.engine.types import Filters
+from engram_index.shortfall import Condition, Target, why_fewer
+from engram_index.supermemory.face import FORGOTTEN, PROCESSING, SUPERSEDED, Face
+from engram_index.supermemory.tables import chunks_collection, memories_collection
+
+MAX_FILTER_NAME = 200  # characters of the filter expression quoted in the explanation
+
+
+class Scored(Protocol):
+    """A candidate as the search scored it."""
+
+    kind: str
+    id: str
+
+    @property
+    def similarity(self) -> float:
+        """Its 0-1 score."""
+        ...
+
+
+def threshold_cut(pool: Sequence[Sequence[Scored]], threshold: float) -> int:
+    """How many found candidates (each once, at its best score) the threshold removed."""
+    best: dict[tuple[str, str], float] = {}
+    for cand in (c for cands in pool for c in cands):
+        key = (cand.kind, cand.id)
+        best[key] = max(best.get(key, cand.similarity), cand.similarity)
+    return sum(1 for score in best.values() if score < threshold)
+
+
+def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing: bool,
+            pool: Sequence[Sequence[Scored]], returned: int) -> dict[str, Any]:
+    """Why a v5 search of `ns` answered `returned` results, fewer than its limit."""
+    mode = body.get("searchMode", "hybrid")
+    hidden = (SUPERSEDED,) if body.get("include", {}).get("forgotten") else (SUPERSEDED, FORGOTTEN)
+    targets = []
+    if mode in ("hybrid", "memories"):
+        targets.append(Target(memories_collection(ns), Filters(none_tags=hidden)))
+    if mode in ("hybrid", "chunks"):
+        targets.append(Target(chunks_collection(ns)))
+    conditions: list[Condition] = []
+    name = None
+    if body.get("filter") is not None:
+        name = "filter=" + json.dumps(body["filter"], separators=(",", ":"), ensure_ascii=False)[:MAX_FILTER_NAME]
+        if not nothing:
+            conditions.append(Condition(name, flt))
+    marks = ",".join("?" * len(PROCESSING))
+    pending = int(face.store.query(f"SELECT COUNT(*) FROM sm_documents WHERE ns=? AND status IN ({marks})",
+                                   (ns, *PROCESSING))[0][0])
+    return why_fewer(face.collections, ns, targets, returned=returned, conditions=conditions,
+                     threshold_cut=threshold_cut(pool, body.get("threshold", 0.3)), pending=pending,
+                     none_pass=name if nothing else None)
