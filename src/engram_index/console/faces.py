@@ -216,6 +216,7 @@ def _kindgi_fact(fact: Json) -> Json:
 
 async def kindgi_collections(c: Console) -> list[Json]:
     """One collection: every fact the key may see in its tenant (scopes narrow it per call)."""
+    await c.call("GET", "/v1/memory/facts", params={"limit": 1})  # the face checks the key
     return [{"id": KINDGI, "face": "kindgi", "name": "facts this key may see"}]
 
 
