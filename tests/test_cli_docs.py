@@ -46,13 +46,16 @@ NOT_RUN_HERE = {
     "serve": "serves until stopped; tests/test_server.py and tests/engram/api run the service",
     "eval": "minutes of SciFact; tests/test_evaluation.py runs it on a slice",
     "dev-network": "serves until stopped; tests/test_cli_dev_network.py runs it as printed",
+    "mcp": "serves MCP over stdio until its client leaves; tests/console/test_mcp.py runs it over stdio",
 }
 
 
 def readme_commands() -> list[str]:
     """Every shell line of the README's code blocks that runs engram-index, continuations joined."""
     out = []
-    for block in re.findall(r"```(?:sh)?\n(.*?)```", README.read_text(), flags=re.S):
+    for lang, block in re.findall(r"```(\w*)\n(.*?)```", README.read_text(), flags=re.S):
+        if lang not in ("", "sh"):
+            continue  # a JSON configuration, not shell lines
         for line in block.replace("\\\n", " ").splitlines():
             line = line.strip()
             if "engram-index " in line and not line.startswith("#"):

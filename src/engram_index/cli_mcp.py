@@ -22,7 +22,12 @@ from engram_index.cli import DATA_HELP, default_service_did, main, make_embedder
 @click.option("--embedder", "embedder_spec", default="auto", show_default=True,
               help="With --data: the query embedder, as for serve.")
 def mcp_cmd(data: Path | None, url: str | None, key: str | None, spaces: tuple[str, ...], embedder_spec: str) -> None:
-    """Serve the MCP tools over stdio (for an agent to launch)."""
+    """Serve the MCP tools over stdio (for an agent to launch).
+
+    \b
+    Example: engram-index mcp --data ./data
+    Example: ENGRAM_INDEX_KEY=kg_… engram-index mcp --url http://127.0.0.1:8080
+    """
     if (data is None) == (url is None):
         raise click.UsageError("give one of --data DIR or --url URL")
     import httpx

@@ -37,12 +37,13 @@ SCOPE = {"tenantId": "acme", "projectId": "web"}
 
 @dataclass
 class Served:
-    """A running service: its URL, data directory and a Kindgi key of tenant acme."""
+    """A running service: its URL, data directory, a Kindgi key of tenant acme and a v5 key."""
 
     url: str
     data: Path
     kindgi_key: str
     app: Any
+    v5_key: str = ""
 
 
 def fill(data: Path) -> None:
@@ -81,4 +82,5 @@ def served(data: Path, authenticator: Authenticator | None = None) -> Iterator[S
             answer = httpx.post(f"{url}/v1/memory/facts", json={"type": "note", "scope": SCOPE, "content": text},
                                 headers={"authorization": f"Bearer {key}"})
             assert answer.status_code in (200, 201), answer.text
-        yield Served(url, data, key, app)
+        v5_key, _ = KeyStore(data).create("supermemory", {})
+        yield Served(url, data, key, app, v5_key)

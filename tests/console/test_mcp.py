@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -230,3 +231,59 @@ def test_the_stdio_server_opens_a_data_directory_itself(tmp_path: Path) -> None:
         pass  # filled, then released (one process owns a data directory)
     out = over_stdio(["--data", str(data), "--embedder", "hashing:64"], None, _recall("green tea"))
     assert out["results"][0]["text"] == MEMORIES[0][0] and out["results"][0]["explanation"]["terms"]
+
+
+def wait_processed(service: Served, ns: str, doc_id: str) -> None:
+    """Wait until the v5 pipeline made the document's memories (it runs in the background)."""
+    deadline = time.monotonic() + 60
+    headers = {"authorization": f"Bearer {service.v5_key}"}
+    while httpx.get(f"{service.url}/ns/{ns}/document/{doc_id}", headers=headers).json()["system"]["status"] != "done":
+        assert time.monotonic() < deadline, "the document was never processed"
+        time.sleep(0.05)
+
+
+def _v5_round(client_call: Callable[[Served, str | None, ClientCall], Any], service: Served) -> None:
+    """Every general tool on a v5 namespace: remember, recall explained, get, list, forget."""
+    async def write(client: Client) -> Any:
+        return data_of(await client.call_tool("remember", {"collection": "work", "metadata": {"kind": "fact"},
+                                                           "text": "The café uses oat milk in every flat white."}))
+
+    async def read(client: Client) -> Any:
+        listed = data_of(await client.call_tool("list_collections", {}))
+        found = data_of(await client.call_tool("recall", {"collection": "work", "query": "oat milk",
+                                                          "metadata": {"kind": "fact"}}))
+        memory = next(r for r in found["results"] if r["kind"] == "memory")
+        other = data_of(await client.call_tool("recall", {"collection": "work", "query": "oat milk",
+                                                          "metadata": {"kind": "opinion"}}))
+        assert other["results"] == []  # the metadata filter applies
+        got = data_of(await client.call_tool("get", {"collection": "work", "id": memory["id"]}))
+        page = data_of(await client.call_tool("list", {"collection": "work", "limit": 10}))
+        gone = data_of(await client.call_tool("forget", {"collection": "work", "id": memory["id"]}))
+        twice = await client.call_tool("forget", {"collection": "work", "id": "m-no-such"})
+        after = data_of(await client.call_tool("list", {"collection": "work"}))
+        return listed, found, memory, got, page, gone, twice, after
+    wrote = client_call(service, service.v5_key, write)
+    wait_processed(service, "work", wrote["id"])
+    listed, found, memory, got, page, gone, twice, after = client_call(service, service.v5_key, read)
+    assert {"id": "work", "face": "v5", "name": "work"} in listed["collections"]
+    why = memory["explanation"]
+    text = why["snippet"]["text"].encode()
+    assert {text[h["byteStart"]:h["byteEnd"]].decode() for h in why["snippet"]["highlights"]} == {"oat", "milk"}
+    assert why["bm25"] > 0 and why["vectorSimilarity"] is not None and "cosine" in why["fusion"]["method"]
+    assert got["memory"]["text"] == memory["text"] and got["memory"]["versions"][0]["version"] == 1
+    assert [m["id"] for m in page["memories"]] == [memory["id"]] and page["cursor"] is None
+    assert gone["forgotten"] == memory["id"] and twice.is_error and "404" in twice.content[0].text
+    assert after["memories"] == []
+
+
+def test_every_general_tool_works_on_a_v5_namespace_in_process(service: Served) -> None:
+    _v5_round(in_process, service)
+
+
+def test_every_general_tool_works_on_a_v5_namespace_over_http(service: Served) -> None:
+    _v5_round(over_http, service)
+
+
+def test_a_v5_mode_other_than_hybrid_is_refused_readably(service: Served) -> None:
+    text = in_process(service, service.v5_key, _error("recall", {"collection": "work", "query": "x", "mode": "keyword"}))
+    assert "mode must be hybrid" in text

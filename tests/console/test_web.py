@@ -131,3 +131,32 @@ def test_the_page_works_by_keyboard_down_to_a_facts_revisions(page: playwright.P
     playwright.expect(dialog).to_be_hidden()
     page.keyboard.press("/")
     playwright.expect(page.locator("#query")).to_be_focused()
+
+
+def test_a_search_answer_saying_why_fewer_came_back_shows_its_message(page: playwright.Page) -> None:
+    # The faces' whyFewer object ({"message": …}) is passed through as the search answer carries it;
+    # here the page's own API answer is given one, to check the page shows it.
+    def with_why(route: playwright.Route) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        body["whyFewer"] = {"message": "the tag filter left 1 of 4 memories", "collection": body["collection"]}
+        route.fulfill(response=answer, json=body)
+
+    sign_in(page)
+    page.route("**/console/api/recall", with_why)
+    page.locator("#tags").fill("sport")
+    page.locator("#query").fill("morning")
+    page.locator("#query").press("Enter")
+    playwright.expect(page.locator("#whyfewer")).to_have_text("the tag filter left 1 of 4 memories")
+    playwright.expect(page.locator("#results li")).to_have_count(1)
+
+
+def test_a_refused_search_shows_the_faces_message_and_clears_old_results(page: playwright.Page) -> None:
+    sign_in(page)
+    page.locator("#query").fill("tea")
+    page.locator("#query").press("Enter")
+    playwright.expect(page.locator("#results li")).not_to_have_count(0)
+    page.locator("#metadata").fill("kind=fact")
+    page.locator("#query").press("Enter")
+    playwright.expect(page.locator("#error")).to_contain_text("cannot filter by metadata")
+    playwright.expect(page.locator("#results li")).to_have_count(0)

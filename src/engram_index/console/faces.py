@@ -124,9 +124,10 @@ def _ns(collection: str) -> str:
 
 
 def _v5_result(item: Json) -> Json:
-    """A v5 search result in the shared shape."""
+    """A v5 search result (a memory or a document chunk) in the shared shape."""
     why = item.get("explanation") or {}
-    return {"id": item["id"], "text": cut(str(item.get("memory") or item.get("chunk") or "")),
+    return {"id": item["id"], "kind": "memory" if "memory" in item else "chunk",
+            "text": cut(str(item.get("memory") or item.get("chunk") or "")),
             "score": item.get("similarity"), "tags": [], "author": None,
             "createdAt": (item.get("system") or {}).get("createdAt"), "metadata": item.get("metadata") or {},
             "explanation": explanation(terms=why.get("matchedTerms"), snippet=why.get("snippet"), bm25=why.get("bm25"),
@@ -134,61 +135,65 @@ def _v5_result(item: Json) -> Json:
                                        fusion={"method": why["similarity"]} if why.get("similarity") else None)}
 
 
+def _v5_memory(m: Json) -> Json:
+    """A v5 memory in the shared memory shape."""
+    return {"id": m.get("id"), "text": cut(str(m.get("memory") or "")), "metadata": m.get("metadata") or {},
+            "createdAt": (m.get("system") or {}).get("createdAt"), "version": m.get("version"),
+            "tags": [], "author": None}
+
+
 async def v5_collections(c: Console) -> list[Json]:
-    """The namespaces the key reaches."""
-    raw = await c.call("GET", "/ns")
-    items = raw.get("namespaces", raw.get("data", [])) if isinstance(raw, dict) else raw
-    out = []
-    for item in items or []:
-        name = item.get("name") or item.get("id") if isinstance(item, dict) else str(item)
-        out.append({"id": str(name), "face": "v5", "name": str(name)})
-    return out
+    """The namespaces the key reaches (the newest 100)."""
+    raw = await c.call("GET", "/ns", params={"limit": 100})
+    names = [str(item.get("namespace") or item.get("id")) for item in raw.get("namespaces", [])]
+    return [{"id": name, "face": "v5", "name": name} for name in names]
 
 
 async def v5_recall(c: Console, collection: str, q: Query) -> Json:
     """POST /ns/{ns}/search, explained; metadata filters become one AND expression."""
     refuse_filters("v5", q, {"metadata"})
+    if q.mode not in (None, "hybrid"):
+        raise Refused("the v5 face ranks by one 0-1 similarity of meaning and words: mode must be hybrid (or none)")
     body: Json = {"query": q.query, "limit": q.limit}
-    if q.mode:
-        body["searchMode"] = q.mode
     if q.metadata:
-        body["filter"] = {"AND": [{"key": k, "value": str(v)} for k, v in q.metadata.items()]}
+        body["filter"] = {"operator": "and", "operands": [{"field": k, "operator": "eq", "value": str(v)}
+                                                           for k, v in q.metadata.items()]}
     raw = await c.call("POST", f"{_ns(collection)}/search", body=body, explain=True)
     results = [_v5_result(r) for r in raw.get("results", []) if "id" in r]
-    return answer("v5", collection, q.mode, q.mode or "hybrid", results, raw, [])
+    return answer("v5", collection, q.mode, "hybrid", results, raw, [])
 
 
 async def v5_get(c: Console, collection: str, ident: str) -> Json:
-    """GET /ns/{ns}/memories/{id}, with its version chain when the face gives one."""
-    raw = await c.call("GET", f"{_ns(collection)}/memories/{quote(ident, safe='')}")
-    memory = {"id": raw.get("id", ident), "text": cut(str(raw.get("memory", ""))), "metadata": raw.get("metadata"),
-              "createdAt": raw.get("createdAt"), "version": raw.get("version"), "tags": [], "author": None}
-    memory["versions"] = [{"version": raw.get("version"), "createdAt": raw.get("createdAt"), "text": memory["text"]}]
+    """GET /ns/{ns}/memories/{id} with its version chain (the memories it updates), newest first."""
+    raw = await c.call("GET", f"{_ns(collection)}/memories/{quote(ident, safe='')}", params={"include": "related"})
+    memory = _v5_memory(raw)
+    older = [_v5_memory(p) for p in ((raw.get("included") or {}).get("related") or {}).get("parents", [])]
+    memory["versions"] = [{k: m[k] for k in ("version", "createdAt", "text")} for m in [memory, *older]]
     return {"memory": memory}
 
 
 async def v5_list(c: Console, collection: str, limit: int, cursor: str | None) -> Json:
     """POST /ns/{ns}/list/memories, by page number (the cursor is the next page's number)."""
     page = int(cursor) if cursor and cursor.isdigit() else 1
-    raw = await c.call("POST", f"{_ns(collection)}/list/memories?page={page}&limit={limit}", body={})
-    items = raw.get("memories", raw.get("data", []))
-    memories = [{"id": m.get("id"), "text": cut(str(m.get("memory") or m.get("content") or "")),
-                 "createdAt": m.get("createdAt"), "tags": [], "author": None} for m in items]
+    raw = await c.call("POST", f"{_ns(collection)}/list/memories", params={"page": page, "limit": limit}, body={})
     more = (raw.get("pagination") or {}).get("totalPages", page) > page
-    return {"memories": memories, "cursor": str(page + 1) if more else None}
+    return {"memories": [_v5_memory(m) for m in raw.get("memories", [])], "cursor": str(page + 1) if more else None}
 
 
 async def v5_remember(c: Console, collection: str, text: str, tags: list[str], metadata: Json) -> Json:
-    """POST /ns/{ns}/document: the text is a document, its memories follow in the background."""
+    """POST /ns/{ns}/document: the text is a document; its memories are made in the background."""
     if tags:
         raise Refused("the v5 face has no tags on documents: put them in metadata")
     raw = await c.call("POST", f"{_ns(collection)}/document", body={"content": text, "metadata": metadata})
-    return {"id": raw.get("id"), "status": raw.get("status")}
+    return {"id": raw.get("id"), "status": raw.get("status"),
+            "note": "a v5 document: its memories are made in the background, searchable once it is done"}
 
 
 async def v5_forget(c: Console, collection: str, ident: str) -> Json:
-    """DELETE /ns/{ns}/memories for one memory id."""
+    """DELETE /ns/{ns}/memories for one memory id (v5 forgetting: out of recall, its history kept)."""
     raw = await c.call("DELETE", f"{_ns(collection)}/memories", body={"ids": [ident]})
+    if not raw.get("count"):
+        raise Refused(f"HTTP 404: no memory {ident!r} in namespace {collection!r}", 404)
     return {"forgotten": ident, "answer": raw}
 
 
