@@ -160,3 +160,36 @@ def test_a_refused_search_shows_the_faces_message_and_clears_old_results(page: p
     page.locator("#query").press("Enter")
     playwright.expect(page.locator("#error")).to_contain_text("cannot filter by metadata")
     playwright.expect(page.locator("#results li")).to_have_count(0)
+
+
+def test_browsing_pages_through_a_collection_newest_first(page: playwright.Page) -> None:
+    sign_in(page)
+    page.locator("#limit").fill("3")
+    page.get_by_role("button", name="Newest").click()
+    snippets = page.locator("#results li .snippet")
+    playwright.expect(snippets).to_have_count(3)
+    page.get_by_role("button", name="More").click()
+    playwright.expect(snippets).to_have_count(len(MEMORIES))
+    assert set(snippets.all_inner_texts()) == {t for t, _ in MEMORIES}
+    playwright.expect(page.locator("#more")).to_be_hidden()  # the last page
+    playwright.expect(page.locator("#results li details")).to_have_count(0)  # nothing to explain when listing
+
+
+def test_no_key_is_refused_on_a_service_that_checks_credentials(tmp_path: Path) -> None:
+    from engram_index.app import space_credentials
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with served(data, space_credentials(data, "did:web:localhost")) as running:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            try:
+                tab = browser.new_page()
+                tab.goto(running.url + "/")
+                sign_in(tab)
+                playwright.expect(tab.locator("#error")).to_contain_text("this service checks credentials")
+                playwright.expect(tab.locator("#workspace")).to_be_hidden()
+                sign_in(tab, running.kindgi_key)  # the faces' own keys still sign in
+                playwright.expect(tab.locator("#workspace")).to_be_visible()
+            finally:
+                browser.close()

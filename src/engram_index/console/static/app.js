@@ -112,16 +112,17 @@ function snippetNode(result) {
 }
 
 function resultNode(result, index) {
+  const score = result.score === null ? null : el("span", { class: "score" }, "score " + fmt(result.score, 3));
   const tags = (result.tags || []).map((t) => el("span", { class: "tag" }, "#" + t));
   const when = result.createdAt ? new Date(result.createdAt).toLocaleString() : "";
   const item = el("li", { tabindex: "0", "data-id": result.id, "aria-label": "Result " + (index + 1) },
     snippetNode(result),
     el("div", { class: "meta" },
-      el("span", { class: "score" }, "score " + fmt(result.score, 3)),
+      score,
       result.author ? el("span", {}, result.author) : null,
       when ? el("time", { datetime: result.createdAt }, when) : null,
       ...tags),
-    explanationNode(result.explanation || {}));
+    result.explanation ? explanationNode(result.explanation) : null);
   item.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && e.target === item) openDetail(result.id);
   });
@@ -148,6 +149,7 @@ async function search() {
   try {
     const data = await api("POST", "/console/api/recall", body);
     $("results").replaceChildren(...data.results.map(resultNode));
+    $("more").hidden = true;
     $("summary").textContent = data.results.length + " result" + (data.results.length === 1 ? "" : "s") +
       " in " + data.collection + (data.mode ? " (" + data.mode + ")" : "");
     $("note").textContent = data.note || "";
@@ -158,6 +160,25 @@ async function search() {
   } catch (e) {
     $("summary").textContent = "";
     $("results").replaceChildren();
+    showError(e.message);
+  }
+}
+
+// Browse a collection newest first, a page at a time (the list call's cursor).
+async function browse(cursor) {
+  showError("");
+  const params = new URLSearchParams({ collection: $("collection").value, limit: $("limit").value || "10" });
+  if (cursor) params.set("cursor", cursor);
+  try {
+    const data = await api("GET", "/console/api/list?" + params);
+    const start = cursor ? $("results").children.length : 0;
+    const items = data.memories.map((m, i) => resultNode({ ...m, score: null, explanation: null }, start + i));
+    if (cursor) $("results").append(...items); else $("results").replaceChildren(...items);
+    $("summary").textContent = $("results").children.length + " newest in " + $("collection").value;
+    for (const id of ["note", "whyfewer"]) $(id).hidden = true;
+    $("more").hidden = !data.cursor;
+    $("more").dataset.cursor = data.cursor || "";
+  } catch (e) {
     showError(e.message);
   }
 }
@@ -192,6 +213,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("search").addEventListener("submit", (e) => { e.preventDefault(); search(); });
   $("signout").addEventListener("click", () => { sessionStorage.removeItem("engram-key"); location.reload(); });
   $("detail-close").addEventListener("click", () => $("detail").close());
+  $("browse").addEventListener("click", () => browse(null));
+  $("more").addEventListener("click", () => browse($("more").dataset.cursor));
   document.addEventListener("keydown", (e) => {
     const typing = ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
     if (e.key === "/" && !typing && !$("workspace").hidden) { e.preventDefault(); $("query").focus(); }
