@@ -17,11 +17,15 @@ from engram_index.cli import DATA_HELP, default_service_did, main, make_embedder
 @click.option("--url", default=None, help="The URL of a running engram-index service, instead of --data.")
 @click.option("--key", envvar="ENGRAM_INDEX_KEY", default=None,
               help="A v5 (sm_…) or Kindgi (kg_…) key; none for garden.engram spaces of an open service.")
+@click.option("--space-headers", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A garden.engram space credential: the JSON headers `dev-credential --json` prints (valid for"
+                   " the credential's life).")
 @click.option("--space", "spaces", multiple=True,
               help="With --url and no key: a garden.engram space to offer (repeatable; the service does not list them).")
 @click.option("--embedder", "embedder_spec", default="auto", show_default=True,
               help="With --data: the query embedder, as for serve.")
-def mcp_cmd(data: Path | None, url: str | None, key: str | None, spaces: tuple[str, ...], embedder_spec: str) -> None:
+def mcp_cmd(data: Path | None, url: str | None, key: str | None, space_headers: Path | None, spaces: tuple[str, ...],
+            embedder_spec: str) -> None:
     """Serve the MCP tools over stdio (for an agent to launch).
 
     \b
@@ -35,10 +39,22 @@ def mcp_cmd(data: Path | None, url: str | None, key: str | None, spaces: tuple[s
     from engram_index.console.access import Console
     from engram_index.console.mcp_server import build
 
+    signed: dict[str, str] | None = None
+    if space_headers is not None:
+        import json
+
+        from engram_index.console.access import credential_of
+
+        try:
+            key, signed = credential_of({k.lower(): v for k, v in json.loads(space_headers.read_text()).items()})
+        except (ValueError, AttributeError) as exc:
+            raise click.BadParameter(f"not a JSON object of headers: {exc}", param_hint="--space-headers") from exc
+        if signed is None:
+            raise click.BadParameter("its Authorization is not Atproto-Space …", param_hint="--space-headers")
     if url is not None:
         client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=30.0)
         offered = list(spaces)
-        console = Console(client, key, (lambda: offered) if offered else None)
+        console = Console(client, key, (lambda: offered) if offered else None, signed)
         build(lambda ctx: console).run("stdio")
         return
     assert data is not None
@@ -57,4 +73,4 @@ def mcp_cmd(data: Path | None, url: str | None, key: str | None, spaces: tuple[s
         async with app.router.lifespan_context(app):
             yield
 
-    build(lambda ctx: app_console(app, key), lifespan=lifespan).run("stdio")
+    build(lambda ctx: app_console(app, key, signed), lifespan=lifespan).run("stdio")

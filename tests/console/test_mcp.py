@@ -215,9 +215,9 @@ def test_a_revoked_or_unknown_key_is_refused_readably_over_http(service: Served)
     assert "HTTP 401" in text
 
 
-def test_a_garden_credential_is_refused_with_why(service: Served) -> None:
+def test_a_space_credential_given_as_a_bearer_key_is_refused_with_why(service: Served) -> None:
     text = in_process(service, "eyJhbGciOi.not.a-key", _error("list_collections", {}))
-    assert "signed per request" in text
+    assert "Atproto-Space-Audience" in text and "not as a bearer key" in text
 
 
 def test_write_fact_with_a_garden_credential_says_it_needs_a_kindgi_key(service: Served) -> None:

@@ -108,7 +108,7 @@ def test_an_unknown_key_is_refused_at_sign_in(page: playwright.Page) -> None:
     playwright.expect(page.locator("#error")).to_contain_text("Sign-in refused: HTTP 401")
     playwright.expect(page.locator("#workspace")).to_be_hidden()
     sign_in(page, "not-a-key")
-    playwright.expect(page.locator("#error")).to_contain_text("signed per request")
+    playwright.expect(page.locator("#error")).to_contain_text("not as a bearer key")
 
 
 def test_the_page_works_by_keyboard_down_to_a_facts_revisions(page: playwright.Page, service: Served,

@@ -3,13 +3,19 @@
 Every call goes through a face's own HTTP API (in process over ASGI, or to a running service), so the
 face checks the credential, validates the input and answers its own errors: this layer adds no
 authority of its own. A `sm_` key is a v5 key, a `kg_` key a Kindgi key; anything else (or nothing,
-for a service started with --insecure-open) reaches the garden.engram face.
+for a service started with --insecure-open) reaches the garden.engram face. A garden.engram space
+credential is the four headers a member signs (`Authorization: Atproto-Space …`, its audience and
+the RFC 9421 signature over those two): they cover no request target, so they are forwarded as
+they came, and the face checks them on each call.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
+
+import base64
+import json
 
 import httpx
 
@@ -22,6 +28,9 @@ EXPLAIN_HEADERS = ("x-engram-explain", "x-kindgi-explain")
 MAX_TEXT_CHARS = 2000
 MAX_RESULTS = 50
 MAX_LIST = 100
+SPACE_SCHEME = "atproto-space"
+# The headers of a signed space-credential request (engram/auth/mint.py writes them).
+SPACE_HEADERS = ("authorization", "atproto-space-audience", "signature", "signature-input")
 
 
 class Refused(EngramError):
@@ -41,6 +50,28 @@ def face_of(credential: str | None) -> Face:
     if credential and credential.startswith("kg_"):
         return "kindgi"
     return "engram"
+
+
+def credential_of(headers: Any) -> tuple[str | None, dict[str, str] | None]:
+    """A request's credential: a bearer key, or a space credential's headers (else neither)."""
+    value = str(headers.get("authorization") or "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip(), None
+    if scheme.lower() == SPACE_SCHEME and token.strip():
+        return None, {name: str(headers[name]) for name in SPACE_HEADERS if headers.get(name)}
+    return None, None
+
+
+def credential_space(space_headers: dict[str, str]) -> str:
+    """The space a space credential names (its `sub`), read unverified: only to offer it; the face checks it."""
+    token = space_headers.get("authorization", "").partition(" ")[2].strip()
+    try:
+        part = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+        return str(claims["sub"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise Refused("the space credential is not a JWT naming its space (sub)", 401) from None
 
 
 def cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -65,21 +96,25 @@ class Console:
     """The calls of one caller, holding one credential, against one service's faces."""
 
     def __init__(self, client: httpx.AsyncClient, credential: str | None = None,
-                 spaces: Callable[[], list[str] | None] | None = None) -> None:
+                 spaces: Callable[[], list[str] | None] | None = None,
+                 space_headers: dict[str, str] | None = None) -> None:
         """Call through `client` (its base URL is the service) with `credential`.
 
         `spaces` lists the garden.engram spaces of a service that checks no credentials (None: it checks them).
         """
         self.client = client
         self.credential = credential or None
-        self.face: Face = face_of(self.credential)
+        self.space_headers = space_headers or None
+        self.face: Face = "engram" if self.space_headers else face_of(self.credential)
         self._spaces = spaces
 
     async def call(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                    body: Any = None, explain: bool = False) -> Any:
         """One request to a face; its JSON answer, or Refused with the face's own message."""
         headers = {"accept": "application/json"}
-        if self.credential:
+        if self.space_headers:
+            headers.update(self.space_headers)
+        elif self.credential:
             headers["authorization"] = f"Bearer {self.credential}"
         if explain:
             headers.update(dict.fromkeys(EXPLAIN_HEADERS, "1"))
@@ -158,11 +193,13 @@ class Console:
                           f" reaches the {self.face} face")
 
     def open_spaces(self) -> list[str]:
-        """The garden.engram spaces of a service that checks no credentials; Refused when it checks them."""
+        """The garden.engram spaces this caller may try: its credential's space, or every space of an open service."""
+        if self.space_headers:
+            return [credential_space(self.space_headers)]
         if self.credential is not None:
             raise Refused("this is neither a v5 key (sm_…) nor a Kindgi key (kg_…); a garden.engram space credential"
-                          " is signed per request (RFC 9421), which this access does not do: sign in with a key,"
-                          " or with none on a service started with --insecure-open", 401)
+                          " comes as its signed headers (Authorization: Atproto-Space …, Atproto-Space-Audience,"
+                          " Signature, Signature-Input), not as a bearer key", 401)
         spaces = self._spaces() if self._spaces is not None else None
         if spaces is None:
             raise Refused("this service checks credentials: sign in with a v5 key (sm_…) or a Kindgi key (kg_…)", 401)

@@ -72,8 +72,11 @@ def _engram_memory(view: Json) -> Json:
 
 
 async def engram_collections(c: Console) -> list[Json]:
-    """The spaces of a service that checks no credentials (--insecure-open)."""
-    return [{"id": uri, "face": "engram", "name": uri.rsplit("/", 1)[-1]} for uri in c.open_spaces()]
+    """The credential's space (checked by the face now), or every space of an open service."""
+    spaces = c.open_spaces()
+    if c.space_headers:
+        await c.call("GET", "/xrpc/garden.engram.listMemories", params={"space": spaces[0], "limit": 1})
+    return [{"id": uri, "face": "engram", "name": uri.rsplit("/", 1)[-1]} for uri in spaces]
 
 
 async def engram_recall(c: Console, collection: str, q: Query) -> Json:

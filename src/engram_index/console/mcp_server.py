@@ -17,7 +17,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from engram_index import __version__
-from engram_index.console.access import MAX_LIST, MAX_RESULTS, Console, Query, Refused
+from engram_index.console.access import MAX_LIST, MAX_RESULTS, Console, Query, Refused, credential_of
 
 Json = dict[str, Any]
 ConsoleFor = Callable[[Context], Console]
@@ -142,9 +142,6 @@ def build(console_for: ConsoleFor,
     return server
 
 
-def bearer(ctx: Context) -> str | None:
-    """The bearer key of the HTTP request behind a tool call, if any."""
-    headers = ctx.headers or {}
-    value = headers.get("authorization") or ""
-    scheme, _, token = value.partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+def request_credential(ctx: Context) -> tuple[str | None, dict[str, str] | None]:
+    """The credential of the HTTP request behind a tool call: a bearer key or a space credential's headers."""
+    return credential_of(ctx.headers or {})

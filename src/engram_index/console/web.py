@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from engram_index.console.access import Console, Query, Refused
+from engram_index.console.access import Console, Query, Refused, credential_of
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
           "app.css": "text/css; charset=utf-8"}
@@ -40,11 +40,10 @@ def _static(name: str) -> Callable[[Request], Awaitable[Response]]:
 
 
 def _console(request: Request) -> Console:
-    """The caller of a page request: its bearer key (or none), against this app."""
+    """The caller of a page request: its bearer key or space credential (or none), against this app."""
     from engram_index.console.wiring import app_console
 
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return app_console(request.app, token.strip() or None if scheme.lower() == "bearer" else None)
+    return app_console(request.app, *credential_of(request.headers))
 
 
 def _api(handler: Callable[[Request, Console], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:

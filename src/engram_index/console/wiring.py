@@ -10,7 +10,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
 from engram_index.console.access import Console
-from engram_index.console.mcp_server import bearer, build
+from engram_index.console.mcp_server import build, request_credential
 from engram_index.engram.auth import InsecureOpen
 from engram_index.engram.records import is_space_uri
 
@@ -31,12 +31,12 @@ def open_spaces(app: Starlette) -> list[str] | None:
     return sorted(filter(is_space_uri, app.state.spaces.store.spaces()))
 
 
-def app_console(app: Starlette, credential: str | None) -> Console:
-    """The caller holding `credential`, served by `app` in this process."""
+def app_console(app: Starlette, credential: str | None, space_headers: dict[str, str] | None = None) -> Console:
+    """The caller holding `credential` (or a space credential's headers), served by `app` in this process."""
     client = getattr(app.state, "console_client", None)
     if client is None:
         client = app.state.console_client = in_process_client(app)
-    return Console(client, credential, lambda: open_spaces(app))
+    return Console(client, credential, lambda: open_spaces(app), space_headers)
 
 
 def http_mcp(app: Callable[[], Starlette], allowed_hosts: list[str] | None = None
@@ -44,7 +44,7 @@ def http_mcp(app: Callable[[], Starlette], allowed_hosts: list[str] | None = Non
     """The MCP server for `/mcp` on the app `app()` returns: each call as the bearer key of its HTTP request."""
 
     def console_for(ctx: Context) -> Console:
-        return app_console(app(), bearer(ctx))
+        return app_console(app(), *request_credential(ctx))
 
     server = build(console_for)
     # The SDK's DNS-rebinding guard admits loopback Host/Origin; a public URL's host is added.

@@ -37,9 +37,22 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// A key is a bearer key (sm_…, kg_…), or a garden.engram space credential: the JSON object of its
+// signed headers (what `engram-index dev-credential --json` prints), sent as they are.
+function credentialHeaders(key) {
+  if (!key) return {};
+  if (key.startsWith("{")) {
+    let parsed;
+    try { parsed = JSON.parse(key); } catch (e) { throw new Error("the space credential is not a JSON object of headers"); }
+    const out = {};
+    for (const [k, v] of Object.entries(parsed)) out[k.toLowerCase()] = String(v);
+    return out;
+  }
+  return { authorization: "Bearer " + key };
+}
+
 async function api(method, path, body) {
-  const headers = { accept: "application/json" };
-  if (state.key) headers.authorization = "Bearer " + state.key;
+  const headers = { accept: "application/json", ...credentialHeaders(state.key) };
   if (body !== undefined) headers["content-type"] = "application/json";
   const answer = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let data = null;
@@ -63,7 +76,8 @@ async function signIn(key) {
     sessionStorage.setItem("engram-key", key);
     const select = $("collection");
     select.replaceChildren(...data.collections.map((c) => el("option", { value: c.id }, c.name + " — " + c.face)));
-    $("who").textContent = key ? "signed in (" + data.face + " key)" : "open service (no key)";
+    $("who").textContent = !key ? "open service (no key)" :
+      key.startsWith("{") ? "signed in (space credential)" : "signed in (" + data.face + " key)";
     $("signin").hidden = true;
     $("signout").hidden = false;
     $("workspace").hidden = false;
