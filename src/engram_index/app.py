@@ -34,7 +34,7 @@ from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
 from engram_index.engram.records import is_space_uri
 from engram_index.collections import Collections
 from engram_index.console.web import web_routes
-from engram_index.console.wiring import http_mcp
+from engram_index.console.wiring import McpRoute
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
 from engram_index.kindgi.face import KindgiFace
 from engram_index.kindgi.routes import routes as kindgi_routes
@@ -96,7 +96,7 @@ def create_app(
     """
 
     # The MCP server at /mcp and the web page at / call the faces of this very app (`app`, below).
-    mcp_server, mcp_asgi = http_mcp(lambda: app, [_host_of(public_url)] if public_url else None)
+    mcp = McpRoute(lambda: app, [_host_of(public_url)] if public_url else None)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -132,9 +132,9 @@ def create_app(
                 app.state.spaces.index_if_loaded(uri)
             except Exception:
                 pass  # loading started in the background
-        async with mcp_server.session_manager.run():
+        async with mcp.start().session_manager.run():
             yield
-        client = getattr(app.state, "console_client", None)
+        client, app.state.console_client = getattr(app.state, "console_client", None), None
         if client is not None:
             await client.aclose()
         if app.state.sync is not None:
@@ -196,7 +196,7 @@ def create_app(
         Route("/.well-known/did.json", well_known),
         *kindgi_routes(),
         *supermemory_routes(),
-        Route("/mcp", mcp_asgi),
+        Route("/mcp", mcp),
         *web_routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

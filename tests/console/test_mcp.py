@@ -287,3 +287,18 @@ def test_every_general_tool_works_on_a_v5_namespace_over_http(service: Served) -
 def test_a_v5_mode_other_than_hybrid_is_refused_readably(service: Served) -> None:
     text = in_process(service, service.v5_key, _error("recall", {"collection": "work", "query": "x", "mode": "keyword"}))
     assert "mode must be hybrid" in text
+
+
+def test_an_app_served_twice_answers_mcp_each_time(tmp_path: Path) -> None:
+    from engram_index.app import create_app
+    from engram_index.engram.auth import InsecureOpen
+    from engram_index.testkit.serve import serving
+
+    data = tmp_path / "data"
+    with served(data):
+        pass
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen())
+    for _ in range(2):  # a session manager runs once: each run of the lifespan starts a new server
+        with serving(app) as url:
+            out = over_http(Served(url, data, "", app), None, _recall("green tea", mode="keyword"))
+            assert out["results"][0]["text"] == MEMORIES[0][0]

@@ -8,6 +8,7 @@ import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
 from engram_index.console.access import Console
 from engram_index.console.mcp_server import build, request_credential
@@ -54,3 +55,22 @@ def http_mcp(app: Callable[[], Starlette], allowed_hosts: list[str] | None = Non
     asgi = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
                                       transport_security=security)
     return server, asgi
+
+
+class McpRoute:
+    """`/mcp` on an app: a fresh MCP server per run of the app's lifespan (a session manager runs once)."""
+
+    def __init__(self, app: Callable[[], Starlette], allowed_hosts: list[str] | None = None) -> None:
+        """Serve the MCP tools of the app `app()` returns."""
+        self.app, self.allowed_hosts = app, allowed_hosts
+        self.asgi: Starlette | None = None
+
+    def start(self) -> MCPServer[Any]:
+        """A new server for this run of the lifespan (its session manager is the caller's to run)."""
+        server, self.asgi = http_mcp(self.app, self.allowed_hosts)
+        return server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Hand the request to this run's transport."""
+        assert self.asgi is not None, "the app's lifespan starts the MCP server"
+        await self.asgi(scope, receive, send)
