@@ -196,7 +196,7 @@ def create_app(
         Route("/.well-known/did.json", well_known),
         *kindgi_routes(),
         *supermemory_routes(),
-        Route("/mcp", mcp),
+        Route("/mcp", mcp, methods=["POST"]),  # stateless: no GET stream, no session to DELETE
         *web_routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
