@@ -69,7 +69,7 @@ def test_results_show_snippets_highlighted_from_utf8_byte_offsets(page: playwrig
     page.screenshot(path=str(tmp_path / "results.png"), full_page=True)
 
 
-def test_a_result_explains_its_terms_bm25_similarity_and_fusion(page: playwright.Page) -> None:
+def test_a_result_explains_its_terms_bm25_similarity_and_fusion(page: playwright.Page, tmp_path: Path) -> None:
     sign_in(page)
     page.locator("#query").fill("green tea")
     page.locator("#mode").select_option("hybrid")
@@ -81,6 +81,7 @@ def test_a_result_explains_its_terms_bm25_similarity_and_fusion(page: playwright
     assert float(values["BM25"].split()[0]) > 0
     assert -1 <= float(values["Vector similarity"].split()[0]) <= 1
     assert values["Fusion"].startswith("convex")
+    page.screenshot(path=str(tmp_path / "explained.png"))
 
 
 def test_a_keyword_search_says_so_and_marks_text_after_cjk(page: playwright.Page) -> None:
