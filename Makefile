@@ -19,7 +19,7 @@ MINILM := --model all-MiniLM-L6-v2 \
           --model-digest sha256:53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db \
           --dims 384
 
-.PHONY: install install-dev run try-members test bench peers eval clean
+.PHONY: install install-dev browser run try-members test bench peers eval clean
 
 # What serving needs: the package, its runtime dependencies and the local embedding model.
 # --no-compile: byte-compiling every installed module (atproto alone has thousands) took half the
@@ -57,7 +57,15 @@ try-members: install
 	@echo "==> serving members only on http://$(HOST):$(PORT) with a local PLC directory (Ctrl-C stops)"
 	$(BIN)/engram-index dev-network --data $(DATA)-members --host $(HOST) --port $(PORT)
 
-test: install-dev
+# The web page's tests drive Debian's headless Chromium; installed with apt when missing (as root, or
+# through sudo). Without it those tests skip, saying why.
+browser:
+	@command -v chromium-headless-shell >/dev/null || test -x /usr/bin/chromium-headless-shell || { \
+	  echo "==> installing chromium-headless-shell (the web page's tests run in it)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && $$SUDO apt-get install -y --no-install-recommends chromium-headless-shell; }
+
+test: install-dev browser
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope

@@ -46,6 +46,7 @@ NOT_RUN_HERE = {
     "serve": "serves until stopped; tests/test_server.py and tests/engram/api run the service",
     "eval": "minutes of SciFact; tests/test_evaluation.py runs it on a slice",
     "dev-network": "serves until stopped; tests/test_cli_dev_network.py runs it as printed",
+    "mcp": "serves MCP over stdio until its client leaves; tests/console/test_mcp.py runs it over stdio",
 }
 
 

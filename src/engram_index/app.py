@@ -33,6 +33,8 @@ from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
 from engram_index.engram.records import is_space_uri
 from engram_index.collections import Collections
+from engram_index.console.web import web_routes
+from engram_index.console.wiring import McpRoute
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
 from engram_index.kindgi.face import KindgiFace
 from engram_index.kindgi.routes import routes as kindgi_routes
@@ -93,6 +95,9 @@ def create_app(
     of the v5 and Kindgi faces (a token bucket and slots per key; the default when None).
     """
 
+    # The MCP server at /mcp and the web page at / call the faces of this very app (`app`, below).
+    mcp = McpRoute(lambda: app, [_host_of(public_url)] if public_url else None)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if isinstance(authenticator, InsecureOpen):
@@ -129,7 +134,11 @@ def create_app(
                 app.state.spaces.index_if_loaded(uri)
             except Exception:
                 pass  # loading started in the background
-        yield
+        async with mcp.start().session_manager.run():
+            yield
+        client, app.state.console_client = getattr(app.state, "console_client", None), None
+        if client is not None:
+            await client.aclose()
         if app.state.sync is not None:
             app.state.sync.stop()
         if app.state.supermemory_pipeline is not None:
@@ -191,12 +200,21 @@ def create_app(
         Route("/metrics", metrics.metrics_endpoint),
         *kindgi_routes(),
         *supermemory_routes(),
+        Route("/mcp", mcp, methods=["POST"]),  # stateless: no GET stream, no session to DELETE
+        *web_routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
     app.add_middleware(metrics.HttpMetrics, routes=routes)
     app.router.redirect_slashes = False  # a bodyless 307 is no JSON answer: a trailing slash gets the 404 envelope
     return app
+
+
+def _host_of(url: str) -> str:
+    """The host[:port] of a URL (the MCP transport's allowed Host)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).netloc or url
 
 
 AUTH_STATE_FILE = "auth.sqlite"
