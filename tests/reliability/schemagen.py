@@ -59,11 +59,8 @@ def _string(schema: Schema) -> st.SearchStrategy[str]:
     lo, hi = schema.get("minLength", 0), schema.get("maxLength")
     if schema.get("format") == "date-time":
         return st.sampled_from(TIMES_IN_RANGE)
-    examples = [e for e in schema.get("examples", []) if isinstance(e, str)]
     top = hi if hi is not None else max(lo, 40)
     edges = [e for e in ("x" * lo, "y" * top, "é" * max(lo, 1)) if lo <= len(e) <= top]
-    if examples:  # values a route needs to get past its checks (the caller's tenant, a known type)
-        return st.sampled_from(examples)
     options: list[st.SearchStrategy[str]] = [st.sampled_from(edges)] if edges else []
     if not schema.get("exact"):
         options.append(SAFE_TEXT.filter(lambda s: lo <= len(s) <= top))
@@ -78,8 +75,8 @@ def _wrong_string(schema: Schema) -> st.SearchStrategy[str]:
         bad.append("x" * (lo - 1))
     if hi is not None:
         bad.append("z" * (hi + 1))
-    if schema.get("format") == "date-time":
-        return st.sampled_from(TIMES_OUT_OF_RANGE) | st.sampled_from(bad)
+    if schema.get("format") == "date-time":  # mostly the instants past what UTC can write back
+        return st.sampled_from(TIMES_OUT_OF_RANGE[:2]) | st.sampled_from(TIMES_OUT_OF_RANGE) | st.sampled_from(bad)
     return st.sampled_from(bad)
 
 
@@ -104,7 +101,11 @@ def _wrong_number(schema: Schema) -> st.SearchStrategy[Any]:
 def valid(schema: Schema, root: Schema | None = None, depth: int = 0) -> st.SearchStrategy[Any]:
     """Values the schema takes (the server may still refuse some: ranges it documents elsewhere)."""
     root = root if root is not None else schema
+    if "examples" in schema:  # values a route needs to get past its checks (the caller's tenant, a known type)
+        return st.sampled_from(schema["examples"])
     schema = _resolve(schema, root)
+    if "examples" in schema:
+        return st.sampled_from(schema["examples"])
     if "const" in schema:
         return st.just(schema["const"])
     if "enum" in schema:
@@ -112,7 +113,9 @@ def valid(schema: Schema, root: Schema | None = None, depth: int = 0) -> st.Sear
     for key in ("anyOf", "oneOf"):
         if key in schema:
             choices = [s for s in schema[key] if _resolve(s, root).get("type") != "null"] or schema[key]
-            return st.one_of([valid(s, root, depth) for s in choices])
+            # An open enum (`Literal[...] | str`) is valid as its known values: the server takes only those.
+            known = [s for s in choices if "enum" in _resolve(s, root)]
+            return st.one_of([valid(s, root, depth) for s in known or choices])
     kind = schema.get("type")
     if isinstance(kind, list):
         return st.one_of([valid({**schema, "type": k}, root, depth) for k in kind if k != "null"])
@@ -145,9 +148,9 @@ def wrong(schema: Schema, root: Schema, depth: int = 0) -> st.SearchStrategy[Any
     kind = node.get("type")
     options: list[st.SearchStrategy[Any]] = [junk()]
     if kind == "string" or "enum" in node:
-        options += [_wrong_string(node)] * 2
+        options += [_wrong_string(node)] * 3
     if kind in ("integer", "number"):
-        options += [_wrong_number(node)] * 2
+        options += [_wrong_number(node)] * 3
     if kind == "array":
         item = node.get("items", {})
         too_many = node.get("maxItems", 50) + 1
@@ -229,3 +232,62 @@ def query_value(schema: Schema) -> st.SearchStrategy[str]:
 def query_string(params: list[tuple[str, str]]) -> str:
     """A query string whose values may hold lone surrogates (sent as the bytes a broken client would send)."""
     return "&".join(f"{quote(k, safe='')}={quote(v, safe='', errors='surrogatepass')}" for k, v in params)
+
+
+# -- the boundary sweep: each property of a valid body, in turn, at each of its boundaries -----------
+
+def _key(v: Any) -> str:
+    """A value's identity for de-duplication."""
+    return json.dumps(v, sort_keys=True)
+
+
+def boundaries(schema: Schema, root: Schema) -> list[Any]:
+    """The values at and past the edges of a node: wrong types, times, 64-bit limits, lengths, nesting."""
+    node = _resolve(schema, root)
+    arms = [_resolve(a, root) for a in node.get("anyOf", node.get("oneOf", []))] or [node]
+    out: list[Any] = [None, [], {}, True, "x", 1.5, _deep(300)]
+    for arm in arms:
+        kind = arm.get("type")
+        if arm.get("format") == "date-time":
+            out += TIMES_OUT_OF_RANGE[:2] + TIMES_IN_RANGE[:2] + ["yesterday"]
+        elif kind == "string" or "enum" in arm:
+            out += ["", "\ud800", "é" * 5000] + ([arm["maxLength"] * "z" + "z"] if "maxLength" in arm else [])
+        if kind in ("integer", "number"):
+            out += [2**63 - 1, 2**63, 2**63 + 1, -(2**63) - 1, 0, -1, 10**20]
+        if kind == "array":
+            out += [[None] * (arm.get("maxItems", 20) + 1), [{}]]
+    seen: set[str] = set()
+    return [v for v in out if not (_key(v) in seen or seen.add(_key(v)))]  # type: ignore[func-returns-value]
+
+
+def sweep(schema: Schema, base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Bodies that are `base` with one property (at any depth) set to one of its boundaries, named by path."""
+    out: list[tuple[str, dict[str, Any]]] = []
+
+    def walk(node: Schema, at: dict[str, Any], path: list[str], rebuild: Any) -> None:
+        node = _resolve(node, schema)
+        arms = [_resolve(a, schema) for a in node.get("anyOf", [])] or [node]
+        props = {k: v for a in arms for k, v in a.get("properties", {}).items()}
+        for name, sub in props.items():
+            for edge in boundaries(sub, schema):
+                out.append((".".join([*path, name]), rebuild({**at, name: edge})))
+            inner = at.get(name)
+            if isinstance(inner, dict):
+                walk(sub, inner, [*path, name], lambda changed, n=name: rebuild({**at, n: changed}))
+            elif isinstance(inner, list) and inner and isinstance(inner[0], dict):
+                walk(_resolve(sub, schema).get("items", {}) if "items" in _resolve(sub, schema) else
+                     next((_resolve(a, schema)["items"] for a in _resolve(sub, schema).get("anyOf", [])
+                           if "items" in _resolve(a, schema)), {}),
+                     inner[0], [*path, name, "0"], lambda changed, n=name: rebuild({**at, n: [changed]}))
+
+    walk(schema, base, [], lambda changed: changed)
+    return out
+
+
+def encode(value: Any) -> bytes:
+    """JSON as a client sends it (a lone surrogate as its escape, which a strict parser refuses)."""
+    return json.dumps(value, allow_nan=False).encode()
+
+
+QUERY_EDGES = ["", "abc", "-1", "0", "1", "1.5", "1e3", "²", " 1", "٣", "9" * 30, "9" * 5000, "true", "false",
+               "\ud800", "[]", "{", '{"tenantId": 5}', *TIMES_OUT_OF_RANGE, *TIMES_IN_RANGE[:2], *map(str, BIG)]
