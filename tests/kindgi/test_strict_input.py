@@ -132,6 +132,7 @@ def test_a_limit_past_the_most_is_the_most_however_long(server: Server, auth: di
     ("inherit", "yes", "bad-input"), ("inherit", "1", "bad-input"), ("type", "t" * 257, "validation-failed"),
     ("scopeId", "s" * 257, "validation-failed"), ("asOf", "yesterday", "bad-input"),
     ("asOf", "0001-01-01T00:00:00+14:00", "validation-failed"), ("scope", "[1", "bad-input"),
+    ("scope", '{"x": ' + "[" * 300 + "]" * 300 + "}", "bad-input"),
 ])
 def test_a_bad_list_filter_is_a_400_naming_the_parameter(
         server: Server, auth: dict[str, str], name: str, value: str, code: str) -> None:

@@ -290,4 +290,5 @@ def encode(value: Any) -> bytes:
 
 
 QUERY_EDGES = ["", "abc", "-1", "0", "1", "1.5", "1e3", "²", " 1", "٣", "9" * 30, "9" * 5000, "true", "false",
-               "\ud800", "[]", "{", '{"tenantId": 5}', *TIMES_OUT_OF_RANGE, *TIMES_IN_RANGE[:2], *map(str, BIG)]
+               "\ud800", "[]", "{", '{"tenantId": 5}', '{"a\\"b": 1}', '{"x": %s}' % json.dumps(_deep(300)),
+               '{"x": 18446744073709551615}', *TIMES_OUT_OF_RANGE, *TIMES_IN_RANGE[:2], *map(str, BIG)]

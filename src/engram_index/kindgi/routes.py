@@ -27,7 +27,9 @@ from engram_index.kindgi.face import KindgiFace
 from engram_index.kindgi.facts import DEFAULT_PAGE, MAX_PAGE, decode_cursor
 from engram_index.kindgi.idempotency import HEADER, METHODS, REPLAY_HEADER, Claim, Replay
 from engram_index.kindgi.scope import check_tenant, parse_scope
-from engram_index.kindgi.wire import error_response, json_response, parse_object, read_body, request_id
+from engram_index.kindgi.wire import (
+    MAX_DEPTH, error_response, json_response, nesting, parse_object, read_body, request_id,
+)
 
 log = logging.getLogger("engram_index.kindgi")
 # The opt-in for "why it matched" on retrieve results (a header: request bodies are closed models).
@@ -184,10 +186,14 @@ def list_facts(call: Call) -> tuple[int, dict[str, Any]]:
     raw = call.query("scope")
     if raw is not None:
         try:
-            scope = parse_scope(orjson.loads(raw), partial=True)
+            loaded = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise KindgiError("bad-input", "Query parameter `scope` must be a JSON object",
                               {"parameter": "scope"}) from None
+        if nesting(loaded) > MAX_DEPTH:  # as a body: its values are written back by orjson (255 levels at most)
+            raise KindgiError("bad-input", f"Query parameter `scope` nests more than {MAX_DEPTH} levels",
+                              {"parameter": "scope", "maxDepth": MAX_DEPTH})
+        scope = parse_scope(loaded, partial=True)
         check_tenant(scope, call.principal)
     data, cursor = _facts(call).page(
         call.principal, limit=_limit(call), cursor=_cursor(call), type_=models.parse_text(call.query("type"), "type"),

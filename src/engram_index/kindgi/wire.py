@@ -111,12 +111,12 @@ def parse_object(raw: bytes, *, empty_is_object: bool = False) -> dict[str, Any]
         raise KindgiError("bad-input", "Request body must be valid JSON") from None
     if not isinstance(value, dict):
         raise KindgiError("bad-input", "Request body must be an object")
-    if _depth(value) > MAX_DEPTH:
+    if nesting(value) > MAX_DEPTH:
         raise KindgiError("bad-input", f"Request body nests more than {MAX_DEPTH} levels", {"maxDepth": MAX_DEPTH})
     return value
 
 
-def _depth(value: Any) -> int:
+def nesting(value: Any) -> int:
     """How many arrays and objects deep a JSON value nests (without recursion: it may be 1024 deep)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
