@@ -9,6 +9,10 @@ tables below are written in: `type`, `enum`/`const`, `anyOf`/`oneOf`, `$ref` int
   9999 with +14:00 and -14:00; 2^63 - 1 and 2^63 + 1 for whole numbers; empty and very long text);
 - or, less often, a wrong one: another JSON type, null, a value just past a limit, a lone
   surrogate, a deeply nested array, an unknown key in an object.
+
+`value` draws a valid object or one with a single fault somewhere in it; `sweep` is the exhaustive
+half: a valid body with each of its properties, at any depth, set in turn to each of its
+`boundaries`; `QUERY_EDGES` are the same for query strings.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ def _resolve(schema: Schema, root: Schema) -> Schema:
     return schema
 
 
-def junk(depth: int = 2) -> st.SearchStrategy[Any]:
+def junk() -> st.SearchStrategy[Any]:
     """Any JSON value of any type, boundaries and nesting included (wrong for most fields)."""
     leaves = st.one_of(st.none(), st.booleans(), st.sampled_from(BIG), st.integers(-5, 5),
                        st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(ODD_TEXT), SAFE_TEXT)
