@@ -11,7 +11,7 @@ from typing import Any, AsyncIterator, Callable
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from engram_index import __version__, metrics
 from engram_index.engram.api.graph import get_memory_graph
@@ -172,7 +172,13 @@ def create_app(
         # OPTIONS asks which methods a route takes: answered, not refused. Other methods (TRACE too)
         # get the 405 of the face owning the path, in its envelope, with Allow.
         allow = getattr(exc, "headers", None) or {}
-        allowed = ", ".join(sorted({*allow.get("Allow", "").split(", "), "OPTIONS"} - {""}))
+        # Starlette's Allow names the first route of the path only: a path with a route per method
+        # (GET and POST /v1/memory/facts) takes the union of every route's.
+        methods = {*allow.get("Allow", "").split(", "), "OPTIONS"}
+        for route in request.app.router.routes:
+            if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] is not Match.NONE:
+                methods |= route.methods
+        allowed = ", ".join(sorted(methods - {""}))
         if request.method == "OPTIONS":
             return Response(status_code=204, headers={"Allow": allowed})
         answer = face_for(request.url.path).not_allowed(request, allowed)

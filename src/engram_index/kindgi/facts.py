@@ -320,8 +320,10 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     """A list position back from its cursor, or 400 bad-input."""
     try:
         value = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if isinstance(value["t"], int) and isinstance(value["id"], str):
-            return value["t"], value["id"]
+        at, last = value["t"], value["id"]
+        # The time is compared as a SQLite INTEGER: a forged one past 64 bits is no cursor of ours.
+        if not isinstance(at, bool) and isinstance(at, int) and -(2**63) <= at < 2**63 and isinstance(last, str):
+            return at, last
     except (ValueError, KeyError, TypeError):
         pass
-    raise KindgiError("bad-input", "`cursor` is not one this list issued")
+    raise KindgiError("bad-input", "Query parameter `cursor` is not one this list issued", {"parameter": "cursor"})

@@ -8,6 +8,7 @@ the server sets (`attributedTo`, `version`, `trust`, ...) are ignored when a bod
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -21,6 +22,11 @@ MAX_RETRIEVE_LIMIT = 100
 DEFAULT_RETRIEVE_LIMIT = 10
 MAX_TYPE_CHARS = 256
 MODES = ("list", "keyword", "semantic", "both")
+# The largest whole number SQLite stores (versions, cursor times, counts reach it as INTEGERs).
+INT64_MAX = 2**63 - 1
+SOURCE_KINDS = ("http-api", "blob", "mcp-tool", "external-db", "user-input")
+REFRESH_STRATEGIES = ("on-read", "background", "manual")
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit also takes "²", which int() refuses
 SUBJECT_KINDS = ("participant", "user", "external")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # Set by the server from the caller and the revision: a body's copy is ignored.
@@ -33,6 +39,14 @@ _FACT_FIELDS = frozenset({"retention", "subjects", "validFrom", "validUntil", "o
 WRITE_FIELDS = _FACT_FIELDS | {"type", "scope", "content", "contentHash", "review", "source", "generatedBy"}
 SUPERSEDE_FIELDS = _FACT_FIELDS | {"content", "expectVersion"}
 RETRIEVE_FIELDS = frozenset({"mode", "query", "type", "scope", "limit", "embeddingModel"})
+# The instants a time may name: those RFC 3339 can write back in UTC (years 0001-9999).
+MIN_MS = (datetime(1, 1, 1, tzinfo=timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
+MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
+
+
+def named(name: str, query: bool) -> dict[str, str]:
+    """The details that name what was wrong: a query parameter or a body field."""
+    return {"parameter": name} if query else {"field": name}
 
 
 def format_ms(ms: int) -> str:
@@ -40,37 +54,85 @@ def format_ms(ms: int) -> str:
     return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def parse_time(raw: Any, name: str) -> int | None:
-    """An ISO 8601 time (a zone-less one read as UTC) as milliseconds, None when absent, else bad-input."""
+def parse_time(raw: Any, name: str, *, query: bool = False) -> int | None:
+    """An ISO 8601 time (a zone-less one read as UTC) as milliseconds, None when absent.
+
+    Not a time: 400 bad-input; a time whose UTC instant falls outside years 1-9999 (which no
+    answer could write back): 400 validation-failed. Both name the field or parameter.
+    """
     if raw is None:
         return None
+    where = "Query parameter" if query else "Field"
     if not isinstance(raw, str):
-        raise KindgiError("bad-input", f"`{name}` must be an ISO 8601 time")
+        raise KindgiError("bad-input", f"{where} `{name}` must be an ISO 8601 time", named(name, query))
     try:
         when = datetime.fromisoformat(raw)
     except ValueError:
-        raise KindgiError("bad-input", f"`{name}` must be an ISO 8601 time") from None
+        raise KindgiError("bad-input", f"{where} `{name}` must be an ISO 8601 time", named(name, query)) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return (when - _EPOCH) // timedelta(milliseconds=1)
+    # Subtracting aware times never overflows; only a UTC instant outside years 1-9999 can't be written back.
+    ms = (when - _EPOCH) // timedelta(milliseconds=1)
+    if not MIN_MS <= ms <= MAX_MS:
+        raise KindgiError("validation-failed", f"{where} `{name}` must fall within years 1-9999 in UTC",
+                          named(name, query))
+    return ms
 
 
-def parse_version(raw: Any, name: str) -> int | None:
-    """A revision number (a whole number ≥ 1, also as a query string), None when absent."""
+def parse_version(raw: Any, name: str, *, query: bool = False) -> int | None:
+    """A revision number (a whole number from 1 to 2^63 - 1; in a query, ASCII digits), None when absent."""
     if raw is None:
         return None
+    where = "Query parameter" if query else "Field"
     value: Any = raw
-    if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
-        value = int(raw)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise KindgiError("bad-input", f"`{name}` must be a revision number (1 or more)")
+    if query or isinstance(raw, str):
+        if not isinstance(raw, str) or not _DIGITS.fullmatch(raw):
+            raise KindgiError("bad-input", f"{where} `{name}` must be a revision number (1 or more)",
+                              named(name, query))
+        # Past 19 digits it is past 2^63 (and int() refuses past 4300): refused below without converting.
+        value = int(raw) if len(raw) <= 19 else INT64_MAX + 1
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KindgiError("bad-input", f"{where} `{name}` must be a revision number (1 or more)", named(name, query))
+    if not 1 <= value <= INT64_MAX:
+        raise KindgiError("validation-failed", f"{where} `{name}` must be between 1 and {INT64_MAX}",
+                          {**named(name, query), "min": 1, "max": INT64_MAX})
     return value
 
 
-def _refuse_unknown(body: dict[str, Any], allowed: frozenset[str]) -> None:
-    """400 unknown-field for the first key that is neither allowed nor set by the server."""
+def parse_limit(raw: str | None, default: int, most: int) -> int:
+    """A page size from the query: ASCII digits, 1 or more (more than `most` is `most`), absent: `default`."""
+    if raw is None:
+        return default
+    if not _DIGITS.fullmatch(raw):
+        raise KindgiError("bad-input", "Query parameter `limit` must be a whole number", named("limit", True))
+    n = int(raw) if len(raw) <= 19 else most  # a longer one is more than `most` anyway
+    if n < 1:
+        raise KindgiError("validation-failed", "Query parameter `limit` must be 1 or more",
+                          {**named("limit", True), "min": 1})
+    return min(n, most)
+
+
+def parse_flag(raw: str | None, name: str) -> bool:
+    """A boolean query parameter as the SDK sends it: `true` or `false` (absent: false)."""
+    if raw is None or raw == "false":
+        return False
+    if raw == "true":
+        return True
+    raise KindgiError("bad-input", f"Query parameter `{name}` must be true or false", named(name, True))
+
+
+def parse_text(raw: str | None, name: str, most: int = MAX_TYPE_CHARS) -> str | None:
+    """A short text query parameter (`type`, `scopeId`), at most `most` characters."""
+    if raw is not None and len(raw) > most:
+        raise KindgiError("validation-failed", f"Query parameter `{name}` is longer than {most} characters",
+                          {**named(name, True), "maxChars": most})
+    return raw
+
+
+def _refuse_unknown(body: dict[str, Any], allowed: frozenset[str], *, server_set: bool = True) -> None:
+    """400 unknown-field for the first key that is neither allowed nor (when `server_set`) set by the server."""
     for key in body:
-        if key not in allowed and key not in SERVER_FIELDS:
+        if key not in allowed and not (server_set and key in SERVER_FIELDS):
             raise KindgiError("unknown-field", f"Unknown field `{key}`", {"field": key})
 
 
@@ -136,6 +198,77 @@ def fact_fields(body: dict[str, Any]) -> FactFields:
     return out
 
 
+def _content(body: dict[str, Any], missing: str) -> Any:
+    """A fact's content: any JSON value but null (the SDK types it `Any`; null would be no payload)."""
+    if body.get("content") is None:
+        raise KindgiError("bad-input", missing if "content" not in body else "Field `content` must not be null",
+                          {"field": "content"})
+    return body["content"]
+
+
+def _object(raw: Any, name: str) -> dict[str, Any]:
+    """A nested object, or 400 bad-input naming it."""
+    if not isinstance(raw, dict):
+        raise KindgiError("bad-input", f"Field `{name}` must be an object", {"field": name})
+    return raw
+
+
+def _optional_text(raw: dict[str, Any], key: str, name: str) -> None:
+    """An optional string member of a nested object."""
+    if raw.get(key) is not None and not isinstance(raw[key], str):
+        raise KindgiError("bad-input", f"Field `{name}.{key}` must be a string when present", {"field": f"{name}.{key}"})
+
+
+def _whole(raw: dict[str, Any], key: str, name: str, lo: int) -> None:
+    """An optional whole-number member of a nested object, from `lo` to 2^63 - 1."""
+    value = raw.get(key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KindgiError("bad-input", f"Field `{name}.{key}` must be a whole number", {"field": f"{name}.{key}"})
+    if not lo <= value <= INT64_MAX:
+        raise KindgiError("validation-failed", f"Field `{name}.{key}` must be between {lo} and {INT64_MAX}",
+                          {"field": f"{name}.{key}"})
+
+
+def _source(raw: Any) -> dict[str, Any] | None:
+    """A fact's `source` as the Fact schema has it: {kind, uri?, freshness: {...}, refresh: {strategy, ...}}."""
+    if raw is None:
+        return None
+    source = dict(_object(raw, "source"))
+    if source.get("kind") not in SOURCE_KINDS:
+        raise KindgiError("bad-input", f"Field `source.kind` must be one of {', '.join(SOURCE_KINDS)}",
+                          {"field": "source.kind"})
+    _optional_text(source, "uri", "source")
+    freshness = dict(_object(source.get("freshness"), "source.freshness"))
+    _whole(freshness, "ttlSeconds", "source.freshness", 0)
+    for key in ("etag", "sourceVersion"):
+        _optional_text(freshness, key, "source.freshness")
+    verified = parse_time(freshness.get("lastVerifiedAt"), "source.freshness.lastVerifiedAt")
+    if verified is not None:  # written back in UTC: the SDK's model wants a zone
+        freshness["lastVerifiedAt"] = format_ms(verified)
+    refresh = _object(source.get("refresh"), "source.refresh")
+    if refresh.get("strategy") not in REFRESH_STRATEGIES:
+        raise KindgiError("bad-input", f"Field `source.refresh.strategy` must be one of {', '.join(REFRESH_STRATEGIES)}",
+                          {"field": "source.refresh.strategy"})
+    _optional_text(refresh, "handler", "source.refresh")
+    _whole(refresh, "priority", "source.refresh", -INT64_MAX - 1)
+    return {**source, "freshness": freshness}
+
+
+def _generated_by(raw: Any) -> dict[str, Any] | None:
+    """A fact's `generatedBy`: {runId, stepId?, toolCallId?}."""
+    if raw is None:
+        return None
+    generated = _object(raw, "generatedBy")
+    if not isinstance(generated.get("runId"), str) or not generated["runId"]:
+        raise KindgiError("bad-input", "Field `generatedBy.runId` must be a non-empty string",
+                          {"field": "generatedBy.runId"})
+    for key in ("stepId", "toolCallId"):
+        _optional_text(generated, key, "generatedBy")
+    return generated
+
+
 @dataclass
 class WriteBody:
     """A checked `POST /v1/memory/facts` body."""
@@ -158,19 +291,15 @@ def write_body(body: dict[str, Any]) -> WriteBody:
     if len(kind) > MAX_TYPE_CHARS:
         raise KindgiError("validation-failed", f"`type` is longer than {MAX_TYPE_CHARS} characters")
     scope = parse_scope(body.get("scope"))
-    if "content" not in body:
-        raise KindgiError("bad-input", "Field `content` is required")
+    content = _content(body, "Field `content` is required")
     content_hash = body.get("contentHash")
     if content_hash is not None and (not isinstance(content_hash, str) or not content_hash):
         raise KindgiError("bad-input", "Field `contentHash` must be a non-empty string when present")
     review = body.get("review")
     if review not in (None, "pending"):
         raise KindgiError("bad-input", "Field `review` can only be `pending` (a person must approve the fact)")
-    for name in ("source", "generatedBy"):
-        if body.get(name) is not None and not isinstance(body[name], dict):
-            raise KindgiError("bad-input", f"Field `{name}` must be an object when present")
-    return WriteBody(kind, scope, body["content"], fact_fields(body), review == "pending",
-                     body.get("source"), body.get("generatedBy"))
+    return WriteBody(kind, scope, content, fact_fields(body), review == "pending",
+                     _source(body.get("source")), _generated_by(body.get("generatedBy")))
 
 
 @dataclass
@@ -185,9 +314,8 @@ class SupersedeBody:
 def supersede_body(body: dict[str, Any]) -> SupersedeBody:
     """Check a supersede."""
     _refuse_unknown(body, SUPERSEDE_FIELDS)
-    if "content" not in body:
-        raise KindgiError("bad-input", "Field `content` is required: the fact's next revision")
-    return SupersedeBody(body["content"], parse_version(body.get("expectVersion"), "expectVersion"), fact_fields(body))
+    content = _content(body, "Field `content` is required: the fact's next revision")
+    return SupersedeBody(content, parse_version(body.get("expectVersion"), "expectVersion"), fact_fields(body))
 
 
 def verify_body(body: dict[str, Any]) -> int | None:
@@ -225,6 +353,8 @@ def retrieve_intent(body: dict[str, Any]) -> Intent:
     kind = body.get("type")
     if kind is not None and (not isinstance(kind, str) or not kind):
         raise KindgiError("bad-input", "Field `type` must be a non-empty string when present")
+    if kind is not None and len(kind) > MAX_TYPE_CHARS:
+        raise KindgiError("validation-failed", f"`type` is longer than {MAX_TYPE_CHARS} characters")
     scope = body.get("scope")
     if scope is not None:
         scope = parse_scope(scope, partial=True)
@@ -239,6 +369,15 @@ def retrieve_intent(body: dict[str, Any]) -> Intent:
         raise KindgiError("bad-input", "Field `embeddingModel` must be a non-empty string when present")
     return Intent(mode, query if mode != "list" else None, kind, scope,
                   DEFAULT_RETRIEVE_LIMIT if limit is None else min(int(limit), MAX_RETRIEVE_LIMIT), model)
+
+
+def resume_body(body: dict[str, Any]) -> bool:
+    """Check a resume body; its `force`."""
+    _refuse_unknown(body, frozenset({"force"}), server_set=False)
+    force = body.get("force")
+    if force is not None and not isinstance(force, bool):
+        raise KindgiError("bad-input", "Field `force` must be true or false", {"field": "force"})
+    return bool(force)
 
 
 def erasure_selector(body: dict[str, Any]) -> dict[str, Any]:

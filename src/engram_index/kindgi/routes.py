@@ -24,10 +24,12 @@ from engram_index.kindgi import models, why_fewer
 from engram_index.kindgi.auth import Principal, authenticate
 from engram_index.kindgi.errors import KindgiError, unsupported
 from engram_index.kindgi.face import KindgiFace
-from engram_index.kindgi.facts import DEFAULT_PAGE, MAX_PAGE
+from engram_index.kindgi.facts import DEFAULT_PAGE, MAX_PAGE, decode_cursor
 from engram_index.kindgi.idempotency import HEADER, METHODS, REPLAY_HEADER, Claim, Replay
 from engram_index.kindgi.scope import check_tenant, parse_scope
-from engram_index.kindgi.wire import error_response, json_response, parse_object, read_body, request_id
+from engram_index.kindgi.wire import (
+    MAX_DEPTH, error_response, json_response, nesting, parse_object, read_body, request_id,
+)
 
 log = logging.getLogger("engram_index.kindgi")
 # The opt-in for "why it matched" on retrieve results (a header: request bodies are closed models).
@@ -141,23 +143,28 @@ def write_fact(call: Call) -> tuple[int, dict[str, Any]]:
 
 def get_fact(call: Call) -> tuple[int, dict[str, Any]]:
     """GET /v1/memory/facts/{factId}: current, `?version` or `?asOf`."""
-    version = models.parse_version(call.query("version"), "version")
-    as_of = models.parse_time(call.query("asOf"), "asOf")
+    version = models.parse_version(call.query("version"), "version", query=True)
+    as_of = models.parse_time(call.query("asOf"), "asOf", query=True)
     return 200, _facts(call).current(call.principal, call.param("factId"), version=version, as_of=as_of)
 
 
-def _limit(raw: str | None) -> int:
-    """A page size as the reference clamps it: default 25, at most 100, junk → the default."""
-    try:
-        n = int(raw) if raw is not None else DEFAULT_PAGE
-    except ValueError:
-        return DEFAULT_PAGE
-    return DEFAULT_PAGE if n < 1 else min(n, MAX_PAGE)
+def _limit(call: Call) -> int:
+    """`?limit`: default 25, more than 100 is 100 (as the reference clamps it); not a whole number ≥ 1: 400."""
+    return models.parse_limit(call.query("limit"), DEFAULT_PAGE, MAX_PAGE)
+
+
+def _cursor(call: Call) -> str | None:
+    """`?cursor`, checked to be one a list issued before any query runs (400 naming it otherwise)."""
+    raw = call.query("cursor")
+    if raw is not None:
+        decode_cursor(raw)
+    return raw
 
 
 def _platform(call: Call) -> tuple[str, list[Any]]:
     """The SQL of `?scopeKind` + `?scopeId` (+ `?inherit`): facts of one tenant, org or project."""
-    kind, ident, inherit = call.query("scopeKind"), call.query("scopeId"), call.query("inherit") == "true"
+    kind, ident = call.query("scopeKind"), models.parse_text(call.query("scopeId"), "scopeId")
+    inherit = models.parse_flag(call.query("inherit"), "inherit")
     if kind is None:
         if ident is not None:
             raise KindgiError("scope-invalid", "`scopeId` needs `scopeKind`")
@@ -179,13 +186,18 @@ def list_facts(call: Call) -> tuple[int, dict[str, Any]]:
     raw = call.query("scope")
     if raw is not None:
         try:
-            scope = parse_scope(orjson.loads(raw), partial=True)
+            loaded = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise KindgiError("bad-input", "Query parameter `scope` must be a JSON object") from None
+            raise KindgiError("bad-input", "Query parameter `scope` must be a JSON object",
+                              {"parameter": "scope"}) from None
+        if nesting(loaded) > MAX_DEPTH:  # as a body: its values are written back by orjson (255 levels at most)
+            raise KindgiError("bad-input", f"Query parameter `scope` nests more than {MAX_DEPTH} levels",
+                              {"parameter": "scope", "maxDepth": MAX_DEPTH})
+        scope = parse_scope(loaded, partial=True)
         check_tenant(scope, call.principal)
     data, cursor = _facts(call).page(
-        call.principal, limit=_limit(call.query("limit")), cursor=call.query("cursor"), type_=call.query("type"),
-        scope=scope, platform=_platform(call), as_of=models.parse_time(call.query("asOf"), "asOf"))
+        call.principal, limit=_limit(call), cursor=_cursor(call), type_=models.parse_text(call.query("type"), "type"),
+        scope=scope, platform=_platform(call), as_of=models.parse_time(call.query("asOf"), "asOf", query=True))
     page: dict[str, Any] = {"data": data, "hasMore": cursor is not None}
     if cursor is not None:
         page["nextCursor"] = cursor
@@ -211,7 +223,7 @@ def verify_fact(call: Call) -> tuple[int, dict[str, Any]]:
 
 def delete_fact(call: Call) -> tuple[int, dict[str, Any]]:
     """DELETE /v1/memory/facts/{factId}: the tombstoned revision."""
-    expect = models.parse_version(call.query("expectVersion"), "expectVersion")
+    expect = models.parse_version(call.query("expectVersion"), "expectVersion", query=True)
     return 200, _facts(call).delete(call.principal, call.param("factId"), expect, call.seal)
 
 
@@ -249,7 +261,7 @@ def create_erasure(call: Call) -> tuple[int, dict[str, Any]]:
 
 def list_erasures(call: Call) -> tuple[int, dict[str, Any]]:
     """GET /v1/memory/erasures: newest first, in pages."""
-    data, cursor = _erasures(call).page(call.principal, _limit(call.query("limit")), call.query("cursor"))
+    data, cursor = _erasures(call).page(call.principal, _limit(call), _cursor(call))
     page: dict[str, Any] = {"data": data, "hasMore": cursor is not None}
     if cursor is not None:
         page["nextCursor"] = cursor
@@ -273,33 +285,40 @@ def replay_erasures(call: Call) -> tuple[int, dict[str, Any]]:
 
 def resume_erasure(call: Call) -> tuple[int, dict[str, Any]]:
     """POST /v1/memory/erasures/{erasureId}/resume: run an unfinished one again."""
-    body = parse_object(call.body, empty_is_object=True)
-    if set(body) - {"force"}:
-        raise KindgiError("unknown-field", f"Unknown field `{sorted(set(body) - {'force'})[0]}`")
+    models.resume_body(parse_object(call.body, empty_is_object=True))
     return 200, _erasures(call).resume(call.principal, call.param("erasureId"), call.seal)
 
 
 PREFIX = "/v1/memory"
 
 
+def _route(path: str, run: Callable[[Request], Awaitable[Response]], method: str) -> Route:
+    """One route taking exactly its method: HEAD (which Starlette adds beside GET) is no memory route's, so
+    it is answered 405 with Allow where the path has a route, never run as a GET."""
+    route = Route(path, run, methods=[method])
+    assert route.methods is not None
+    route.methods.discard("HEAD")
+    return route
+
+
 def routes() -> list[Route]:
     """Every memory route (the literal erasure paths before the one with an id)."""
     e = endpoint
     return [
-        Route(f"{PREFIX}/facts", e(list_facts), methods=["GET"]),
-        Route(f"{PREFIX}/facts", e(write_fact), methods=["POST"]),
-        Route(f"{PREFIX}/facts/{{factId}}", e(get_fact), methods=["GET"]),
-        Route(f"{PREFIX}/facts/{{factId}}", e(delete_fact), methods=["DELETE"]),
-        Route(f"{PREFIX}/facts/{{factId}}/revisions", e(list_revisions), methods=["GET"]),
-        Route(f"{PREFIX}/facts/{{factId}}/supersede", e(supersede_fact), methods=["POST"]),
-        Route(f"{PREFIX}/facts/{{factId}}/verify", e(verify_fact), methods=["POST"]),
-        Route(f"{PREFIX}/retrieve", e(retrieve, changes=False), methods=["POST"]),
-        Route(f"{PREFIX}/erasures", e(list_erasures), methods=["GET"]),
-        Route(f"{PREFIX}/erasures", e(create_erasure), methods=["POST"]),
-        Route(f"{PREFIX}/erasures/export", e(export_erasures), methods=["GET"]),
-        Route(f"{PREFIX}/erasures/replay", e(replay_erasures), methods=["POST"]),
-        Route(f"{PREFIX}/erasures/{{erasureId}}", e(get_erasure), methods=["GET"]),
-        Route(f"{PREFIX}/erasures/{{erasureId}}/resume", e(resume_erasure), methods=["POST"]),
+        _route(f"{PREFIX}/facts", e(list_facts), "GET"),
+        _route(f"{PREFIX}/facts", e(write_fact), "POST"),
+        _route(f"{PREFIX}/facts/{{factId}}", e(get_fact), "GET"),
+        _route(f"{PREFIX}/facts/{{factId}}", e(delete_fact), "DELETE"),
+        _route(f"{PREFIX}/facts/{{factId}}/revisions", e(list_revisions), "GET"),
+        _route(f"{PREFIX}/facts/{{factId}}/supersede", e(supersede_fact), "POST"),
+        _route(f"{PREFIX}/facts/{{factId}}/verify", e(verify_fact), "POST"),
+        _route(f"{PREFIX}/retrieve", e(retrieve, changes=False), "POST"),
+        _route(f"{PREFIX}/erasures", e(list_erasures), "GET"),
+        _route(f"{PREFIX}/erasures", e(create_erasure), "POST"),
+        _route(f"{PREFIX}/erasures/export", e(export_erasures), "GET"),
+        _route(f"{PREFIX}/erasures/replay", e(replay_erasures), "POST"),
+        _route(f"{PREFIX}/erasures/{{erasureId}}", e(get_erasure), "GET"),
+        _route(f"{PREFIX}/erasures/{{erasureId}}/resume", e(resume_erasure), "POST"),
     ]
 
 

@@ -22,6 +22,9 @@ MAX_BODY_BYTES = 1024 * 1024
 REQUEST_ID_HEADER = "X-Request-Id"
 _USABLE_ID = re.compile(r"[\x21-\x7e]{1,128}")
 JSON = "application/json"
+# How deep a body may nest: a fact is written back inside its revision's row by orjson, which stops at 255
+# levels; the parser takes 1024. A content nested past this could be taken and never stored.
+MAX_DEPTH = 64
 
 
 def request_id(request: Request) -> str:
@@ -108,4 +111,19 @@ def parse_object(raw: bytes, *, empty_is_object: bool = False) -> dict[str, Any]
         raise KindgiError("bad-input", "Request body must be valid JSON") from None
     if not isinstance(value, dict):
         raise KindgiError("bad-input", "Request body must be an object")
+    if nesting(value) > MAX_DEPTH:
+        raise KindgiError("bad-input", f"Request body nests more than {MAX_DEPTH} levels", {"maxDepth": MAX_DEPTH})
     return value
+
+
+def nesting(value: Any) -> int:
+    """How many arrays and objects deep a JSON value nests (without recursion: it may be 1024 deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest

@@ -71,6 +71,12 @@ class NotConfigured(V5Error):
     status = 400
 
 
+class BadRequest(V5Error):
+    """400 with an ErrorResponse: a request the v5 API refuses before any body is read (its content type)."""
+
+    status = 400
+
+
 class Invalid(V5Error):
     """A request that does not follow the schema: a ValidationErrorResponse with every issue."""
 

@@ -60,7 +60,7 @@ def _group(value: dict[str, Any], path: Path, depth: int) -> dict[str, Any]:
     extra = set(value) - {"operator", "operands"}
     if extra:
         raise invalid(f"unknown key {sorted(extra)[0]!r} in a filter group", *path, sorted(extra)[0])
-    if value.get("operator") not in ("and", "or"):
+    if not isinstance(value.get("operator"), str) or value["operator"] not in ("and", "or"):
         raise invalid("a filter group's operator must be and or or", *path, "operator")
     operands = value["operands"]
     if not isinstance(operands, list) or not operands:
@@ -83,8 +83,9 @@ def _predicate(value: dict[str, Any], path: Path) -> dict[str, Any]:
     name, op, operand = value["field"], value["operator"], value["value"]
     if not isinstance(name, str) or not 1 <= len(name) <= 128 or not FIELD.fullmatch(name):
         raise invalid("field must be 1-128 characters of a-z, A-Z, 0-9, _, . and -", *path, "field")
-    if op not in OPERATORS:
-        raise invalid(f"unknown operator {op!r}", *path, "operator")
+    # A set lookup hashes its key: a list or object operator must be refused before it, not crash it.
+    if not isinstance(op, str) or op not in OPERATORS:
+        raise invalid(f"unknown operator {op!r}"[:200], *path, "operator")
     if op in ("eq", "neq"):
         ok = isinstance(operand, (str, bool)) or _is_number(operand)
         kind = "a string, number or boolean"

@@ -20,7 +20,7 @@ from engram_index.admission import Admission
 from engram_index.errors import EngramError, RateLimited
 from engram_index.keys import KeyRecord, KeyState
 from engram_index.supermemory import models
-from engram_index.supermemory.errors import Forbidden, Invalid, Missing, Unauthorized, V5Error, invalid
+from engram_index.supermemory.errors import BadRequest, Forbidden, Invalid, Missing, Unauthorized, V5Error, invalid
 from engram_index.supermemory.face import Face
 from engram_index.supermemory.validate import Check, Obj, parse_query
 
@@ -117,14 +117,28 @@ def authenticate(face: Face, request: Request) -> KeyRecord:
     raise Unauthorized(reason)
 
 
-def _json_body(raw: bytes, schema: Obj | None, optional: bool) -> dict[str, Any]:
-    """Parse and check a JSON body (an absent body is {} where the body is optional)."""
+def _is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type names JSON (application/json or a +json type; absent counts as JSON)."""
+    if content_type is None:
+        return True  # a raw client that names no type: the bytes still have to be a JSON body
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _json_body(raw: bytes, schema: Obj | None, optional: bool, content_type: str | None = None) -> dict[str, Any]:
+    """Parse and check a JSON body (an absent body is {} where the body is optional).
+
+    A body sent as another type (text/plain, a form) is refused: v5 request bodies are JSON.
+    """
     if not raw.strip():
         if schema is None or optional:
             return {}
         return schema({}, [])
     if schema is None:
         raise invalid("this route takes no body")
+    if not _is_json(content_type):
+        raise BadRequest("unsupported content type",
+                         f"send the body as Content-Type: application/json, not {str(content_type)[:100]}")
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -248,7 +262,8 @@ async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, b
         parsed, upload = await _multipart(request, models.FILE_FIELDS, multipart)
     else:
         too_large = invalid(f"the body is larger than {MAX_JSON_BYTES // (1024 * 1024)} MB")
-        parsed = _json_body(await _bounded(request, MAX_JSON_BYTES, too_large).body(), body, optional_body)
+        parsed = _json_body(await _bounded(request, MAX_JSON_BYTES, too_large).body(), body, optional_body,
+                            request.headers.get("content-type"))
     call = Call(face, key, ns, path, params, parsed, {k.lower(): v for k, v in request.headers.items()},
                 upload)
     return await run_in_threadpool(handler, call)

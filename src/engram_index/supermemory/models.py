@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from engram_index.supermemory import filters
 from engram_index.supermemory.errors import Invalid, Path, invalid
 from engram_index.supermemory.validate import (
@@ -139,13 +141,12 @@ def path_id(value: str) -> str:
 
 def json_metadata(text: str | None, name: str) -> dict[str, Any] | None:
     """A multipart form's JSON-encoded metadata or group field."""
-    import json
-
     if text is None or text == "":
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        # orjson, as for JSON bodies: no lone surrogates, no whole numbers past 64 bits, bounded nesting.
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
         raise invalid(f"{name} must be a JSON-encoded object", name) from None
     return metadata_map(value, [name])
 

@@ -135,6 +135,8 @@ def parse_iso_ms(text: str) -> int:
     dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
+    if not datetime(1, 1, 1, tzinfo=timezone.utc) <= dt <= datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc):
+        raise ValueError("outside years 1-9999 in UTC")  # iso() could not write it back
     return int(dt.timestamp() * 1000)
 
 

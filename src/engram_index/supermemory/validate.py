@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from engram_index.supermemory.errors import Invalid, Path, invalid
@@ -120,13 +120,24 @@ def array(item: Check, min_len: int = 0, max_len: int | None = None, unique: boo
     return check
 
 
+# The instants a time may name: those ISO 8601 can write back in UTC (years 0001-9999).
+_FIRST = datetime(1, 1, 1, tzinfo=timezone.utc)
+_LAST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
+# The whole numbers SQLite and orjson both hold (a JSON body's larger ones arrive as floats).
+INT64 = (-(2**63), 2**63 - 1)
+
+
 def timestamp(value: Any, path: Path) -> str:
-    """An ISO 8601 date or date-time string."""
+    """An ISO 8601 date or date-time string whose UTC instant falls within years 1-9999."""
     text = string(1, 64)(value, path)
     try:
-        datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise invalid("must be an ISO 8601 date or date-time", *path) from None
+    aware = when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    # Comparing aware times never overflows; converting one past year 9999 (or before 1) in UTC would.
+    if not _FIRST <= aware <= _LAST:
+        raise invalid("must fall within years 1-9999 in UTC", *path)
     return str(text)
 
 
@@ -134,11 +145,12 @@ def metadata_value(value: Any, path: Path) -> Any:
     """A metadata value: string, finite number, boolean or array of strings."""
     if isinstance(value, (str, bool)):
         return value
-    if isinstance(value, (int, float)) and math.isfinite(value):
+    if isinstance(value, int) and INT64[0] <= value <= INT64[1] or isinstance(value, float) and math.isfinite(value):
         return value
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
-    raise invalid("a metadata value must be a string, number, boolean or array of strings", *path)
+    raise invalid("a metadata value must be a string, number (whole ones within 64 bits), boolean or array of "
+                  "strings", *path)
 
 
 def metadata_map(value: Any, path: Path) -> dict[str, Any]:
@@ -147,7 +159,7 @@ def metadata_map(value: Any, path: Path) -> dict[str, Any]:
         raise invalid(f"expected an object, got {_type_name(value)}", *path)
     out: dict[str, Any] = {}
     for key, item in value.items():
-        if not 1 <= len(key) <= 128 or not re.fullmatch(r"[a-zA-Z0-9_.-]+", key):
+        if not isinstance(key, str) or not 1 <= len(key) <= 128 or not re.fullmatch(r"[a-zA-Z0-9_.-]+", key):
             raise invalid("metadata keys are 1-128 characters of a-z, A-Z, 0-9, _, . and -", *path, key)
         out[key] = metadata_value(item, [*path, key])
     return out
