@@ -25,7 +25,9 @@ from engram_index.engine.vector import VectorIndex
 from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
 from engram_index.errors import IndexLoading, StorageError
 from engram_index.heap import Trimmer
-from engram_index.store.sqlite import PAGE_SIZE, Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
+from engram_index.store.base import Change, RecordStore, SpaceInfo, Statement, StoredDocument, WriteResult
+from engram_index.store.opening import open_store
+from engram_index.store.sqlite import PAGE_SIZE, Store
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
@@ -55,13 +57,14 @@ class Collections:
     """Every space of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
-                 lock: bool = True) -> None:
+                 lock: bool = True, store: str | None = None) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
         every space's keyword index must already have caught up with its records. Read-only
         without the lock: a one-off reader beside the process that owns the directory (SQLite's
-        WAL and tantivy's committed segments both let a reader in while a writer works).
+        WAL and tantivy's committed segments both let a reader in while a writer works). `store`: a
+        postgresql:// URL whose records this directory caches (None: its own SQLite file).
         """
         if not lock and not read_only:
             raise StorageError("only a read-only opening may go without the data directory's lock")
@@ -69,12 +72,12 @@ class Collections:
         self.read_only = read_only
         data_dir.mkdir(parents=True, exist_ok=True)
         self._dir_lock = lock_data_dir(data_dir, read_only) if lock else None
-        self.store = Store(data_dir / "records.sqlite", read_only=read_only)
-        page_size = self.store.page_size()
-        if not read_only and page_size < PAGE_SIZE:
+        self.store_url = store
+        self.store: RecordStore = open_store(data_dir, store, read_only)
+        if isinstance(self.store, Store) and not read_only and self.store.page_size() < PAGE_SIZE:
             log.warning("%s has %d KB pages (an older release made it): it is ~3x larger and slower to read"
                         " than it needs to be; stop the service and run `engram-index repack --data %s` once",
-                        self.store.path, page_size // 1024, data_dir)
+                        self.store.path, self.store.page_size() // 1024, data_dir)
         self._indexes: dict[str, SpaceIndex] = {}
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
@@ -91,6 +94,10 @@ class Collections:
         )
         if not read_only:
             self._committer.start()
+
+    def shared_store(self) -> RecordStore | None:
+        """The PostgreSQL store these collections cache (None: the data directory's own SQLite)."""
+        return self.store if self.store_url is not None else None
 
     # -- spaces ---------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.errors import KindgiError, not_found
 from engram_index.kindgi.models import FactFields, SupersedeBody, WriteBody, format_ms
 from engram_index.kindgi.scope import can_read, sql_scope_filter, sql_visible, write_problem
-from engram_index.store.sqlite import Statement, StoredDocument
+from engram_index.store.base import Statement, StoredDocument
 
 # Given the answer's status and body, the statements that keep it for its Idempotency-Key.
 Seal = Callable[[int, dict[str, Any]], list[Statement]]
