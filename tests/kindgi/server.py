@@ -43,7 +43,8 @@ class Server:
                 "projects": sorted(grants.get("projects", ())), "admin": bool(grants.get("admin"))}
         if grants.get("service"):
             full["service"] = grants["service"]
-        token, _ = KeyStore(self.data).create("kindgi", full, expires_ms=expires_ms)
+        shared = self.app.state.spaces.shared_store() if self.app is not None else None
+        token, _ = KeyStore(self.data, shared).create("kindgi", full, expires_ms=expires_ms)
         return token
 
     def client(self, tenant: str = "acme", **grants: Any) -> Kindgi:
@@ -53,11 +54,12 @@ class Server:
 
 @contextmanager
 def kindgi_server(data: Path, embedder: Embedder | None | object = None,
-                  key_limits: Admission | None = None) -> Iterator[Server]:
-    """Serve a data directory (with the hashing embedder unless told otherwise) until the block ends."""
+                  key_limits: Admission | None = None, store: str | None = None) -> Iterator[Server]:
+    """Serve a data directory (with the hashing embedder unless told otherwise; caching `store` when given)
+    until the block ends."""
     chosen = HashingEmbedder(DIMS) if embedder is None else None if embedder is NO_EMBEDDER else embedder
     app = create_app(data, DID, authenticator=InsecureOpen(), embedding=QueryEmbedding(chosen),  # type: ignore[arg-type]
-                     key_limits=key_limits)
+                     key_limits=key_limits, store=store)
     with serving(app) as url:
         yield Server(url, data, app)
 

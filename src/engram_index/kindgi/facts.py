@@ -117,7 +117,7 @@ class Facts:
 
     def page(self, principal: Principal, *, limit: int = DEFAULT_PAGE, cursor: str | None = None,
              type_: str | None = None, scope: dict[str, Any] | None = None,
-             platform: tuple[str, list[Any]] = ("1", []),
+             platform: tuple[str, list[Any]] = ("TRUE", []),
              as_of: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of the facts the caller may see, newest first, and the cursor of the next."""
         now = self.clock()
