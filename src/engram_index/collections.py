@@ -17,7 +17,7 @@ import time
 from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from engram_index.engine.keyword import KeywordIndex, staging_path, swap_in
 from engram_index.engine.search import SpaceIndex, decode_vector
@@ -25,13 +25,17 @@ from engram_index.engine.vector import VectorIndex
 from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
 from engram_index.errors import IndexLoading, StorageError
 from engram_index.heap import Trimmer
-from engram_index.store.base import Change, RecordStore, SpaceInfo, Statement, StoredDocument, WriteResult
+from engram_index.store.base import (Change, RecordStore, SharedStore, SpaceInfo, Statement, StoredDocument,
+                                     WriteResult)
 from engram_index.store.opening import open_store
 from engram_index.store.sqlite import PAGE_SIZE, Store
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
 
+# A node over a shared store looks for other nodes' writes at least this often (and whenever
+# PostgreSQL NOTIFYs one): what bounds cross-node visibility when a notification is missed.
+TAIL_POLL_S = 1.0
 # More segments than this, and no write for QUIET_S seconds, and the committer compacts.
 COMPACT_SEGMENTS = 4
 QUIET_S = 10.0
@@ -94,6 +98,13 @@ class Collections:
         )
         if not read_only:
             self._committer.start()
+        # Over a shared store, other nodes write too: tail the change log into the loaded indexes.
+        self._shared = cast(SharedStore, self.store) if store is not None else None
+        self._ids: dict[str, int] = {}  # loaded collections' store ids
+        self._tailer: threading.Thread | None = None
+        if self._shared is not None and not read_only:
+            self._tailer = threading.Thread(target=self._tail_loop, daemon=True, name="tailer")
+            self._tailer.start()
 
     def shared_store(self) -> RecordStore | None:
         """The PostgreSQL store these collections cache (None: the data directory's own SQLite)."""
@@ -155,8 +166,10 @@ class Collections:
         with self._space_lock(uri):
             index = self._indexes.get(uri)
             if index is None:
-                index = self._load(self.store.space(uri), progress)
+                info = self.store.space(uri)
+                index = self._load(info, progress)
                 self._indexes[uri] = index
+                self._ids[uri] = info.id
         return index
 
     def loaded(self, uri: str) -> SpaceIndex | None:
@@ -275,15 +288,60 @@ class Collections:
                 held.enter_context(self._space_lock(uri))
             results = self.store.write_many([(info.id, puts, deletes) for info, (_, puts, deletes)
                                              in zip(infos, writes)], also)
-            for (uri, _, _), result in zip(writes, results):
+            for info, (uri, _, _), result in zip(infos, writes, results):
                 self._last_write[uri] = time.monotonic()
                 index = self._indexes.get(uri)
                 if index is not None and result.changes:
+                    if index.seq != result.seq - 1:
+                        # Another node's writes came between: apply them with this one, in order.
+                        self._apply_since(uri, index, info.id)
+                        continue
                     index.apply(((c.ord, c.document) for c in result.changes), result.seq)
                     shadow = self._next.get(uri)
                     if shadow is not None:
                         _apply_next(shadow, result.changes)
         return results
+
+    # -- other nodes' writes ----------------------------------------------------------------------
+
+    def _apply_since(self, uri: str, index: SpaceIndex, space_id: int) -> int:
+        """Apply every change after the index's sequence (the space's lock held); how many."""
+        applied = 0
+        for batch in self.store.changes_since(space_id, index.seq):
+            index.apply(((c.ord, c.document) for c in batch), batch[-1].seq)
+            shadow = self._next.get(uri)
+            if shadow is not None:
+                _apply_next(shadow, batch)
+            applied += len(batch)
+        if applied:
+            self._last_write[uri] = time.monotonic()
+        return applied
+
+    def refresh(self, uri: str) -> int:
+        """Bring a loaded index up to the store's latest sequence (other nodes' writes); changes applied."""
+        with self._space_lock(uri):
+            index, space_id = self._indexes.get(uri), self._ids.get(uri)
+            if index is None or space_id is None:
+                return 0
+            return self._apply_since(uri, index, space_id)
+
+    def _tail_loop(self) -> None:
+        """Wake on every node's commits (NOTIFY) or every TAIL_POLL_S, and catch loaded indexes up."""
+        assert self._shared is not None
+        while not self._stop.is_set():
+            if self._shared.wait_for_changes(TAIL_POLL_S) is None:
+                self._stop.wait(TAIL_POLL_S)  # not listening (PostgreSQL away): poll
+            try:
+                loaded = {uri: i for uri, i in self._ids.items() if uri in self._indexes}
+                if not loaded:
+                    continue
+                latest = self._shared.sequences(list(loaded.values()))
+                for uri, space_id in loaded.items():
+                    index = self._indexes.get(uri)
+                    if index is not None and latest.get(space_id, 0) > index.seq:
+                        self.refresh(uri)
+            except Exception:  # the store is away: the next round tries again
+                log.warning("could not tail the change log", exc_info=True)
 
     # -- moving to a new model ----------------------------------------------------------------
 
@@ -475,6 +533,8 @@ class Collections:
         self._stop.set()
         if self._committer.is_alive():
             self._committer.join()
+        if self._tailer is not None:
+            self._tailer.join()  # it reads the store: it must stop before the store closes
         if self._maintainer is not None:
             self._maintainer.join()
         with self._lock:

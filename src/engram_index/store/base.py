@@ -143,3 +143,13 @@ class RecordStore(Protocol):
 
     def skipped(self, space_id: int) -> list[tuple[str, str, int]]:
         """(author, reason, count) of the live documents whose vector is not indexed."""
+
+
+class SharedStore(RecordStore, Protocol):
+    """A record store several nodes write: what a node needs to follow the others' writes."""
+
+    def sequences(self, ids: Sequence[int]) -> dict[int, int]:
+        """Each collection's latest committed sequence number (by any node)."""
+
+    def wait_for_changes(self, timeout: float) -> set[int] | None:
+        """Ids of collections written since the last call, waiting up to `timeout`; None: not listening."""

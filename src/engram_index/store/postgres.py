@@ -134,6 +134,7 @@ class PostgresStore:
         # One writer per process, as with SQLite: faces read, then write, under it.
         self._write_lock = threading.Lock()
         self._keys: dict[str, list[str]] = {}
+        self._listener: psycopg.Connection[Any] | None = None  # LISTEN engram_changes, for tailing nodes
         self.dialect = Dialect(self._primary_key)
         try:
             self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, timeout=timeout, open=True,
@@ -192,8 +193,36 @@ class PostgresStore:
         return keys
 
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection and the listener."""
+        if self._listener is not None:
+            self._listener.close()
         self._pool.close()
+
+    # -- tailing the change log ---------------------------------------------------------------
+
+    def sequences(self, ids: Sequence[int]) -> dict[int, int]:
+        """Each collection's latest committed sequence number (by any node): the log position to reach."""
+        rows = self._read(lambda c: c.execute("SELECT id, seq FROM spaces WHERE id = ANY(%s)", (list(ids),)).fetchall())
+        return {int(i): int(q) for i, q in rows}
+
+    def wait_for_changes(self, timeout: float) -> set[int] | None:
+        """The ids of collections written (by any node) since the last call, waiting up to `timeout` for
+        the first; None when the listener could not listen (the caller falls back to polling)."""
+        try:
+            if self._listener is None:
+                self._listener = psycopg.connect(self.url, autocommit=True)
+                self._listener.execute(f"LISTEN {CHANNEL}")
+            ids: set[int] = set()
+            for note in self._listener.notifies(timeout=timeout, stop_after=1):
+                ids.add(int(note.payload.split(":", 1)[0]))
+            for note in self._listener.notifies(timeout=0.001):  # the ones right behind it
+                ids.add(int(note.payload.split(":", 1)[0]))
+            return ids
+        except (psycopg.Error, ValueError):
+            if self._listener is not None:
+                self._listener.close()
+            self._listener = None
+            return None
 
     def rewrite(self) -> None:
         """Rewrite every table (VACUUM FULL), so that no deleted row's bytes stay in a page's free space."""
