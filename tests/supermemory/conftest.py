@@ -38,10 +38,13 @@ class Server:
         """An SDK client (no retries, so that each call is one request)."""
         return Supermemory(api_key=key or self.key, base_url=self.url, max_retries=0, **options)
 
+    def keys(self) -> KeyStore:
+        """The server's keys, as `engram-index keys` reaches them (its PostgreSQL store's, when it has one)."""
+        return KeyStore(self.data, self.app.state.spaces.shared_store())
+
     def mint(self, namespaces: list[str] | None = None, expires_ms: int | None = None) -> tuple[str, str]:
         """A new key (and its id) reaching the given namespaces (None: all)."""
-        keys = KeyStore(self.data, self.app.state.spaces.shared_store())
-        token, record = keys.create("supermemory", {"namespaces": namespaces}, expires_ms=expires_ms)
+        token, record = self.keys().create("supermemory", {"namespaces": namespaces}, expires_ms=expires_ms)
         return token, record.id
 
 
