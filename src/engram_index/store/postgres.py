@@ -127,7 +127,7 @@ def _sqlite_value(value: Any) -> Any:
 class PostgresStore:
     """The record store in a PostgreSQL database (`postgresql://…`), shared by any number of nodes."""
 
-    def __init__(self, url: str, read_only: bool = False, *, pool_size: int = 8, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, read_only: bool = False, *, pool_size: int = 8, timeout: float = 3.0) -> None:
         """Connect (creating and migrating the schema when needed, unless read-only)."""
         self.url = url
         self.read_only = read_only
@@ -148,12 +148,21 @@ class PostgresStore:
 
     # -- connections ------------------------------------------------------------------------
 
-    def _read(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run `work` on a pooled connection; an unreachable database is StoreUnavailable."""
+    def _read(self, work: Callable[[psycopg.Connection[Any]], T], retry: bool = True) -> T:
+        """Run `work` on a pooled connection; an unreachable database is StoreUnavailable.
+
+        A read that fails on a pooled connection the server dropped (it restarted) is run once
+        more on a fresh one; a write is not, since its commit may have landed.
+        """
         try:
             with self._pool.connection() as conn:
                 return work(conn)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except psycopg.OperationalError as exc:
+            if retry:
+                self._pool.check()  # drop the other dead connections too
+                return self._read(work, retry=False)
+            raise StoreUnavailable(f"the PostgreSQL store is unreachable: {_safe(exc)}") from exc
+        except PoolTimeout as exc:
             raise StoreUnavailable(f"the PostgreSQL store is unreachable: {_safe(exc)}") from exc
 
     def _transaction(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -162,7 +171,7 @@ class PostgresStore:
             def run(conn: psycopg.Connection[Any]) -> T:
                 with conn.transaction():
                     return work(conn)
-            return self._read(run)
+            return self._read(run, retry=False)
 
     def _migrate(self) -> None:
         """Run the migrations this database has not run yet, one node at a time."""
