@@ -68,11 +68,15 @@ class PostgresServer:
         """Run a server tool as the cluster's user; its output in the error when it fails."""
         if self._user is not None:
             argv = ["runuser", "-u", self._user, "--", *argv]
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=self.root)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=self.root)
+        except OSError as exc:
+            raise StorageError(f"cannot run {argv[0]}: {exc}") from exc
         if done.returncode != 0:
             log = self.root / "server.log"
             tail = log.read_text()[-2000:] if log.exists() else ""
-            raise StorageError(f"{Path(argv[-1]).name if argv[-1] != 'start' else 'pg_ctl start'} failed:"
+            tool = next(Path(a).name for a in argv if a.startswith(str(self.bin)))
+            raise StorageError(f"{tool} failed:"
                                f" {done.stderr.strip() or done.stdout.strip()} {tail}")
 
     def database(self) -> str:
