@@ -9,7 +9,7 @@ import pytest
 
 from engram_index.collections import Collections
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest
-from engram_index.errors import StorageError, UnknownSpace
+from engram_index.errors import InvalidInput, StorageError, UnknownSpace
 from engram_index.keys import KeyState, KeyStore
 from engram_index.kindgi import schema as kindgi_schema
 from engram_index.store.base import RecordStore, StoredDocument
@@ -140,6 +140,18 @@ def test_write_many_commits_several_collections_together(store: RecordStore) -> 
     results = store.write_many([(sid, [put(0)], []), (other.id, [put(0), put(1)], [])])
     assert [r.seq for r in results] == [1, 1]
     assert store.count(sid) == 1 and store.count(other.id) == 2
+
+
+def test_a_nul_character_is_kept_by_sqlite_and_refused_as_bad_input_by_postgresql(
+        store: RecordStore, store_url: str | None) -> None:
+    sid = store.space(URI).id
+    if store_url is None:
+        store.write(sid, [put(0, "a\x00b")])
+        assert store.documents(sid, [0])[0].text == "a\x00b"
+    else:
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.write(sid, [put(0, "a\x00b")])
+        assert store.count(sid) == 0 and store.space(URI).seq == 0
 
 
 def test_dropping_a_space_removes_its_records(store: RecordStore) -> None:

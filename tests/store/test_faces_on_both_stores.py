@@ -56,3 +56,14 @@ def test_garden_engram_search_answers_from_records_written_to_the_store(tmp_path
         answer = httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "pasta"})
         assert answer.status_code == 200
         assert [m["text"] for m in answer.json()["memories"]] == ["pasta with tomatoes"]
+
+
+def test_a_nul_character_is_a_kindgi_400_on_postgresql_and_kept_on_sqlite(tmp_path: Path, store_url: str | None) -> None:
+    with kindgi_server(tmp_path / "data", store=store_url) as server:
+        token = server.token(user="alice", projects=["web"])
+        answer = httpx.post(f"{server.url}/v1/memory/facts", headers={"Authorization": f"Bearer {token}"},
+                            json={"type": "note", "scope": SCOPE, "content": "a\u0000b"})
+        if store_url is None:
+            assert answer.status_code == 201
+        else:
+            assert answer.status_code == 400 and answer.json()["error"]["code"] == "bad-input"

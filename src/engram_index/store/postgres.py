@@ -21,7 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engram_index.engine.types import Document, ModelIdentity
-from engram_index.errors import StorageError, StoreUnavailable, UnknownSpace
+from engram_index.errors import InvalidInput, StorageError, StoreUnavailable, UnknownSpace
 from engram_index.store.base import Change, SpaceInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.dialect import SUPPORT_FUNCTIONS, Dialect, parameters
 
@@ -164,6 +164,10 @@ class PostgresStore:
             raise StoreUnavailable(f"the PostgreSQL store is unreachable: {_safe(exc)}") from exc
         except PoolTimeout as exc:
             raise StoreUnavailable(f"the PostgreSQL store is unreachable: {_safe(exc)}") from exc
+        except psycopg.DataError as exc:
+            if "NUL" in str(exc):  # PostgreSQL's text cannot hold U+0000 (SQLite's can): the caller's 400
+                raise InvalidInput("text may not contain the NUL character (U+0000) in this store") from exc
+            raise
 
     def _transaction(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run `work` in one transaction, this process's writes one at a time."""
