@@ -9,27 +9,38 @@ its own cache directory) in this process. Measures:
 - cross-node visibility: a memory written on node A, until a keyword search on node B finds it
   (p50 / p99 over --probes writes);
 - keyword search p50 on each node;
-- the time for a new node (an empty cache directory) to load a collection of --n memories.
+- the time for a new node (an empty cache directory) to load a collection of --n memories;
+- with --kills K: three `engram-index serve --store` processes; Kindgi facts written through node A,
+  which is killed (SIGKILL) mid-write K times and restarted; then every acknowledged fact is read
+  through nodes B and C (acknowledged writes lost, the figure that must be 0).
 
-    python bench/cluster.py [--n 20000] [--writes 300] [--probes 200]
+    python bench/cluster.py [--n 20000] [--writes 300] [--probes 200] [--kills 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import random
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+import httpx
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent / "src"))
 
 from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine.types import Document, SearchRequest  # noqa: E402
+from engram_index.keys import KeyStore  # noqa: E402
+from engram_index.store.postgres import PostgresStore  # noqa: E402
 from engram_index.store.base import StoredDocument  # noqa: E402
 from engram_index.testkit.postgres import PostgresServer  # noqa: E402
 
@@ -57,6 +68,87 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
+class Node:
+    """One `engram-index serve --store` process on a free loopback port."""
+
+    def __init__(self, cache: Path, url: str) -> None:
+        """A node caching into `cache`, started by start()."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.argv = [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(cache), "--store", url,
+                     "--port", str(self.port), "--insecure-open", "--no-access-log", "--embedder", "hashing:64",
+                     "--key-rate", "1000000", "--key-burst", "1000000"]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the process and wait until it answers."""
+        env = {**os.environ, "PYTHONPATH": str(_HERE.parent / "src")}
+        self.proc = subprocess.Popen(self.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while True:
+            try:
+                httpx.get(f"{self.url}/xrpc/_health")
+                return
+            except httpx.TransportError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("the node did not start") from None
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL the process."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def kills(root: Path, url: str, count: int) -> tuple[int, int, int]:
+    """Kill the writing node `count` times mid-write; (acknowledged, lost, reads answered by B meanwhile)."""
+    store = PostgresStore(url)
+    token, _ = KeyStore(root, store).create("kindgi", {"tenant": "acme", "user": "alice", "orgs": [],
+                                                       "projects": ["web"], "admin": False})
+    store.close()
+    headers = {"Authorization": f"Bearer {token}"}
+    nodes = [Node(root / f"proc-{name}", url) for name in "abc"]
+    for node in nodes:
+        node.start()
+    a, b, c = nodes
+    rng = random.Random(27)
+    acknowledged: list[str] = []
+    answered = 0
+
+    def write(stop: threading.Event) -> None:
+        with httpx.Client(base_url=a.url, headers=headers, timeout=10) as client:
+            while not stop.is_set():
+                try:
+                    r = client.post("/v1/memory/facts", json={"type": "note", "content": f"entry {len(acknowledged)}",
+                                                              "scope": {"tenantId": "acme", "projectId": "web"}})
+                except httpx.TransportError:
+                    return
+                if r.status_code == 201:
+                    acknowledged.append(r.json()["id"])
+
+    try:
+        for _ in range(count):
+            stop = threading.Event()
+            writer = threading.Thread(target=write, args=(stop,))
+            writer.start()
+            time.sleep(rng.uniform(0.3, 1.0))
+            a.kill()
+            stop.set()
+            writer.join()
+            if acknowledged and httpx.get(f"{b.url}/v1/memory/facts/{acknowledged[-1]}", headers=headers).status_code == 200:
+                answered += 1
+            a.start()
+        lost = sum(1 for node in (b, c) for i in acknowledged
+                   if httpx.get(f"{node.url}/v1/memory/facts/{i}", headers=headers).status_code != 200)
+    finally:
+        for node in nodes:
+            node.kill()
+    return len(acknowledged), lost, answered
+
+
 def cpu_model() -> str:
     """lscpu's model name."""
     try:
@@ -72,6 +164,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20000, help="memories of the collection a new node loads")
     parser.add_argument("--writes", type=int, default=300, help="one-memory writes per store for the write rate")
     parser.add_argument("--probes", type=int, default=200, help="writes on A timed until B finds them")
+    parser.add_argument("--kills", type=int, default=0, help="SIGKILLs of a writing serve process (0: none)")
     args = parser.parse_args()
     server = PostgresServer()
     rows: list[tuple[str, str]] = []
@@ -116,6 +209,11 @@ def main() -> None:
             rows.append((f"a new node loads the collection ({total} memories) s", f"{time.perf_counter() - began:.1f}"))
             for node in (fresh, a, b):
                 node.close()
+            if args.kills:
+                written, lost, answered = kills(root, server.database(), args.kills)
+                rows.append((f"Kindgi facts acknowledged by a node killed {args.kills} times", str(written)))
+                rows.append(("acknowledged facts missing on the other nodes afterwards", str(lost)))
+                rows.append((f"kills after which another node answered at once (of {args.kills})", str(answered)))
     finally:
         server.close()
     print(f"CPU: {cpu_model()}")
