@@ -138,7 +138,9 @@ def kills(root: Path, url: str, count: int) -> tuple[int, int, int]:
             a.kill()
             stop.set()
             writer.join()
-            if acknowledged and httpx.get(f"{b.url}/v1/memory/facts/{acknowledged[-1]}", headers=headers).status_code == 200:
+            # B answers meanwhile: the last acknowledged fact (or, before any, its health).
+            probe = f"/v1/memory/facts/{acknowledged[-1]}" if acknowledged else "/xrpc/_health"
+            if httpx.get(f"{b.url}{probe}", headers=headers).status_code == 200:
                 answered += 1
             a.start()
         lost = sum(1 for node in (b, c) for i in acknowledged
