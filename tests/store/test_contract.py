@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from engram_index.collections import Collections
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest
-from engram_index.errors import InvalidInput, StorageError, UnknownSpace
+from engram_index.errors import InvalidInput, StorageError, StoreConflict, UnknownSpace
 from engram_index.keys import KeyState, KeyStore
 from engram_index.kindgi import schema as kindgi_schema
 from engram_index.store.base import RecordStore, StoredDocument
@@ -152,6 +153,14 @@ def test_a_nul_character_is_kept_by_sqlite_and_refused_as_bad_input_by_postgresq
         with pytest.raises(InvalidInput, match="NUL"):
             store.write(sid, [put(0, "a\x00b")])
         assert store.count(sid) == 0 and store.space(URI).seq == 0
+
+
+def test_a_duplicate_key_from_a_racing_writer_is_a_retryable_503_on_postgresql(
+        store: RecordStore, store_url: str | None) -> None:
+    store.execute([("CREATE TABLE t_race (k TEXT PRIMARY KEY)", ()), ("INSERT INTO t_race(k) VALUES ('a')", ())])
+    with pytest.raises(StoreConflict if store_url else sqlite3.IntegrityError):
+        store.execute([("INSERT INTO t_race(k) VALUES ('a')", ())])
+    assert store.query("SELECT count(*) FROM t_race") == [(1,)]
 
 
 def test_dropping_a_space_removes_its_records(store: RecordStore) -> None:

@@ -21,7 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engram_index.engine.types import Document, ModelIdentity
-from engram_index.errors import InvalidInput, StorageError, StoreUnavailable, UnknownSpace
+from engram_index.errors import InvalidInput, StorageError, StoreConflict, StoreUnavailable, UnknownSpace
 from engram_index.store.base import Change, SpaceInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.dialect import Dialect, parameters
 from engram_index.store.postgres_schema import MIGRATIONS
@@ -98,6 +98,12 @@ class PostgresStore:
             raise StoreUnavailable(f"the PostgreSQL store is unreachable: {_safe(exc)}") from exc
         except PoolTimeout as exc:
             raise StoreUnavailable(f"the PostgreSQL store is unreachable: {_safe(exc)}") from exc
+        except (psycopg.errors.UniqueViolation, psycopg.errors.SerializationFailure,
+                psycopg.errors.DeadlockDetected) as exc:
+            # Two nodes writing the same fact or document at once: the loser's retry reads the winner's.
+            log.warning("a write lost a race with another writer: %s", _safe(exc))
+            raise StoreConflict(f"another writer changed the same records at the same moment: retry ({_safe(exc)})") \
+                from exc
         except psycopg.DataError as exc:
             if "NUL" in str(exc):  # PostgreSQL's text cannot hold U+0000 (SQLite's can): the caller's 400
                 raise InvalidInput("text may not contain the NUL character (U+0000) in this store") from exc
