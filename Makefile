@@ -19,7 +19,7 @@ MINILM := --model all-MiniLM-L6-v2 \
           --model-digest sha256:53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db \
           --dims 384
 
-.PHONY: install install-dev browser run try-members test bench peers eval clean
+.PHONY: install install-dev browser postgres run try-members test bench peers eval clean
 
 # What serving needs: the package, its runtime dependencies and the local embedding model.
 # --no-compile: byte-compiling every installed module (atproto alone has thousands) took half the
@@ -65,7 +65,15 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -q && $$SUDO apt-get install -y --no-install-recommends chromium-headless-shell; }
 
-test: install-dev browser
+
+# The suite starts its own throwaway PostgreSQL from Debian's server package (tests/store run every
+# store contract on it): install it once when missing (as root; otherwise say how).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	  else echo "install Debian's postgresql package (the suite starts its own server)"; exit 1; fi; }
+
+test: install-dev browser postgres
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope

@@ -79,3 +79,37 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("kernel paths")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """A throwaway PostgreSQL cluster for the session; under CI=true a server that cannot start fails the run."""
+    from engram_index.errors import StorageError
+    from engram_index.testkit.postgres import PostgresServer
+
+    try:
+        server = PostgresServer()
+    except StorageError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL could not start (CI runs every store): {exc.message}")
+        pytest.skip(f"no PostgreSQL here ({exc.message}); `make test` installs it")
+    yield server
+    server.close()
+
+
+def chosen_store(request: pytest.FixtureRequest) -> str | None:
+    """The store a face suite's server runs on: a fresh PostgreSQL database when ENGRAM_TEST_STORE=postgresql
+    (the whole face suite on PostgreSQL), else None (the embedded SQLite store)."""
+    if os.environ.get("ENGRAM_TEST_STORE") != "postgresql":
+        return None
+    server = request.getfixturevalue("postgres_server")
+    return str(server.database())  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """Run the test on each store: None (the embedded SQLite) and a fresh PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return None
+    server = request.getfixturevalue("postgres_server")
+    return str(server.database())  # type: ignore[attr-defined]

@@ -84,6 +84,7 @@ def create_app(
     public_url: str | None = None,
     llm: LLM | None = None,
     reranker: Reranker | None = None,
+    store: str | None = None,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
@@ -92,7 +93,8 @@ def create_app(
     of their own: one computes while another waits in tantivy or a vector scan (both release the
     GIL); more threads only contend for the GIL. `llm` and `reranker` (None when not configured)
     are on `app.state` for the faces that use them. `key_limits` admits the requests of each key
-    of the v5 and Kindgi faces (a token bucket and slots per key; the default when None).
+    of the v5 and Kindgi faces (a token bucket and slots per key; the default when None). `store`:
+    a postgresql:// URL holding the records (None: the data directory's own SQLite store).
     """
 
     # The MCP server at /mcp and the web page at / call the faces of this very app (`app`, below).
@@ -109,7 +111,7 @@ def create_app(
         app.state.embedding = embedding or QueryEmbedding()
         app.state.embedding.embedder = metrics.timed(app.state.embedding.embedder)  # query embeddings timed
         app.state.llm, app.state.reranker = llm, reranker
-        app.state.spaces = Collections(data_dir, read_only=read_only)
+        app.state.spaces = Collections(data_dir, read_only=read_only, store=store)
         app.state.spaces.on_searchable = metrics.observe_lag
         app.state.sync = None
         if sync is not None:
@@ -123,7 +125,7 @@ def create_app(
         # The supermemory v5 face: its tables, and (when this process writes) its processing pipeline,
         # which first queues again every document a previous run acknowledged but did not finish.
         app.state.supermemory = SupermemoryFace(
-            app.state.spaces, KeyStore(data_dir), app.state.embedding.embedder, state=app.state,
+            app.state.spaces, KeyStore(data_dir, app.state.spaces.shared_store()), app.state.embedding.embedder, state=app.state,
             read_only=read_only)
         app.state.supermemory_pipeline = None if read_only else SupermemoryPipeline(app.state.supermemory)
         if app.state.supermemory_pipeline is not None:
@@ -267,6 +269,7 @@ def worker_app() -> Starlette:
         embedding=embedding,
         read_only=True,
         search_threads=config["search_threads"],
+        store=config.get("store"),
         llm=llm,
         reranker=reranker,
     )

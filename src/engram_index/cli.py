@@ -30,13 +30,27 @@ from engram_index.collections import Collections
 from engram_index.llm.base import LLM, Reranker
 
 console = Console(stderr=True)
-DATA_HELP = "The data directory (SQLite records and index files)."
+DATA_HELP = "The data directory (SQLite records and index files; with --store, the index cache only)."
+STORE_HELP = ("The shared record store, postgresql://user:password@host:port/database (default: the embedded"
+              " SQLite store in --data).")
+store_option = click.option("--store", envvar="ENGRAM_STORE", default=None, callback=lambda _c, _p, v: v and _url(v),
+                            help=STORE_HELP)
+
+
+def _url(value: str) -> str:
+    """A --store value this build can open, else a usage error."""
+    from engram_index.store.opening import check_store_url
+
+    try:
+        return check_store_url(value)
+    except EngramError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @contextmanager
-def _spaces(data: Path) -> Iterator[Collections]:
-    """Open a data directory for one command and close it (committing) afterwards."""
-    spaces = Collections(data)
+def _spaces(data: Path, store: str | None = None) -> Iterator[Collections]:
+    """Open a data directory (caching `store`, when given) for one command and close it afterwards."""
+    spaces = Collections(data, store=store)
     try:
         yield spaces
     finally:
@@ -77,6 +91,7 @@ def main() -> None:
               help="Embedder for --embed: local, hashing:DIMS, ollama:MODEL:DIMS[@URL], openai:MODEL:DIMS:DIGEST@URL.")
 @click.option("--batch", "batch_lines", type=click.IntRange(1, 100_000), default=1000, show_default=True,
               help="Lines written (and acknowledged) together.")
+@store_option
 def import_cmd(
     space_uri: str,
     file: Path,
@@ -89,6 +104,7 @@ def import_cmd(
     embed: bool,
     embedder_spec: str,
     batch_lines: int,
+    store: str | None,
 ) -> None:
     """Import garden.engram.memory records, one JSON object per line.
 
@@ -109,7 +125,7 @@ def import_cmd(
         embedder = make_embedder(embedder_spec) if embed else None
         if embed and embedder is None:
             raise click.UsageError("--embed needs an embedder (--embedder)")
-        with _spaces(data) as spaces:
+        with _spaces(data, store) as spaces:
             if embedder is not None and identity is None and _model_of(spaces, space_uri) is None:
                 # A space made by --embed takes the embedder's model (one declared already stays).
                 identity = embedder.identity
@@ -161,7 +177,8 @@ def eval_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--half", type=click.Choice(["all", "even", "odd"]), default="all", show_default=True,
               help="Score only the queries at even or odd positions (tuning / held-out halves).")
-def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
+@store_option
+def eval_scifact(data_dir: Path, as_json: bool, half: str, store: str | None) -> None:
     """nDCG@10 and Recall@100 for keyword, vector, hybrid-convex and hybrid-rrf.
 
     Example: engram-index eval scifact --data-dir ../shared/data/scifact --json
@@ -175,7 +192,8 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task("eval", total=None)
-        result = evaluate(data_dir, lambda name, done, total: bar.update(task, description=name, completed=done, total=total), ids)
+        result = evaluate(data_dir, lambda name, done, total: bar.update(task, description=name, completed=done, total=total), ids,
+                          store=store)
     if as_json:
         click.echo(json.dumps(result))
         return
@@ -248,6 +266,7 @@ def _model_of(spaces: Collections, uri: str) -> ModelIdentity | None:
 @click.option("--allow-private-urls", is_flag=True,
               help="Let v5 URL documents be fetched from private, loopback and link-local addresses (an "
                    "intranet); off by default, so that no caller can make the server read its own network.")
+@store_option
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, key_rate: float, key_burst: float,
@@ -255,6 +274,7 @@ def serve(
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
     public_url: str | None, poll_interval: float, open_registration: bool, search_threads: int, access_log: bool,
     llm_spec: str | None, rerank_spec: str | None, malloc_arenas: int, allow_private_urls: bool,
+    store: str | None,
 ) -> None:
     """Serve every face over HTTP: garden.engram XRPC, supermemory v5 (/ns) and Kindgi memory (/v1/memory).
 
@@ -287,7 +307,7 @@ def serve(
     if open_registration and not sync_account:
         raise click.UsageError("--open-registration needs --sync-account: registered spaces are synced as that account")
     llm, reranker = _llm_and_reranker(llm_spec, rerank_spec)
-    with _spaces(data) as opened:
+    with _spaces(data, store) as opened:
         from engram_index.engram.syncstate import SyncState
 
         for space in _env_spaces():
@@ -301,7 +321,7 @@ def serve(
         from engram_index.app import WORKER_CONFIG_ENV
 
         # Workers only read: bring every space's keyword index up to date (and compact it) first.
-        with _spaces(data) as spaces:
+        with _spaces(data, store) as spaces:
             spaces.catch_up()
             from engram_index.supermemory.tables import migrate
 
@@ -312,7 +332,7 @@ def serve(
             "key_concurrent": key_concurrent, "embedder": embedder_spec,
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
             "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
-            "llm": llm_spec, "rerank": rerank_spec,
+            "llm": llm_spec, "rerank": rerank_spec, "store": store,
         })
         run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log, envelopes=envelope_for)
         return
@@ -326,6 +346,7 @@ def serve(
         search_threads=search_threads,
         llm=llm,
         reranker=reranker,
+        store=store,
     )
     app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL
     run(app, host, port, access_log=access_log, envelopes=envelope_for)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from engram_index.cli import DATA_HELP, main
+from engram_index.cli import DATA_HELP, main, store_option
 from engram_index.errors import EngramError
 from engram_index.keys import PREFIXES, KeyRecord, KeyStore
 
@@ -84,22 +84,23 @@ def _when(ms: int | None) -> str:
 @click.option("--admin", is_flag=True, help="kindgi: a tenant admin, who reaches every fact of the tenant")
 @click.option("--label", help="a note to tell keys apart in `keys list`")
 @click.option("--expires-in", type=click.IntRange(min=1), help="seconds until the key stops working (default: never)")
+@store_option
 def keys_create(face: str, data: Path, namespaces: tuple[str, ...], tenant: str | None, user: str | None,
                 service: str | None, orgs: tuple[str, ...], projects: tuple[str, ...], admin: bool, label: str | None,
-                expires_in: int | None) -> None:
+                expires_in: int | None, store: str | None) -> None:
     """Mint a bearer key for FACE (supermemory or kindgi); the key is the last word printed, shown only once.
 
     Example: engram-index keys create supermemory --data ./data --namespace notes
     (or: engram-index keys create kindgi --data ./data --tenant acme --user alice --project web)
     """
     grants = _grants(face, namespaces, tenant, user, orgs, projects, admin, service)
-    store = KeyStore(data)
+    keys_of = _key_store(data, store)
     expires_ms = None
     if expires_in is not None:
         import time
 
         expires_ms = int(time.time() * 1000) + expires_in * 1000
-    token, record = store.create(face, grants, label=label, expires_ms=expires_ms)
+    token, record = keys_of.create(face, grants, label=label, expires_ms=expires_ms)
     click.echo(f"created {face} key {record.id} ({_reach(record)}); it is shown only now:")
     click.echo(token)
 
@@ -108,18 +109,19 @@ def keys_create(face: str, data: Path, namespaces: tuple[str, ...], tenant: str 
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
 @click.option("--face", type=FACES, help="only the keys of this face")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per key")
-def keys_list(data: Path, face: str | None, as_json: bool) -> None:
+@store_option
+def keys_list(data: Path, face: str | None, as_json: bool, store: str | None) -> None:
     """List keys (never their secrets): id, face, what each reaches, created, expires, revoked.
 
     Example: engram-index keys list --data ./data --face kindgi
     """
-    if not data.is_dir():
+    if store is None and not data.is_dir():
         raise click.ClickException(f"no data directory at {data}")
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
-    records = KeyStore(data).list(face)
+    records = _key_store(data, store).list(face)
     # Many keys take a while to format: a bar on a terminal's stderr (stdout stays the list alone).
     errors = Console(stderr=True)
     with Progress(TextColumn("[bold]listing keys"), BarColumn(), MofNCompleteColumn(), console=errors,
@@ -143,15 +145,28 @@ def keys_list(data: Path, face: str | None, as_json: bool) -> None:
 @keys.command("revoke")
 @click.argument("key_id")
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True, help=DATA_HELP)
-def keys_revoke(key_id: str, data: Path) -> None:
+@store_option
+def keys_revoke(key_id: str, data: Path, store: str | None) -> None:
     """Revoke the key KEY_ID (from `keys list`); a running service refuses it from its next request.
 
     Example: engram-index keys revoke 3f9a0c1b2d4e --data ./data
     """
-    if not data.is_dir():
+    if store is None and not data.is_dir():
         raise click.ClickException(f"no data directory at {data}")
     try:
-        record = KeyStore(data).revoke(key_id)
+        record = _key_store(data, store).revoke(key_id)
     except EngramError as exc:
         raise click.ClickException(exc.message) from exc
     click.echo(f"revoked {record.face} key {record.id}")
+
+
+def _key_store(data: Path, store: str | None) -> KeyStore:
+    """The keys of the data directory, or of the shared PostgreSQL store (every node's keys) when given."""
+    if store is None:
+        return KeyStore(data)
+    from engram_index.store.postgres import PostgresStore
+
+    try:
+        return KeyStore(data, PostgresStore(store))
+    except EngramError as exc:
+        raise click.ClickException(exc.message) from exc

@@ -15,12 +15,15 @@ from typing import Any
 import click
 from rich.console import Console
 
-from engram_index.cli import DATA_HELP, _load_progress, console, main, make_embedder
+from engram_index.cli import DATA_HELP, _load_progress, console, main, make_embedder, store_option
 from engram_index.collections import Collections
 from engram_index.errors import BadRecord, EngramError, StorageError
 
-def existing_data_dir(data: Path) -> Path:
-    """The data directory of a read command, which must exist and hold a record store."""
+def existing_data_dir(data: Path, store: str | None = None) -> Path:
+    """The data directory of a read command, which must exist and hold a record store (or cache `store`)."""
+    if store is not None:
+        data.mkdir(parents=True, exist_ok=True)
+        return data
     if not (data / "records.sqlite").is_file():
         what = "does not exist" if not data.exists() else "holds no record store (records.sqlite)"
         raise click.ClickException(f"the data directory {data} {what}: check --data")
@@ -28,17 +31,17 @@ def existing_data_dir(data: Path) -> Path:
 
 
 @contextmanager
-def reading(data: Path) -> Iterator[Collections]:
+def reading(data: Path, store: str | None = None) -> Iterator[Collections]:
     """The data directory opened for a read command: as its owner when free, else read-only
     beside the process that owns it (a running service)."""
-    existing_data_dir(data)
+    existing_data_dir(data, store)
     try:
-        spaces = Collections(data)
+        spaces = Collections(data, store=store)
     except StorageError as exc:
         if "in use" not in exc.message:
             raise
         console.print(f"[dim]{data} is in use by a running service: reading beside it")
-        spaces = Collections(data, read_only=True, lock=False)
+        spaces = Collections(data, read_only=True, lock=False, store=store)
     try:
         yield spaces
     finally:
@@ -68,9 +71,11 @@ def load_index(spaces: Collections, uri: str) -> None:
 @click.option("--embedder", "embedder_spec", default="auto", show_default=True,
               help="Embeds text alone when it runs the space's model, as serve does: auto, local, none, …")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@store_option
 def search(
     space_uri: str, query: str | None, data: Path, mode: str | None, vector_b64: str | None, fusion: str,
     limit: int, author: str | None, tags: tuple[str, ...], since: str | None, embedder_spec: str, as_json: bool,
+    store: str | None,
 ) -> None:
     """Search a space in-process and print each result with its explanation.
 
@@ -92,7 +97,7 @@ def search(
             params[name] = value
     embedder = make_embedder(embedder_spec) if query and not vector_b64 and mode != "keyword" else None
     try:
-        with reading(data) as spaces:
+        with reading(data, store) as spaces:
             info = spaces.info(space_uri)
             if vector_b64 is not None and info.model is not None:
                 # The operator vouches for the vector's model: the space's.

@@ -17,7 +17,7 @@ import time
 from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from engram_index.engine.keyword import KeywordIndex, staging_path, swap_in
 from engram_index.engine.search import SpaceIndex, decode_vector
@@ -25,11 +25,17 @@ from engram_index.engine.vector import VectorIndex
 from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
 from engram_index.errors import IndexLoading, StorageError
 from engram_index.heap import Trimmer
-from engram_index.store.sqlite import PAGE_SIZE, Change, SpaceInfo, Statement, StoredDocument, Store, WriteResult
+from engram_index.store.base import (Change, RecordStore, SharedStore, SpaceInfo, Statement, StoredDocument,
+                                     WriteResult)
+from engram_index.store.opening import open_store
+from engram_index.store.sqlite import PAGE_SIZE, Store
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
 
+# A node over a shared store looks for other nodes' writes at least this often (and whenever
+# PostgreSQL NOTIFYs one): what bounds cross-node visibility when a notification is missed.
+TAIL_POLL_S = 1.0
 # More segments than this, and no write for QUIET_S seconds, and the committer compacts.
 COMPACT_SEGMENTS = 4
 QUIET_S = 10.0
@@ -55,13 +61,14 @@ class Collections:
     """Every space of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
-                 lock: bool = True) -> None:
+                 lock: bool = True, store: str | None = None) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
         every space's keyword index must already have caught up with its records. Read-only
         without the lock: a one-off reader beside the process that owns the directory (SQLite's
-        WAL and tantivy's committed segments both let a reader in while a writer works).
+        WAL and tantivy's committed segments both let a reader in while a writer works). `store`: a
+        postgresql:// URL whose records this directory caches (None: its own SQLite file).
         """
         if not lock and not read_only:
             raise StorageError("only a read-only opening may go without the data directory's lock")
@@ -69,12 +76,12 @@ class Collections:
         self.read_only = read_only
         data_dir.mkdir(parents=True, exist_ok=True)
         self._dir_lock = lock_data_dir(data_dir, read_only) if lock else None
-        self.store = Store(data_dir / "records.sqlite", read_only=read_only)
-        page_size = self.store.page_size()
-        if not read_only and page_size < PAGE_SIZE:
+        self.store_url = store
+        self.store: RecordStore = open_store(data_dir, store, read_only)
+        if isinstance(self.store, Store) and not read_only and self.store.page_size() < PAGE_SIZE:
             log.warning("%s has %d KB pages (an older release made it): it is ~3x larger and slower to read"
                         " than it needs to be; stop the service and run `engram-index repack --data %s` once",
-                        self.store.path, page_size // 1024, data_dir)
+                        self.store.path, self.store.page_size() // 1024, data_dir)
         self._indexes: dict[str, SpaceIndex] = {}
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
@@ -93,6 +100,17 @@ class Collections:
         )
         if not read_only:
             self._committer.start()
+        # Over a shared store, other nodes write too: tail the change log into the loaded indexes.
+        self._shared = cast(SharedStore, self.store) if store is not None else None
+        self._ids: dict[str, int] = {}  # loaded collections' store ids
+        self._tailer: threading.Thread | None = None
+        if self._shared is not None and not read_only:
+            self._tailer = threading.Thread(target=self._tail_loop, daemon=True, name="tailer")
+            self._tailer.start()
+
+    def shared_store(self) -> RecordStore | None:
+        """The PostgreSQL store these collections cache (None: the data directory's own SQLite)."""
+        return self.store if self.store_url is not None else None
 
     # -- spaces ---------------------------------------------------------------------------
 
@@ -150,8 +168,10 @@ class Collections:
         with self._space_lock(uri):
             index = self._indexes.get(uri)
             if index is None:
-                index = self._load(self.store.space(uri), progress)
+                info = self.store.space(uri)
+                index = self._load(info, progress)
                 self._indexes[uri] = index
+                self._ids[uri] = info.id
         return index
 
     def loaded(self, uri: str) -> SpaceIndex | None:
@@ -272,10 +292,14 @@ class Collections:
                                              in zip(infos, writes)], also)
             acknowledged = time.monotonic()
             applied = False
-            for (uri, _, _), result in zip(writes, results):
+            for info, (uri, _, _), result in zip(infos, writes, results):
                 self._last_write[uri] = time.monotonic()
                 index = self._indexes.get(uri)
                 if index is not None and result.changes:
+                    if index.seq != result.seq - 1:
+                        # Another node's writes came between: apply them with this one, in order.
+                        self._apply_since(uri, index, info.id)
+                        continue
                     index.apply(((c.ord, c.document) for c in result.changes), result.seq)
                     applied = True
                     shadow = self._next.get(uri)
@@ -284,6 +308,47 @@ class Collections:
             if applied and self.on_searchable is not None:
                 self.on_searchable(time.monotonic() - acknowledged)
         return results
+
+    # -- other nodes' writes ----------------------------------------------------------------------
+
+    def _apply_since(self, uri: str, index: SpaceIndex, space_id: int) -> int:
+        """Apply every change after the index's sequence (the space's lock held); how many."""
+        applied = 0
+        for batch in self.store.changes_since(space_id, index.seq):
+            index.apply(((c.ord, c.document) for c in batch), batch[-1].seq)
+            shadow = self._next.get(uri)
+            if shadow is not None:
+                _apply_next(shadow, batch)
+            applied += len(batch)
+        if applied:
+            self._last_write[uri] = time.monotonic()
+        return applied
+
+    def refresh(self, uri: str) -> int:
+        """Bring a loaded index up to the store's latest sequence (other nodes' writes); changes applied."""
+        with self._space_lock(uri):
+            index, space_id = self._indexes.get(uri), self._ids.get(uri)
+            if index is None or space_id is None:
+                return 0
+            return self._apply_since(uri, index, space_id)
+
+    def _tail_loop(self) -> None:
+        """Wake on every node's commits (NOTIFY) or every TAIL_POLL_S, and catch loaded indexes up."""
+        assert self._shared is not None
+        while not self._stop.is_set():
+            if self._shared.wait_for_changes(TAIL_POLL_S) is None:
+                self._stop.wait(TAIL_POLL_S)  # not listening (PostgreSQL away): poll
+            try:
+                loaded = {uri: i for uri, i in self._ids.items() if uri in self._indexes}
+                if not loaded:
+                    continue
+                latest = self._shared.sequences(list(loaded.values()))
+                for uri, space_id in loaded.items():
+                    index = self._indexes.get(uri)
+                    if index is not None and latest.get(space_id, 0) > index.seq:
+                        self.refresh(uri)
+            except Exception:  # the store is away: the next round tries again
+                log.warning("could not tail the change log", exc_info=True)
 
     # -- moving to a new model ----------------------------------------------------------------
 
@@ -475,6 +540,8 @@ class Collections:
         self._stop.set()
         if self._committer.is_alive():
             self._committer.join()
+        if self._tailer is not None:
+            self._tailer.join()  # it reads the store: it must stop before the store closes
         if self._maintainer is not None:
             self._maintainer.join()
         with self._lock:

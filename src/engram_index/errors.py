@@ -21,7 +21,9 @@
     ├── NotFound                    a document that does not exist
     ├── Unavailable                 temporary: retry shortly (XRPC 503)
     │   ├── IndexLoading            the space's index is loading
-    │   └── AuthorityUnreachable    the DID document needed to check a credential could not be fetched
+    │   ├── AuthorityUnreachable    the DID document needed to check a credential could not be fetched
+    │   ├── StoreUnavailable        the shared record store (PostgreSQL) cannot be reached right now
+    │   └── StoreConflict           another node wrote the same rows at the same moment: retry
     ├── TooLarge                    the request is larger than any valid one (XRPC 413)
     │   ├── TargetTooLong           the request target is (414)
     │   └── HeadTooLarge            the request head is (431)
@@ -203,6 +205,18 @@ class AuthorityUnreachable(Unavailable):
     """A DID document needed to check a credential could not be fetched right now."""
 
     xrpc_name = "AuthorityUnreachable"
+
+
+class StoreUnavailable(Unavailable):
+    """The shared record store (PostgreSQL) cannot be reached right now."""
+
+    xrpc_name = "Unavailable"
+
+
+class StoreConflict(Unavailable):
+    """Another node wrote the same rows at the same moment (shared store): the retry reads afresh."""
+
+    xrpc_name = "Unavailable"
 
 
 class StorageError(EngramError):

@@ -12,7 +12,7 @@ import numpy as np
 
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest
 from engram_index.collections import Collections
-from engram_index.store.sqlite import StoredDocument
+from engram_index.store.base import StoredDocument
 
 EVAL_SPACE = "at://did:plc:evaluation0000000000000000/space/garden.engram.space/scifact"
 MINILM = ModelIdentity(
@@ -61,13 +61,14 @@ def evaluate(
     data_dir: Path,
     progress: Callable[[str, int, int], None] | None = None,
     query_ids: set[str] | None = None,
+    store: str | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Import SciFact with its reference vectors into a temporary space and score each method."""
+    """Import SciFact with its reference vectors into a temporary space (of `store`, when given) and score each method."""
     corpus, queries, qrels = load_scifact(data_dir)
     doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
     query_vecs = np.load(data_dir / "queries.minilm.f16.npy").astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="engram-eval-") as tmp:
-        spaces = Collections(Path(tmp))
+        spaces = Collections(Path(tmp), store=store)
         try:
             spaces.ensure_space(EVAL_SPACE, MINILM)
             batch = [

@@ -5,7 +5,8 @@ A key is `<prefix>_<id>_<secret>`: the id names it in `keys list` and `keys revo
 gives its keys' `grants` their meaning (the namespaces a supermemory key reaches; the tenant,
 user, orgs and projects of a Kindgi token). The keys live in their own SQLite file, apart from the
 data directory's lock, so that `engram-index keys` works while the service runs: every request
-looks its key up afresh, so a revocation holds from the next request on.
+looks its key up afresh, so a revocation holds from the next request on. With a PostgreSQL record
+store they live in its `keys` table instead, so that every node knows every key.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_index.errors import InvalidInput
+from engram_index.store.base import RecordStore
 
 KEYS_FILE = "keys.sqlite"
 PREFIXES = {"supermemory": "sm", "kindgi": "kg"}
@@ -84,14 +86,25 @@ def _now_ms() -> int:
 class KeyStore:
     """The keys of one data directory."""
 
-    def __init__(self, data_dir: Path) -> None:
-        """Open (creating when new) the keys file of a data directory."""
-        data_dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, data_dir: Path, store: RecordStore | None = None) -> None:
+        """Open (creating when new) the keys file of a data directory, or the keys table of a shared `store`."""
         self.path = data_dir / KEYS_FILE
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
+        self._store = store
+        if store is None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            with self._conn() as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Rows of a query (or nothing, for a change), on this thread's connection or the shared store."""
+        if self._store is not None:
+            if sql.startswith("SELECT"):
+                return self._store.query(sql, params)
+            self._store.execute([(sql, params)])
+            return []
+        return self._conn().execute(sql, params).fetchall()
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection (SQLite connections are not shared across threads)."""
@@ -112,7 +125,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         token = f"{prefix}_{key_id}_{secrets.token_urlsafe(32)}"
         record = KeyRecord(key_id, face, label, grants, _now_ms(), expires_ms, None)
-        self._conn().execute(
+        self._rows(
             "INSERT INTO keys(id, face, hash, label, grants, created_ms, expires_ms) VALUES (?,?,?,?,?,?,?)",
             (key_id, face, _digest(token), label, json.dumps(grants, sort_keys=True), record.created_ms, expires_ms),
         )
@@ -120,10 +133,11 @@ class KeyStore:
 
     def lookup(self, face: str, token: str) -> tuple[KeyState, KeyRecord | None]:
         """What a presented key is for this face: UNKNOWN (also a key of another face), or its record and state."""
-        row = self._conn().execute(
+        rows = self._rows(
             "SELECT id, face, label, grants, created_ms, expires_ms, revoked_ms, hash FROM keys WHERE hash=?",
             (_digest(token),),
-        ).fetchone()
+        )
+        row = rows[0] if rows else None
         # The hash matched by index; compare once more in constant time for the belt and braces.
         if row is None or row[1] != face or not hmac.compare_digest(row[7], _digest(token)):
             return KeyState.UNKNOWN, None
@@ -137,21 +151,19 @@ class KeyStore:
         if face is not None:
             sql += " WHERE face=?"
             params = (face,)
-        return [_record(r) for r in self._conn().execute(sql + " ORDER BY created_ms, id", params)]
+        return [_record(r) for r in self._rows(sql + " ORDER BY created_ms, id", params)]
 
     def revoke(self, key_id: str) -> KeyRecord:
         """Revoke a key by its id (revoking twice keeps the first time); its next request is refused."""
-        conn = self._conn()
-        conn.execute("UPDATE keys SET revoked_ms=? WHERE id=? AND revoked_ms IS NULL", (_now_ms(), key_id))
-        row = conn.execute(
-            "SELECT id, face, label, grants, created_ms, expires_ms, revoked_ms FROM keys WHERE id=?", (key_id,)
-        ).fetchone()
-        if row is None:
+        self._rows("UPDATE keys SET revoked_ms=? WHERE id=? AND revoked_ms IS NULL", (_now_ms(), key_id))
+        rows = self._rows(
+            "SELECT id, face, label, grants, created_ms, expires_ms, revoked_ms FROM keys WHERE id=?", (key_id,))
+        if not rows:
             raise InvalidInput(f"no key with id {key_id!r}")
-        return _record(row)
+        return _record(rows[0])
 
     def close(self) -> None:
-        """Close this thread's connection."""
+        """Close this thread's connection (a shared store is closed by its owner)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()

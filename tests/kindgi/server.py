@@ -35,6 +35,15 @@ class Server:
     url: str
     data: Path
     app: Any = None  # the served app, in this process (its state is what in-process tests hold)
+    store: str | None = None  # the PostgreSQL store it serves (None: the data directory's SQLite)
+
+    def keys(self) -> KeyStore:
+        """The server's keys, as `engram-index keys` reaches them."""
+        return KeyStore(self.data, self.app.state.spaces.shared_store() if self.app is not None else None)
+
+    def store_args(self) -> list[str]:
+        """The CLI options that reach the same store."""
+        return ["--store", self.store] if self.store else []
 
     def token(self, tenant: str = "acme", *, expires_ms: int | None = None, **grants: Any) -> str:
         """A new token for a principal of `tenant` (user, service, orgs, projects, admin)."""
@@ -42,7 +51,7 @@ class Server:
                 "projects": sorted(grants.get("projects", ())), "admin": bool(grants.get("admin"))}
         if grants.get("service"):
             full["service"] = grants["service"]
-        token, _ = KeyStore(self.data).create("kindgi", full, expires_ms=expires_ms)
+        token, _ = self.keys().create("kindgi", full, expires_ms=expires_ms)
         return token
 
     def client(self, tenant: str = "acme", **grants: Any) -> Kindgi:
@@ -52,13 +61,14 @@ class Server:
 
 @contextmanager
 def kindgi_server(data: Path, embedder: Embedder | None | object = None,
-                  key_limits: Admission | None = None) -> Iterator[Server]:
-    """Serve a data directory (with the hashing embedder unless told otherwise) until the block ends."""
+                  key_limits: Admission | None = None, store: str | None = None) -> Iterator[Server]:
+    """Serve a data directory (with the hashing embedder unless told otherwise; caching `store` when given)
+    until the block ends."""
     chosen = HashingEmbedder(DIMS) if embedder is None else None if embedder is NO_EMBEDDER else embedder
     app = roomy_app(data, DID, authenticator=InsecureOpen(), embedding=roomy_embedding(chosen),  # type: ignore[arg-type]
-                     key_limits=key_limits)
+                     key_limits=key_limits, store=store)
     with serving(app) as url:
-        yield Server(url, data, app)
+        yield Server(url, data, app, store)
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,6 @@ from kindgi.client import AuthError, InvalidRequestError, Kindgi, ServerError
 from tests.limits import roomy_app
 from engram_index.cli import main
 from engram_index.engram.auth import InsecureOpen
-from engram_index.keys import KeyStore
 from engram_index.kindgi.wire import MAX_BODY_BYTES
 from engram_index.testkit.serve import serving
 from tests.kindgi.server import DID, Server, kindgi_server
@@ -47,7 +46,7 @@ def test_an_expired_token_is_401_auth_expired_and_a_revoked_one_401_auth_revoked
     client = Kindgi(base_url=server.url, token=token)
     client.memory.list_facts()
     key_id = token.split("_")[1]
-    KeyStore(server.data).revoke(key_id)  # while the service runs: the next request is refused
+    server.keys().revoke(key_id)  # while the service runs: the next request is refused
     with pytest.raises(AuthError) as revoked:
         client.memory.list_facts()
     assert revoked.value.status == 401 and revoked.value.server_code == "auth-revoked"
@@ -56,13 +55,14 @@ def test_an_expired_token_is_401_auth_expired_and_a_revoked_one_401_auth_revoked
 def test_the_cli_mints_a_token_as_the_last_word_and_revokes_it_while_serving(server: Server) -> None:
     runner = CliRunner()
     made = runner.invoke(main, ["keys", "create", "kindgi", "--data", str(server.data), "--tenant", "acme",
-                                "--service", "importer", "--project", "web"])
+                                "--service", "importer", "--project", "web", *server.store_args()])
     assert made.exit_code == 0, made.output
     token = made.output.split()[-1]
     client = Kindgi(base_url=server.url, token=token)
     fact = client.memory.write_fact(type="note", scope=SCOPE, content="from the cli")
     assert fact.attributed_to is not None and fact.attributed_to.id == "importer"
-    assert runner.invoke(main, ["keys", "revoke", token.split("_")[1], "--data", str(server.data)]).exit_code == 0
+    assert runner.invoke(main, ["keys", "revoke", token.split("_")[1], "--data", str(server.data),
+                                *server.store_args()]).exit_code == 0
     with pytest.raises(AuthError):
         client.memory.get_fact(fact.id)
 

@@ -21,6 +21,7 @@ from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
 from engram_index.llm.base import LLM, Reranker
 from engram_index.testkit.serve import serving
+from tests.conftest import chosen_store
 
 
 @dataclass
@@ -36,29 +37,35 @@ class Server:
         """An SDK client (no retries, so that each call is one request)."""
         return Supermemory(api_key=key or self.key, base_url=self.url, max_retries=0, **options)
 
+    def keys(self) -> KeyStore:
+        """The server's keys, as `engram-index keys` reaches them (its PostgreSQL store's, when it has one)."""
+        return KeyStore(self.data, self.app.state.spaces.shared_store())
+
     def mint(self, namespaces: list[str] | None = None, expires_ms: int | None = None) -> tuple[str, str]:
         """A new key (and its id) reaching the given namespaces (None: all)."""
-        token, record = KeyStore(self.data).create("supermemory", {"namespaces": namespaces}, expires_ms=expires_ms)
+        token, record = self.keys().create("supermemory", {"namespaces": namespaces}, expires_ms=expires_ms)
         return token, record.id
 
 
 @contextmanager
 def running(data: Path, embedder: Embedder | None, llm: LLM | None = None,
             reranker: Reranker | None = None, allow_private_urls: bool = True,
-            key_limits: Admission | None = None) -> Iterator[Server]:
-    """Serve a data directory with an embedder (None: keyword search only), and an LLM and a reranker if given."""
+            key_limits: Admission | None = None, store: str | None = None) -> Iterator[Server]:
+    """Serve a data directory (caching `store` when given) with an embedder (None: keyword search only),
+    and an LLM and a reranker if given."""
     app = roomy_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=roomy_embedding(embedder),
-                     llm=llm, reranker=reranker, key_limits=key_limits)
+                    llm=llm, reranker=reranker, key_limits=key_limits, store=store)
     app.state.allow_private_urls = allow_private_urls  # the tests' pages are served on loopback
-    token, _ = KeyStore(data).create("supermemory", {"namespaces": None})
     with serving(app) as url:
+        token, _ = KeyStore(data, app.state.spaces.shared_store()).create("supermemory", {"namespaces": None})
         yield Server(url, data, token, app)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server per module, with the hashing embedder (vectors without a model download)."""
-    with running(tmp_path_factory.mktemp("v5"), HashingEmbedder(256)) as srv:
+def server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Server]:
+    """One server per module, with the hashing embedder (vectors without a model download; on PostgreSQL
+    when ENGRAM_TEST_STORE=postgresql)."""
+    with running(tmp_path_factory.mktemp("v5"), HashingEmbedder(256), store=chosen_store(request)) as srv:
         yield srv
 
 

@@ -8,7 +8,6 @@ import httpx
 import pytest
 import supermemory
 
-from engram_index.keys import KeyStore
 from tests.supermemory.conftest import Server, add_done
 
 
@@ -26,7 +25,7 @@ def test_an_unknown_key_is_unauthorized(server: Server, ns: str) -> None:
 
 
 def test_a_kindgi_token_is_not_a_supermemory_key(server: Server, ns: str) -> None:
-    token, _ = KeyStore(server.data).create("kindgi", {"tenant": "t"})
+    token, _ = server.keys().create("kindgi", {"tenant": "t"})
     with pytest.raises(supermemory.AuthenticationError):
         server.client(token).search(ns, query="x")
 
@@ -35,7 +34,7 @@ def test_a_revoked_key_stops_working_at_its_next_request(server: Server, ns: str
     token, key_id = server.mint()
     client = server.client(token)
     client.search(ns, query="x")
-    KeyStore(server.data).revoke(key_id)
+    server.keys().revoke(key_id)
     with pytest.raises(supermemory.AuthenticationError) as err:
         client.search(ns, query="x")
     assert err.value.body["error"] == "API key revoked"

@@ -17,7 +17,7 @@ from engram_index.embed.base import Embedder, document_text
 from engram_index.errors import BadRecord
 from engram_index.engram.records import f16le, parse_datetime_ms, parse_memory, parse_space_uri, tid_from
 from engram_index.collections import Collections
-from engram_index.store.sqlite import StoredDocument
+from engram_index.store.base import StoredDocument
 
 BATCH = 1000  # lines read, embedded and written together
 

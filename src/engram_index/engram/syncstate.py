@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engram_index.store.sqlite import Statement, Store
+from engram_index.store.base import RecordStore, Statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +31,9 @@ class PathChange:
 
 
 class SyncState:
-    """Reads and statement builders over the sync tables of a Store."""
+    """Reads and statement builders over the sync tables of a record store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     # -- configured spaces ------------------------------------------------------------------

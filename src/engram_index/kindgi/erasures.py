@@ -28,7 +28,7 @@ from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts, Seal, _no_seal, decode_cursor, encode_cursor
 from engram_index.kindgi.idempotency import Idempotency
 from engram_index.kindgi.models import format_ms
-from engram_index.store.sqlite import Statement
+from engram_index.store.base import Statement
 
 log = logging.getLogger(__name__)
 UNMATCHABLE = {"code": "erasure-unmatchable",

@@ -29,7 +29,7 @@ class KindgiFace:
     @classmethod
     def open(cls, collections: Collections, embedder: Embedder | None) -> KindgiFace:
         """Set the face up over a data directory's collections (migrating its tables when writable)."""
-        keys = KeyStore(collections.data_dir)
+        keys = KeyStore(collections.data_dir, collections.shared_store())
         if collections.read_only:
             return cls(keys, None, None, None, None, read_only=True)
         migrate(collections.store)

@@ -25,7 +25,7 @@ from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.errors import KindgiError, not_found
 from engram_index.kindgi.models import FactFields, SupersedeBody, WriteBody, format_ms
 from engram_index.kindgi.scope import can_read, sql_scope_filter, sql_visible, write_problem
-from engram_index.store.sqlite import Statement, StoredDocument
+from engram_index.store.base import Statement, StoredDocument
 
 # Given the answer's status and body, the statements that keep it for its Idempotency-Key.
 Seal = Callable[[int, dict[str, Any]], list[Statement]]
@@ -117,7 +117,7 @@ class Facts:
 
     def page(self, principal: Principal, *, limit: int = DEFAULT_PAGE, cursor: str | None = None,
              type_: str | None = None, scope: dict[str, Any] | None = None,
-             platform: tuple[str, list[Any]] = ("1", []),
+             platform: tuple[str, list[Any]] = ("TRUE", []),
              as_of: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of the facts the caller may see, newest first, and the cursor of the next."""
         now = self.clock()

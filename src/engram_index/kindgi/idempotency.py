@@ -41,7 +41,7 @@ import orjson
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.models import format_ms
 from engram_index.kindgi.wire import JSON, dumps
-from engram_index.store.sqlite import Statement, Store
+from engram_index.store.base import RecordStore, Statement
 
 KEEP_MS = 24 * 3600 * 1000
 # How long the background writer gathers kept retrieve answers into one transaction.
@@ -117,7 +117,7 @@ class Replay:
 class Idempotency:
     """The kept answers (SQLite) and the keys held by running requests (memory)."""
 
-    def __init__(self, store: Store, clock: Any = lambda: int(time.time() * 1000)) -> None:
+    def __init__(self, store: RecordStore, clock: Any = lambda: int(time.time() * 1000)) -> None:
         """Keep answers in `store`; forget those older than 24 hours."""
         self.store = store
         self.clock = clock

@@ -16,7 +16,7 @@ import orjson
 from engram_index.engine.types import Document
 from engram_index.kindgi.models import format_ms, parse_time
 from engram_index.kindgi.scope import COLUMNS, CONTAINERS, scope_tags, visibility_tags
-from engram_index.store.sqlite import Statement
+from engram_index.store.base import Statement
 
 DAY_MS = 86_400_000
 ORDER = (

@@ -168,9 +168,9 @@ def _platform(call: Call) -> tuple[str, list[Any]]:
     if kind is None:
         if ident is not None:
             raise KindgiError("scope-invalid", "`scopeId` needs `scopeKind`")
-        return "1", []
+        return "TRUE", []
     if kind == "tenant":
-        return ("1" if inherit else "(org_id IS NULL AND project_id IS NULL)"), []
+        return ("TRUE" if inherit else "(org_id IS NULL AND project_id IS NULL)"), []
     if kind not in ("org", "project") or ident is None:
         raise KindgiError("scope-invalid", "`scopeKind` is tenant, org or project; org and project need `scopeId`")
     column = "org_id" if kind == "org" else "project_id"

@@ -7,7 +7,7 @@ answer kept for its Idempotency-Key commit in one transaction.
 
 from __future__ import annotations
 
-from engram_index.store.sqlite import Statement, Store
+from engram_index.store.base import RecordStore, Statement
 
 # Append-only: a store at kindgi version N has run migrations [0, N).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -69,7 +69,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def migrate(store: Store) -> None:
+def migrate(store: RecordStore) -> None:
     """Run the Kindgi migrations this store has not run yet (each in one transaction)."""
     store.execute([("CREATE TABLE IF NOT EXISTS kindgi_schema (version INTEGER NOT NULL)", ())])
     rows = store.query("SELECT version FROM kindgi_schema")

@@ -142,7 +142,7 @@ def reader_groups(principal: Principal) -> tuple[tuple[str, ...], ...]:
 def _in(column: str, values: frozenset[str], params: list[Any]) -> str:
     """`column IN (...)` over values (false when there are none)."""
     if not values:
-        return "0"
+        return "FALSE"  # SQL both stores read as a condition (PostgreSQL takes no bare 0)
     params.extend(sorted(values))
     return f"{column} IN ({','.join('?' * len(values))})"
 
@@ -150,7 +150,7 @@ def _in(column: str, values: frozenset[str], params: list[Any]) -> str:
 def sql_visible(principal: Principal, params: list[Any]) -> str:
     """The SQL condition (over kindgi_revisions) that admits the facts a caller may see."""
     if principal.admin:
-        return "1"
+        return "TRUE"
     if principal.user is not None:
         params.append(principal.user)
         user = "(user_id IS NULL OR user_id = ?)"
@@ -175,4 +175,4 @@ def sql_scope_filter(scope: dict[str, Any], params: list[Any]) -> str:
         else:  # a forward-compatible key: matched in the stored scope JSON
             parts.append("json_extract(body, ?) = json(?)")
             params += [f'$.scope."{key}"', orjson.dumps(value).decode()]
-    return " AND ".join(parts) or "1"
+    return " AND ".join(parts) or "TRUE"

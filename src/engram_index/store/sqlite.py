@@ -12,12 +12,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import StorageError, UnknownSpace
+from engram_index.store.base import Change, SpaceInfo, Statement, StoredDocument, WriteResult
+
+__all__ = ["PAGE_SIZE", "Change", "SpaceInfo", "Statement", "Store", "StoredDocument", "WriteResult"]
 
 # Append-only: a database at user_version N has run migrations [0, N).
 MIGRATIONS: tuple[str, ...] = (
@@ -92,9 +94,6 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
-# Statements run inside a write's transaction, after its documents (see Store.write).
-Statement = tuple[str, tuple[Any, ...]]
-
 # The page size of new stores (an existing one keeps its own until `engram-index repack`).
 PAGE_SIZE = 16384
 _DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
@@ -108,46 +107,6 @@ _CHANGES_SQL = (
     f"SELECT seq, deleted, {_DOC_COLUMNS} FROM documents"
     " WHERE space_id=? AND (seq, ord) > (?, ?) ORDER BY seq, ord LIMIT ?"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SpaceInfo:
-    """A space as the store knows it: its id, URI, model and prefixes, and its sequence."""
-
-    id: int
-    uri: str
-    model: ModelIdentity | None
-    document_prefix: str
-    query_prefix: str
-    seq: int
-    next_ord: int
-    next_model: ModelIdentity | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One document's latest state after a sequence number: a document, or None when deleted."""
-
-    ord: int
-    seq: int
-    document: Document | None
-
-
-@dataclass(frozen=True, slots=True)
-class WriteResult:
-    """What one batch write did."""
-
-    seq: int
-    changes: list[Change]
-    unchanged: int
-
-
-@dataclass(frozen=True, slots=True)
-class StoredDocument:
-    """A document to write, with the reason its vector is not indexed (if it is not)."""
-
-    document: Document
-    skip_reason: str | None = None
 
 
 def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:

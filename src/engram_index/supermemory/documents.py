@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from engram_index.store.sqlite import Statement, StoredDocument
+from engram_index.store.base import Statement, StoredDocument
 from engram_index.supermemory.errors import Conflict, V5Error, invalid
 from engram_index.supermemory.face import PROCESSING, Face, doc_tag, stamp
 from engram_index.supermemory.memories_form import forget_after

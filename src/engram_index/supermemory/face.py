@@ -16,7 +16,7 @@ from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
 from engram_index.llm.base import LLM, Reranker
-from engram_index.store.sqlite import Statement
+from engram_index.store.base import Statement
 from engram_index.supermemory.errors import Forbidden, Missing
 from engram_index.supermemory.tables import (
     DOC_COLUMNS, DocRow, MEMORY_COLUMNS, MemoryRow, chunks_collection, memories_collection, migrate, now_ms,

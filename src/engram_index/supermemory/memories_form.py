@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engram_index.engine.types import Document
-from engram_index.store.sqlite import Statement, StoredDocument
+from engram_index.store.base import Statement, StoredDocument
 from engram_index.supermemory import extract
 from engram_index.supermemory.face import Face, doc_tag, f16, stamp
 from engram_index.supermemory.tables import (

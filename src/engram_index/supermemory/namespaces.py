@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from engram_index.store.sqlite import StoredDocument
+from engram_index.store.base import StoredDocument
 from engram_index.supermemory.documents import recallable_count
 from engram_index.supermemory.errors import Conflict, Forbidden, Missing, invalid
 from engram_index.supermemory.face import PROCESSING, Face, stamp

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from engram_index.store.sqlite import Statement, Store
+from engram_index.store.base import RecordStore, Statement
 
 # Append-only: a store whose sm_schema says N has run migrations [0, N).
 MIGRATIONS: tuple[str, ...] = (
@@ -107,7 +107,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
-def migrate(store: Store) -> None:
+def migrate(store: RecordStore) -> None:
     """Run the face's migrations the store has not run yet (each in one transaction)."""
     store.execute([("CREATE TABLE IF NOT EXISTS sm_schema (version INTEGER NOT NULL)", ())])
     rows = store.query("SELECT version FROM sm_schema")

@@ -13,7 +13,7 @@ from engram_index.engine.types import Document
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.vector import neighbor_pairs
 from engram_index.errors import InvalidInput, NoModel
-from engram_index.store.sqlite import Store
+from engram_index.store.base import RecordStore
 from engram_index.engram.views import memory_view, scaled_similarity
 from engram_index.engram.api.spaces import loaded_index
 from engram_index.engram.api.xrpc import checked_space
@@ -37,7 +37,7 @@ def parse_min_similarity(text: str) -> float:
     return float(value)
 
 
-def recent_with_vectors(store: Store, space_id: int, index: SpaceIndex, limit: int) -> list[tuple[int, Document]]:
+def recent_with_vectors(store: RecordStore, space_id: int, index: SpaceIndex, limit: int) -> list[tuple[int, Document]]:
     """The `limit` most recent live memories whose vector the index holds, newest first."""
     out: list[tuple[int, Document]] = []
     before: tuple[int, str] | None = None
@@ -53,7 +53,7 @@ def recent_with_vectors(store: Store, space_id: int, index: SpaceIndex, limit: i
 
 
 def build_graph(
-    store: Store, space_id: int, index: SpaceIndex, limit: int, neighbors: int, min_similarity: float
+    store: RecordStore, space_id: int, index: SpaceIndex, limit: int, neighbors: int, min_similarity: float
 ) -> dict[str, Any]:
     """The graph's nodes (memory views) and edges (each unordered pair once)."""
     nodes = recent_with_vectors(store, space_id, index, limit)

@@ -11,7 +11,7 @@ from engram_index.engine.types import Filters, Mode, SearchRequest
 from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.shortfall import Condition, Target, why_fewer
-from engram_index.store.sqlite import SpaceInfo
+from engram_index.store.base import SpaceInfo
 from engram_index.engram.views import hit_view
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.spaces import loaded_index

@@ -18,7 +18,7 @@ from engram_index.engine.types import ModelIdentity
 from engram_index.engram.records import format_datetime_ms
 from engram_index.engram.syncstate import SyncState
 from engram_index.engram.api.xrpc import checked_space
-from engram_index.store.sqlite import SpaceInfo
+from engram_index.store.base import SpaceInfo
 
 NSID = "garden.engram.getSpaceStatus"
 

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from engram_index.errors import BadRecord, EngramError, InvalidInput, TooLarge
 from engram_index.engram.records import parse_space_uri
 from engram_index.collections import Collections
-from engram_index.store.sqlite import SpaceInfo
+from engram_index.store.base import SpaceInfo
 from engram_index.engram.api.lexicon import Lexicons
 from engram_index.engram.api.revocation import json_body
 

@@ -24,7 +24,7 @@ from engram_index.engram.identity.did import ResolveError
 from engram_index.engram.identity.keys import PublicKey
 from engram_index.engram.records import MAX_DIMS, parse_memory, parse_space_uri
 from engram_index.collections import Collections
-from engram_index.store.sqlite import StoredDocument
+from engram_index.store.base import StoredDocument
 from engram_index.engram.syncstate import PathChange, SyncState
 from engram_index.engram.sync.car import read_car
 from engram_index.engram.sync.client import SyncClient, SyncError

@@ -1,0 +1,73 @@
+"""The PostgreSQL store's own tables, made by numbered, append-only migrations (apart from SQLite's)."""
+
+from __future__ import annotations
+
+from engram_index.store.dialect import SUPPORT_FUNCTIONS
+
+# Append-only: a database whose store_schema says N has run migrations [0, N). PostgreSQL's own
+# numbering, apart from SQLite's: the first one is SQLite's three as they stand today.
+MIGRATIONS: tuple[str, ...] = (
+    SUPPORT_FUNCTIONS + """
+    CREATE TABLE store_identity (id TEXT NOT NULL);
+    CREATE TABLE spaces (
+        id BIGSERIAL PRIMARY KEY,
+        uri TEXT NOT NULL UNIQUE,
+        model TEXT, model_digest TEXT, dims BIGINT,
+        document_prefix TEXT NOT NULL DEFAULT '',
+        query_prefix TEXT NOT NULL DEFAULT '',
+        seq BIGINT NOT NULL DEFAULT 0,
+        next_ord BIGINT NOT NULL DEFAULT 0,
+        created_ms BIGINT NOT NULL DEFAULT 0,
+        next_model TEXT, next_digest TEXT, next_dims BIGINT
+    );
+    CREATE TABLE documents (
+        space_id BIGINT NOT NULL REFERENCES spaces(id),
+        ord BIGINT NOT NULL,
+        doc_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        deleted BIGINT NOT NULL DEFAULT 0,
+        author TEXT NOT NULL DEFAULT '',
+        text TEXT NOT NULL DEFAULT '',
+        tags TEXT NOT NULL DEFAULT '[]',
+        source TEXT,
+        created_ms BIGINT NOT NULL DEFAULT 0,
+        indexed_ms BIGINT NOT NULL DEFAULT 0,
+        metadata TEXT,
+        vector BYTEA,
+        skip_reason TEXT,
+        next_vector BYTEA,
+        PRIMARY KEY (space_id, ord)
+    );
+    CREATE UNIQUE INDEX documents_by_id ON documents(space_id, doc_id);
+    CREATE INDEX documents_by_seq ON documents(space_id, seq, ord);
+    CREATE INDEX documents_by_created ON documents(space_id, deleted, created_ms);
+    CREATE TABLE sync_spaces (
+        space TEXT PRIMARY KEY,
+        added_ms BIGINT NOT NULL DEFAULT 0,
+        space_rev TEXT,
+        notify_until_ms BIGINT NOT NULL DEFAULT 0,
+        synced_ms BIGINT NOT NULL DEFAULT 0,
+        problem TEXT
+    );
+    CREATE TABLE sync_repos (
+        space TEXT NOT NULL, repo TEXT NOT NULL, rev TEXT, state BYTEA, problem TEXT,
+        checked_ms BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (space, repo)
+    );
+    CREATE TABLE sync_paths (
+        space TEXT NOT NULL, repo TEXT NOT NULL, path TEXT NOT NULL, cid TEXT NOT NULL, problem TEXT,
+        PRIMARY KEY (space, repo, path)
+    );
+    -- The bearer keys of the supermemory and Kindgi faces (keys.py), hashes only.
+    CREATE TABLE keys (
+        id TEXT PRIMARY KEY,
+        face TEXT NOT NULL,
+        hash BYTEA NOT NULL UNIQUE,
+        label TEXT,
+        grants TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        expires_ms BIGINT,
+        revoked_ms BIGINT
+    );
+    """,
+)
