@@ -30,7 +30,7 @@ import tantivy
 
 from engram_index.engine.analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
 from engram_index.errors import StorageError
-from engram_index.engine.termcounts import TermCounts
+from engram_index.engine.termcounts import QueryPlan, TermCounts
 from engram_index.engine.types import Document, Filters
 
 SCHEMA_VERSION = 1
@@ -82,6 +82,24 @@ def query_terms(words: Sequence[QueryWord]) -> list[str]:
 def _parts(word: QueryWord) -> list[str]:
     """A word's distinct identifier parts, other than the word itself."""
     return [p for p in dict.fromkeys(word.parts) if p != word.exact]
+
+
+def query_plan(words: Sequence[QueryWord]) -> QueryPlan:
+    """How the (searchable) words' terms add up, as `KeywordIndex._score` adds them: per word its stem
+    where the document holds it, else its exact form, plus PART_WEIGHT x each identifier part."""
+    columns: list[tuple[str, int, int, float]] = []
+    for group, word in enumerate(words, 1):
+        if word.stem and word.stem != word.exact:
+            columns += [(word.stem, 1, group, 1.0), (word.exact, 2, group, 1.0)]
+        else:
+            columns.append((word.exact, 0, 0, 1.0))
+        columns += [(part, 0, 0, PART_WEIGHT) for part in _parts(word)]
+    return QueryPlan(columns)
+
+
+# The postings' sums and _score's differ only by float64 rounding (~1e-15 of the score); anything
+# within this share of the k-th best is scored again exactly, float32 ties included.
+_EXACT_MARGIN = 1e-6
 
 
 def staging_path(path: Path) -> Path:
@@ -406,6 +424,35 @@ class KeywordIndex:
         order = np.argsort(-top, kind="stable")
         order = order[top[order] > 0]
         return found[order], top[order], cand_scores
+
+    def exact_top(
+        self, words: Sequence[QueryWord], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top-k by our BM25 (and every document tied with the k-th) among the documents the
+        term counts hold and `allowed` (a mask over ordinals, None: all) lets through: ordinals
+        ascending, scores as `scores` gives them; may hold more than k, never fewer than there are.
+
+        Every document holding a query term is scored over the postings; the best are scored again
+        from their rows, so that the reported scores are exactly `scores`' (and the ranking theirs).
+        Documents written since the postings were inverted are scored from their rows alone.
+        """
+        words = searchable_words(words)
+        terms = query_terms(words)
+        if not terms or k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        ords, approx, stale = self.counts.matches(query_plan(words), allowed)
+        if ords.size > k:
+            kth = float(np.partition(approx, ords.size - k)[ords.size - k])
+            ords = ords[approx >= kth - _EXACT_MARGIN * abs(kth)]
+        if stale.size:
+            if allowed is not None:
+                inside = stale[stale < allowed.size]
+                stale = inside[allowed[inside]]
+            ords = np.concatenate([ords, stale])
+        ords = np.unique(ords)
+        scores = self._score(words, terms, ords)
+        keep = scores > 0
+        return ords[keep], scores[keep]
 
     def scores(self, words: Sequence[QueryWord], ords: Sequence[int] | np.ndarray) -> np.ndarray:
         """The BM25 score of each given ordinal (0 where no query word occurs)."""
