@@ -309,10 +309,13 @@ class SpaceIndex:
         # limit (a pool sized for k = n would cost several times more for no better results).
         pool = max(n, vectors.default_candidates(req.limit))
         vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
-        # One keyword pass gives both the top n by BM25 and the exact BM25 of every vector
-        # candidate (docs/design/engine.md); deleted-but-uncommitted matches are dropped.
-        kw_ords, kw_scores, vec_bm25 = self.keyword.search_and_score(words, n, req.filters, vec.ords, self._allowed(req))
+        # The exact top n by our BM25 (ties: the earlier inserted), and every vector candidate's BM25.
+        kw_ords, kw_scores = self.keyword.exact_top(words, n, mask)
+        if kw_ords.size > n:
+            keep = np.lexsort((kw_ords, -kw_scores.astype(np.float64)))[:n]
+            kw_ords, kw_scores = kw_ords[keep], kw_scores[keep]
         kw_ords, kw_scores = self._live(kw_ords, kw_scores)
+        vec_bm25 = self.keyword.scores(words, vec.ords)
 
         ords = np.unique(np.concatenate([vec.ords, kw_ords]))
         sims = np.full(ords.size, np.nan, np.float32)
