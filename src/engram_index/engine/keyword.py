@@ -1,17 +1,12 @@
-"""The keyword index: tantivy finds the best BM25 matches, our term counts score them.
+"""The keyword index: tantivy holds our terms durably; the term counts rank and score.
 
-We feed tantivy the analyzer's terms joined by spaces and index them with a whitespace
-tokenizer, so tantivy does the postings, segments, deletes, filters and a first BM25 ranking,
-while the analysis (identifiers, stems, CJK bigrams) stays ours and identical at query time.
-Beside it, the same terms go to a forward index (termcounts.py), which gives the reported BM25
-of tantivy's matches and of any other documents (the vector side's candidates) in one pass.
-
-tantivy's query is one sum of plain term clauses (each word's exact form, stem and identifier
-parts), which it prunes with block-max WAND: docs/design/engine.md measured it 4x faster than a
-disjunction-max per word. The reported score counts a word once: by its stem where the document
-holds it (every inflection, the exact form included), else by its exact form (an identifier
-is indexed whole without a stem), plus 0.6 × each identifier part. On SciFact this scores
-above the disjunction-max of exact, stem and parts that we ran before, in every mode.
+We feed tantivy the analyzer's terms joined by spaces under a whitespace tokenizer (postings,
+segments, deletes, filters, durable commits), and the same terms to a forward index
+(termcounts.py). Search ranks from the term counts: `exact_top` scores every document holding a
+query term over their inverted postings, so keyword search is the exact top-k by our BM25, which a
+window of tantivy's own ranking was not (docs/design/engine.md). A word counts once: by its stem
+where the document holds it (every inflection, the exact form included), else by its exact form
+(an identifier is indexed whole without a stem), plus 0.6 × each identifier part.
 """
 
 from __future__ import annotations
