@@ -423,18 +423,27 @@ class KeywordIndex:
     def exact_top(
         self, words: Sequence[QueryWord], k: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top-k by our BM25 (`exact_top_and_score` without other candidates)."""
+        ords, scores, _ = self.exact_top_and_score(words, k, allowed, np.empty(0, np.int64))
+        return ords, scores
+
+    def exact_top_and_score(
+        self, words: Sequence[QueryWord], k: int, allowed: np.ndarray | None, candidates: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The exact top-k by our BM25 (and every document tied with the k-th) among the documents the
         term counts hold and `allowed` (a mask over ordinals, None: all) lets through: ordinals
         ascending, scores as `scores` gives them; may hold more than k, never fewer than there are.
 
         Every document holding a query term is scored over the postings; the best are scored again
         from their rows, so that the reported scores are exactly `scores`' (and the ranking theirs).
-        Documents written since the postings were inverted are scored from their rows alone.
+        Documents written since the postings were inverted are scored from their rows alone. The
+        third array is the BM25 of each of `candidates` (ordinals, the vector side's), scored in
+        the same pass over the rows.
         """
         words = searchable_words(words)
         terms = query_terms(words)
         if not terms or k <= 0:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(candidates.size, np.float32)
         ords, approx, stale = self.counts.matches(query_plan(words), allowed)
         if ords.size > k:
             kth = float(np.partition(approx, ords.size - k)[ords.size - k])
@@ -445,9 +454,10 @@ class KeywordIndex:
                 stale = inside[allowed[inside]]
             ords = np.concatenate([ords, stale])
         ords = np.unique(ords)
-        scores = self._score(words, terms, ords)
-        keep = scores > 0
-        return ords[keep], scores[keep]
+        scores = self._score(words, terms, np.concatenate([ords, candidates]))
+        top, candidate_scores = scores[: ords.size], scores[ords.size :]
+        keep = top > 0
+        return ords[keep], top[keep], candidate_scores
 
     def scores(self, words: Sequence[QueryWord], ords: Sequence[int] | np.ndarray) -> np.ndarray:
         """The BM25 score of each given ordinal (0 where no query word occurs)."""

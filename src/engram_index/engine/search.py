@@ -310,12 +310,11 @@ class SpaceIndex:
         pool = max(n, vectors.default_candidates(req.limit))
         vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
         # The exact top n by our BM25 (ties: the earlier inserted), and every vector candidate's BM25.
-        kw_ords, kw_scores = self.keyword.exact_top(words, n, mask)
+        kw_ords, kw_scores, vec_bm25 = self.keyword.exact_top_and_score(words, n, mask, vec.ords)
         if kw_ords.size > n:
             keep = np.lexsort((kw_ords, -kw_scores.astype(np.float64)))[:n]
             kw_ords, kw_scores = kw_ords[keep], kw_scores[keep]
         kw_ords, kw_scores = self._live(kw_ords, kw_scores)
-        vec_bm25 = self.keyword.scores(words, vec.ords)
 
         ords = np.unique(np.concatenate([vec.ords, kw_ords]))
         sims = np.full(ords.size, np.nan, np.float32)
