@@ -301,19 +301,21 @@ class TermCounts:
         kinds = np.array([c[1] for c in plan.columns], np.int64)
         groups = np.array([c[2] for c in plan.columns], np.int64)
         weights = np.array([c[3] for c in plan.columns], np.float64)
-        acc, mark, touched, values = self._scratch()
+        acc, mark = self._scratch()
+        # Fresh outputs: their pages are committed only as far as they are written.
+        touched, values = np.empty(acc.size, np.int64), np.empty(acc.size, np.float64)
         n = _kernels.postings_scores(postings.starts, postings.ords, postings.tfs, self._doc_lengths, tids, kinds,
                                      groups, weights, idf, K1, B, self._tokens / self._live, stale_mask, allowed,
                                      acc, mark, touched, values)
-        return touched[:n].copy(), values[:n].copy(), stale
+        return touched[:n], values[:n], stale
 
-    def _scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's scratch for the postings' scoring, one slot per ordinal (accumulators and marks zeroed)."""
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's zeroed accumulators and marks for the postings' scoring, one per ordinal (the
+        kernel leaves them zeroed): 12 bytes an ordinal a searching thread."""
         size = self._lengths.size
-        scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = getattr(self._tables, "scratch", None)
+        scratch: tuple[np.ndarray, np.ndarray] | None = getattr(self._tables, "scratch", None)
         if scratch is None or scratch[0].size != size:
-            scratch = (np.zeros(size, np.float64), np.zeros(size, np.int32), np.empty(size, np.int64),
-                       np.empty(size, np.float64))
+            scratch = (np.zeros(size, np.float64), np.zeros(size, np.int32))
             self._tables.scratch = scratch
         return scratch
 
