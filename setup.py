@@ -6,7 +6,8 @@ setup(
     ext_modules=[
         Extension(
             "engram_index.engine._kernels",
-            ["src/engram_index/engine/_kernels.c", "src/engram_index/engine/_kernels_loops.c"],
+            ["src/engram_index/engine/_kernels.c", "src/engram_index/engine/_kernels_loops.c",
+             "src/engram_index/engine/_kernels_postings.c"],
             depends=["src/engram_index/engine/_kernels.h"],
             extra_compile_args=["-O3", "-std=c11"],
         )

@@ -222,7 +222,9 @@ def main() -> None:
     args = parser.parse_args()
     bandwidth = copy_bandwidth_gbs()
     rows = [run_size(int(s), args.scifact, args.queries, bandwidth) for s in args.sizes.split(",")]
-    table = Table(title=f"engram-index engine, in-process, warm ({os.cpu_count()} cores; copy bandwidth {bandwidth:.1f} GB/s; analyzer {analyzer_rate(args.scifact):,.0f} texts/s)")
+    from peers_common import cpu_model  # here: peers_common imports this module
+
+    table = Table(title=f"engram-index engine, in-process, warm ({cpu_model()[0]}, {os.cpu_count()} cores; copy bandwidth {bandwidth:.1f} GB/s; analyzer {analyzer_rate(args.scifact):,.0f} texts/s)")
     table.add_column("metric")
     for row in rows:
         table.add_column(row["memories"], justify="right")

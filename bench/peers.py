@@ -234,6 +234,7 @@ def main() -> None:
         if missing(name):
             skipped[name] = f"not installed (missing {', '.join(missing(name))}; pip install -e '.[bench]')"
             console.print(f"[yellow]skipping {name}[/]: {skipped[name]}")
+    console.print(f"Machine: {machine()}")  # figures travel with the CPU they were measured on
     datasets = ["scifact"] + sizes
     # A process per system and data set, one at a time, keeps peak RSS and timings apart. Quick
     # mode only checks that everything runs: one process per system, two at once.
@@ -248,6 +249,7 @@ def main() -> None:
     for row in rows:
         table.add_row(*row)
     Console(width=240).print(table)
+    Console(width=240).print(f"Machine: {machine()}.")
     for r in results:
         if "profile" in r:
             out = Console(width=240)

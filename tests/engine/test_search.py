@@ -119,7 +119,7 @@ def test_filters_are_exact_in_every_mode(space) -> None:
     assert none.hits == []
 
 
-def test_ties_break_older_first_then_by_id() -> None:
+def test_ties_break_by_insertion_ordinal_never_by_id_or_time() -> None:
     docs = Docs()
     index = SpaceIndex(None, DIMS, docs.fetch)
     changes = []
@@ -132,7 +132,7 @@ def test_ties_break_older_first_then_by_id() -> None:
     index.commit()
     for mode in ("hybrid", "vector", "keyword"):
         result = index.search(SearchRequest(mode=mode, q="same words", vector=unit(0), limit=4))
-        assert ids(result) == ["c", "a", "b", "d"], mode
+        assert ids(result) == ["b", "a", "c", "d"], mode
 
 
 def test_limit_is_honoured_and_larger_limits_get_more_candidates(space) -> None:
@@ -230,19 +230,19 @@ def test_a_document_without_a_vector_is_found_by_hybrid_without_a_similarity_it_
     assert by_id["x"].keyword_rank == 1
 
 
-def test_many_identical_keyword_scores_still_return_the_oldest_first() -> None:
+def test_many_identical_keyword_scores_return_the_first_inserted_first() -> None:
     docs = Docs()
     index = SpaceIndex(None, DIMS, docs.fetch)
     changes = []
     for i in range(60):
-        # Written newest first, so tantivy's own order would be the reverse of ours.
+        # Created newest first: the creation time plays no part in the order of ties.
         doc = Document(id=f"d{i:02d}", author="did:plc:a", text="duplicate note", created_ms=1000 - i)
         docs.docs[i] = doc
         changes.append((i, doc))
     index.apply(changes, 1)
     index.commit()
     result = index.search(SearchRequest(mode="keyword", q="duplicate", limit=5))
-    assert ids(result) == ["d59", "d58", "d57", "d56", "d55"]
+    assert ids(result) == ["d00", "d01", "d02", "d03", "d04"]
 
 
 def test_stored_vectors_that_cannot_be_used_are_left_out_and_reported_and_the_rest_load() -> None:

@@ -28,7 +28,7 @@
 static int force_portable = 0;
 
 
-static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
+int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0) {
         PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous%s buffer", name, writable ? " writable" : "");
@@ -38,7 +38,7 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *
 }
 
 /* Release the acquired views of an array of them (a zeroed view was never acquired). */
-static void release_all(Py_buffer *views, int count)
+void engram_release_all(Py_buffer *views, int count)
 {
     for (int i = 0; i < count; i++)
         if (views[i].obj)
@@ -56,7 +56,7 @@ static Py_ssize_t *new_histograms(Py_ssize_t bits)
 }
 
 /* Say whether a buffer holds items of one byte-size and one of the given struct formats. */
-static int has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats)
+int engram_has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats)
 {
     const char *f = view->format == NULL ? "B" : view->format;
     if (f[0] == '<' || f[0] == '=' || f[0] == '@')
@@ -67,7 +67,7 @@ static int has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *fo
 /* Check the query and codes and give the number of rows, or -1 with an exception set. */
 static Py_ssize_t rows_of(const Py_buffer *q, const Py_buffer *c)
 {
-    if (!has_format(q, 1, "Bb?") || !has_format(c, 1, "Bb?")) {
+    if (!engram_has_format(q, 1, "Bb?") || !engram_has_format(c, 1, "Bb?")) {
         PyErr_SetString(PyExc_TypeError, "query and codes must hold bytes (uint8)");
         return -1;
     }
@@ -113,13 +113,13 @@ static PyObject *hamming(PyObject *self, PyObject *args)
     Py_buffer *q = &v[0], *c = &v[1], *o = &v[2];
     PyObject *result = NULL;
     Py_ssize_t *hist = NULL;
-    if (get_buffer(q_obj, q, 0, "query") < 0 || get_buffer(c_obj, c, 0, "codes") < 0
-        || get_buffer(o_obj, o, 1, "out") < 0)
+    if (engram_get_buffer(q_obj, q, 0, "query") < 0 || engram_get_buffer(c_obj, c, 0, "codes") < 0
+        || engram_get_buffer(o_obj, o, 1, "out") < 0)
         goto done;
     Py_ssize_t n = rows_of(q, c);
     if (n < 0)
         goto done;
-    if (!has_format(o, 2, "H")) {
+    if (!engram_has_format(o, 2, "H")) {
         PyErr_SetString(PyExc_TypeError, "out must hold uint16");
         goto done;
     }
@@ -132,7 +132,7 @@ static PyObject *hamming(PyObject *self, PyObject *args)
     result = Py_NewRef(Py_None);
 done:
     PyMem_RawFree(hist);
-    release_all(v, 3);
+    engram_release_all(v, 3);
     return result;
 }
 
@@ -153,17 +153,17 @@ static PyObject *nearest(PyObject *self, PyObject *args)
     Py_buffer *q = &v[0], *c = &v[1], *e = &v[2], *o = &v[3];
     PyObject *result = NULL;
     Py_ssize_t *hist = NULL;
-    if (get_buffer(q_obj, q, 0, "query") < 0 || get_buffer(c_obj, c, 0, "codes") < 0
-        || (e_obj != Py_None && get_buffer(e_obj, e, 0, "excluded") < 0) || get_buffer(o_obj, o, 1, "out") < 0)
+    if (engram_get_buffer(q_obj, q, 0, "query") < 0 || engram_get_buffer(c_obj, c, 0, "codes") < 0
+        || (e_obj != Py_None && engram_get_buffer(e_obj, e, 0, "excluded") < 0) || engram_get_buffer(o_obj, o, 1, "out") < 0)
         goto done;
     Py_ssize_t n = rows_of(q, c);
     if (n < 0)
         goto done;
-    if (e->obj != NULL && (!has_format(e, 1, "Bb?") || e->len != n)) {
+    if (e->obj != NULL && (!engram_has_format(e, 1, "Bb?") || e->len != n)) {
         PyErr_Format(PyExc_ValueError, "excluded must hold one byte per row (%zd), got %zd", n, e->len);
         goto done;
     }
-    if (!has_format(o, 8, "ql")) {
+    if (!engram_has_format(o, 8, "ql")) {
         PyErr_SetString(PyExc_TypeError, "out must hold int64");
         goto done;
     }
@@ -182,16 +182,16 @@ static PyObject *nearest(PyObject *self, PyObject *args)
     result = PyLong_FromSsize_t(written);
 done:
     PyMem_RawFree(hist);
-    release_all(v, 4);
+    engram_release_all(v, 4);
     return result;
 }
 
 
 /* Check that a buffer holds `count` items of one of the given formats and size, or set an error. */
-static int check_array(const Py_buffer *view, Py_ssize_t itemsize, const char *formats, Py_ssize_t count,
+int engram_check_array(const Py_buffer *view, Py_ssize_t itemsize, const char *formats, Py_ssize_t count,
                        const char *name)
 {
-    if (!has_format(view, itemsize, formats)) {
+    if (!engram_has_format(view, itemsize, formats)) {
         PyErr_Format(PyExc_TypeError, "%s has the wrong item type", name);
         return -1;
     }
@@ -223,16 +223,16 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     for (int i = 0; i < 11; i++)
-        if (get_buffer(objs[i], &v[i], i == 9 || i == 10, names[i]) < 0)
+        if (engram_get_buffer(objs[i], &v[i], i == 9 || i == 10, names[i]) < 0)
             goto done;
     Py_ssize_t m = v[0].len / 8, docs = v[1].len / 8, arena = v[4].len / 4, t = v[6].len / 8;
     Py_ssize_t vocab = v[9].len / 4;
-    if (check_array(&v[0], 8, "ql", -1, "ords") < 0 || check_array(&v[1], 8, "ql", -1, "starts") < 0
-        || check_array(&v[2], 4, "i", docs, "lengths") < 0 || check_array(&v[3], 8, "ql", docs, "doc_lengths") < 0
-        || check_array(&v[4], 4, "I", -1, "ids") < 0 || check_array(&v[5], 2, "H", arena, "tfs") < 0
-        || check_array(&v[6], 8, "ql", -1, "qids") < 0 || check_array(&v[7], 8, "ql", t, "cols") < 0
-        || check_array(&v[8], 8, "d", t, "idf") < 0 || check_array(&v[9], 4, "i", -1, "table") < 0
-        || check_array(&v[10], 8, "d", -1, "out") < 0)
+    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "ql", -1, "starts") < 0
+        || engram_check_array(&v[2], 4, "i", docs, "lengths") < 0 || engram_check_array(&v[3], 8, "ql", docs, "doc_lengths") < 0
+        || engram_check_array(&v[4], 4, "I", -1, "ids") < 0 || engram_check_array(&v[5], 2, "H", arena, "tfs") < 0
+        || engram_check_array(&v[6], 8, "ql", -1, "qids") < 0 || engram_check_array(&v[7], 8, "ql", t, "cols") < 0
+        || engram_check_array(&v[8], 8, "d", t, "idf") < 0 || engram_check_array(&v[9], 4, "i", -1, "table") < 0
+        || engram_check_array(&v[10], 8, "d", -1, "out") < 0)
         goto done;
     const int64_t *ords = v[0].buf, *starts = v[1].buf, *doc_lengths = v[3].buf, *qids = v[6].buf, *cols = v[7].buf;
     const int32_t *lengths = v[2].buf;
@@ -302,7 +302,7 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
     }
     result = Py_NewRef(Py_None);
 done:
-    release_all(v, 11);
+    engram_release_all(v, 11);
     return result;
 }
 
@@ -323,12 +323,12 @@ static PyObject *cosines(PyObject *self, PyObject *args)
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     for (int i = 0; i < 5; i++)
-        if (get_buffer(objs[i], &v[i], i == 4, names[i]) < 0)
+        if (engram_get_buffer(objs[i], &v[i], i == 4, names[i]) < 0)
             goto done;
     Py_ssize_t d = v[0].len / 8, m = v[3].len / 8;
-    if (check_array(&v[0], 8, "d", -1, "query") < 0 || check_array(&v[1], 2, "e", -1, "vectors") < 0
-        || check_array(&v[2], 8, "d", -1, "inv_norms") < 0 || check_array(&v[3], 8, "ql", -1, "ords") < 0
-        || check_array(&v[4], 4, "f", m, "out") < 0)
+    if (engram_check_array(&v[0], 8, "d", -1, "query") < 0 || engram_check_array(&v[1], 2, "e", -1, "vectors") < 0
+        || engram_check_array(&v[2], 8, "d", -1, "inv_norms") < 0 || engram_check_array(&v[3], 8, "ql", -1, "ords") < 0
+        || engram_check_array(&v[4], 4, "f", m, "out") < 0)
         goto done;
     if (d == 0 || (v[1].len / 2) % d != 0) {
         PyErr_SetString(PyExc_ValueError, "the query must have d > 0 components and vectors rows of d");
@@ -362,7 +362,7 @@ static PyObject *cosines(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    release_all(v, 5);
+    engram_release_all(v, 5);
     return result;
 }
 
@@ -380,9 +380,9 @@ static PyObject *self_dots(PyObject *self, PyObject *args)
     Py_buffer v[2];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    if (get_buffer(v_obj, &v[0], 0, "vectors") < 0 || get_buffer(o_obj, &v[1], 1, "out") < 0)
+    if (engram_get_buffer(v_obj, &v[0], 0, "vectors") < 0 || engram_get_buffer(o_obj, &v[1], 1, "out") < 0)
         goto done;
-    if (check_array(&v[0], 2, "e", -1, "vectors") < 0 || check_array(&v[1], 8, "d", -1, "out") < 0)
+    if (engram_check_array(&v[0], 2, "e", -1, "vectors") < 0 || engram_check_array(&v[1], 8, "d", -1, "out") < 0)
         goto done;
     Py_ssize_t n = v[1].len / 8, values = v[0].len / 2;
     if (n == 0 ? values != 0 : values % n != 0 || values == 0) {
@@ -399,7 +399,7 @@ static PyObject *self_dots(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    release_all(v, 2);
+    engram_release_all(v, 2);
     return result;
 }
 
@@ -438,6 +438,8 @@ static PyMethodDef methods[] = {
     {"bm25_parts", bm25_parts, METH_VARARGS, bm25_parts_doc},
     {"cosines", cosines, METH_VARARGS, cosines_doc},
     {"self_dots", self_dots, METH_VARARGS, self_dots_doc},
+    {"build_postings", engram_build_postings, METH_VARARGS, engram_build_postings_doc},
+    {"postings_scores", engram_postings_scores, METH_VARARGS, engram_postings_scores_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
     {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},

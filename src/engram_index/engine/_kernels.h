@@ -36,6 +36,21 @@ typedef double (*engram_self_dot_fn)(const uint16_t *v, Py_ssize_t d);
 #define ENGRAM_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
 #else
 #define ENGRAM_PREFETCH(p) ((void)(p))
+/* Buffer checks shared by the module's files (_kernels.c): acquire a C-contiguous view (writable
+ * when asked) or set TypeError; release the acquired ones of an array of views; say whether a view
+ * holds items of one size and format; check size, format and count (count < 0: any) or set an error. */
+int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name);
+void engram_release_all(Py_buffer *views, int count);
+int engram_has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats);
+int engram_check_array(const Py_buffer *view, Py_ssize_t itemsize, const char *formats, Py_ssize_t count,
+                       const char *name);
+
+/* The inverted postings of the term counts and the exact keyword scoring over them (_kernels_postings.c). */
+extern const char engram_build_postings_doc[];
+extern const char engram_postings_scores_doc[];
+PyObject *engram_build_postings(PyObject *self, PyObject *args);
+PyObject *engram_postings_scores(PyObject *self, PyObject *args);
+
 #endif
 static inline void engram_prefetch(const void *p, Py_ssize_t bytes)
 {
@@ -46,5 +61,20 @@ static inline void engram_prefetch(const void *p, Py_ssize_t bytes)
 /* The fastest dot products this CPU runs (the portable ones when asked); name: the loop's name. */
 engram_dot_fn engram_select_dot(int portable, const char **name);
 engram_self_dot_fn engram_select_self_dot(int portable);
+
+/* Buffer checks shared by the module's files (_kernels.c): acquire a C-contiguous view (writable
+ * when asked) or set TypeError; release the acquired ones of an array of views; say whether a view
+ * holds items of one size and format; check size, format and count (count < 0: any) or set an error. */
+int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name);
+void engram_release_all(Py_buffer *views, int count);
+int engram_has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats);
+int engram_check_array(const Py_buffer *view, Py_ssize_t itemsize, const char *formats, Py_ssize_t count,
+                       const char *name);
+
+/* The inverted postings of the term counts and the exact keyword scoring over them (_kernels_postings.c). */
+extern const char engram_build_postings_doc[];
+extern const char engram_postings_scores_doc[];
+PyObject *engram_build_postings(PyObject *self, PyObject *args);
+PyObject *engram_postings_scores(PyObject *self, PyObject *args);
 
 #endif

@@ -27,6 +27,39 @@ def bm25_parts(
 ) -> None:
     """Write each query term's BM25 part for each ordinal into out (ordinals x columns, float64, zeroed)."""
 
+def build_postings(
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    ids: np.ndarray,
+    tfs: np.ndarray,
+    post_starts: np.ndarray,
+    post_ords: np.ndarray,
+    post_tfs: np.ndarray,
+) -> None:
+    """Invert the term counts' rows into per-term postings (ascending ordinals) and their counts."""
+
+def postings_scores(
+    post_starts: np.ndarray,
+    post_ords: np.ndarray,
+    post_tfs: np.ndarray,
+    doc_lengths: np.ndarray,
+    tids: np.ndarray,
+    kinds: np.ndarray,
+    groups: np.ndarray,
+    weights: np.ndarray,
+    idf: np.ndarray,
+    k1: float,
+    b: float,
+    average: float,
+    stale: np.ndarray | None,
+    allowed: np.ndarray | None,
+    acc: np.ndarray,
+    mark: np.ndarray,
+    touched: np.ndarray,
+    values: np.ndarray,
+) -> int:
+    """Score every document holding a query term over the postings; write ordinals and scores, return how many."""
+
 def cosines(
     query: np.ndarray,
     vectors: np.ndarray,

@@ -1,17 +1,12 @@
-"""The keyword index: tantivy finds the best BM25 matches, our term counts score them.
+"""The keyword index: tantivy holds our terms durably; the term counts rank and score.
 
-We feed tantivy the analyzer's terms joined by spaces and index them with a whitespace
-tokenizer, so tantivy does the postings, segments, deletes, filters and a first BM25 ranking,
-while the analysis (identifiers, stems, CJK bigrams) stays ours and identical at query time.
-Beside it, the same terms go to a forward index (termcounts.py), which gives the reported BM25
-of tantivy's matches and of any other documents (the vector side's candidates) in one pass.
-
-tantivy's query is one sum of plain term clauses (each word's exact form, stem and identifier
-parts), which it prunes with block-max WAND: docs/design/engine.md measured it 4x faster than a
-disjunction-max per word. The reported score counts a word once: by its stem where the document
-holds it (every inflection, the exact form included), else by its exact form (an identifier
-is indexed whole without a stem), plus 0.6 × each identifier part. On SciFact this scores
-above the disjunction-max of exact, stem and parts that we ran before, in every mode.
+We feed tantivy the analyzer's terms joined by spaces under a whitespace tokenizer (postings,
+segments, deletes, filters, durable commits), and the same terms to a forward index
+(termcounts.py). Search ranks from the term counts: `exact_top` scores every document holding a
+query term over their inverted postings, so keyword search is the exact top-k by our BM25, which a
+window of tantivy's own ranking was not (docs/design/engine.md). A word counts once: by its stem
+where the document holds it (every inflection, the exact form included), else by its exact form
+(an identifier is indexed whole without a stem), plus 0.6 × each identifier part.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ import tantivy
 
 from engram_index.engine.analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
 from engram_index.errors import StorageError
-from engram_index.engine.termcounts import TermCounts
+from engram_index.engine.termcounts import QueryPlan, TermCounts
 from engram_index.engine.types import Document, Filters
 
 SCHEMA_VERSION = 1
@@ -82,6 +77,24 @@ def query_terms(words: Sequence[QueryWord]) -> list[str]:
 def _parts(word: QueryWord) -> list[str]:
     """A word's distinct identifier parts, other than the word itself."""
     return [p for p in dict.fromkeys(word.parts) if p != word.exact]
+
+
+def query_plan(words: Sequence[QueryWord]) -> QueryPlan:
+    """How the (searchable) words' terms add up, as `KeywordIndex._score` adds them: per word its stem
+    where the document holds it, else its exact form, plus PART_WEIGHT x each identifier part."""
+    columns: list[tuple[str, int, int, float]] = []
+    for group, word in enumerate(words, 1):
+        if word.stem and word.stem != word.exact:
+            columns += [(word.stem, 1, group, 1.0), (word.exact, 2, group, 1.0)]
+        else:
+            columns.append((word.exact, 0, 0, 1.0))
+        columns += [(part, 0, 0, PART_WEIGHT) for part in _parts(word)]
+    return QueryPlan(columns)
+
+
+# The postings' sums and _score's differ only by float64 rounding (~1e-15 of the score); anything
+# within this share of the k-th best is scored again exactly, float32 ties included.
+_EXACT_MARGIN = 1e-6
 
 
 def staging_path(path: Path) -> Path:
@@ -406,6 +419,45 @@ class KeywordIndex:
         order = np.argsort(-top, kind="stable")
         order = order[top[order] > 0]
         return found[order], top[order], cand_scores
+
+    def exact_top(
+        self, words: Sequence[QueryWord], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top-k by our BM25 (`exact_top_and_score` without other candidates)."""
+        ords, scores, _ = self.exact_top_and_score(words, k, allowed, np.empty(0, np.int64))
+        return ords, scores
+
+    def exact_top_and_score(
+        self, words: Sequence[QueryWord], k: int, allowed: np.ndarray | None, candidates: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The exact top-k by our BM25 (and every document tied with the k-th) among the documents the
+        term counts hold and `allowed` (a mask over ordinals, None: all) lets through: ordinals
+        ascending, scores as `scores` gives them; may hold more than k, never fewer than there are.
+
+        Every document holding a query term is scored over the postings; the best are scored again
+        from their rows, so that the reported scores are exactly `scores`' (and the ranking theirs).
+        Documents written since the postings were inverted are scored from their rows alone. The
+        third array is the BM25 of each of `candidates` (ordinals, the vector side's), scored in
+        the same pass over the rows.
+        """
+        words = searchable_words(words)
+        terms = query_terms(words)
+        if not terms or k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(candidates.size, np.float32)
+        ords, approx, stale = self.counts.matches(query_plan(words), allowed)
+        if ords.size > k:
+            kth = float(np.partition(approx, ords.size - k)[ords.size - k])
+            ords = ords[approx >= kth - _EXACT_MARGIN * abs(kth)]
+        if stale.size:
+            if allowed is not None:
+                inside = stale[stale < allowed.size]
+                stale = inside[allowed[inside]]
+            ords = np.concatenate([ords, stale])
+        ords = np.unique(ords)
+        scores = self._score(words, terms, np.concatenate([ords, candidates]))
+        top, candidate_scores = scores[: ords.size], scores[ords.size :]
+        keep = top > 0
+        return ords[keep], top[keep], candidate_scores
 
     def scores(self, words: Sequence[QueryWord], ords: Sequence[int] | np.ndarray) -> np.ndarray:
         """The BM25 score of each given ordinal (0 where no query word occurs)."""

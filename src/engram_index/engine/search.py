@@ -23,10 +23,9 @@ from engram_index.engine.vector import VectorIndex, vector_problem
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
 MIN_CANDIDATES = 200
 CANDIDATES_PER_RESULT = 4
-# Keyword-only search: how many of tantivy's matches per result are scored by the term counts.
-KEYWORD_WINDOW = 5
-# Keyword-only search scores at most this many documents written since the last keyword commit
-# from the term counts (which hold them at once); a caller that needs more commits first.
+# Keyword-only search finds every applied write by its words (the term counts hold them at once);
+# callers that mix it with hybrid search, which waits for the keyword commit, commit first past this
+# many uncommitted writes (kindgi/retrieve.py).
 PENDING_SCAN = 4096
 
 Fetch = Callable[[list[int]], dict[int, Document]]
@@ -254,17 +253,11 @@ class SpaceIndex:
         return None if ids is None else self.columns.id_ords(ids)
 
     def _order(self, ords: np.ndarray, scores: np.ndarray, limit: int) -> list[int]:
-        """Indexes into `ords` of the best `limit`, ties broken by older first, then id."""
+        """Indexes into `ords` of the best `limit`, ties broken by insertion ordinal (the earlier first)."""
         if not len(ords):
             return []
-        key = self.columns.tie_key
-        # Only the top slice (plus anything tied with its last score) needs the full sort.
-        order = np.argsort(-scores, kind="stable")
-        cut = min(limit, len(order)) - 1
-        bound = scores[order[cut]]
-        head: list[int] = order[scores[order] >= bound].tolist()
-        head.sort(key=lambda i: (-float(scores[i]), *key(int(ords[i]))))
-        return head[:limit]
+        top: list[int] = np.lexsort((ords, -np.asarray(scores, np.float64)))[:limit].tolist()
+        return top
 
     def _vector_search(self, req: SearchRequest) -> SearchResult:
         """Rank by cosine alone."""
@@ -284,21 +277,11 @@ class SpaceIndex:
         return SearchResult(out, "vector", hits.approximate)
 
     def _keyword_search(self, req: SearchRequest) -> SearchResult:
-        """Rank by BM25 alone."""
+        """Rank by BM25 alone: the exact top-k by our term counts (tantivy's own ranking plays no part)."""
         words = query_words(req.q or "")
-        # tantivy ranks by its own sum (every alternative at full weight), our counts re-score:
-        # a window of 5x the limit keeps SciFact's recall@100 (0.9216; 2x gave 0.9149).
-        k = max(KEYWORD_WINDOW * req.limit, 50)
-        # Taken before tantivy's searcher: a commit in between leaves them found one way or the other.
-        pending = self.keyword.pending_ords()
-        while True:
-            ords, bm25 = self.keyword.search(words, k, req.filters, self._allowed(req))
-            # Widen until the cut falls below the last kept score, so ties resolve by our rule
-            # (older first, then id) and not by where tantivy happened to stop.
-            if len(ords) < k or bm25[-1] < bm25[min(req.limit, len(bm25)) - 1]:
-                break
-            k *= 4
-        ords, bm25 = self._with_pending(words, req, pending, ords, bm25)
+        # The counts hold every applied write at once, so a write is found by its words before
+        # the keyword commit; the columns' mask makes the filters (and liveness) exact.
+        ords, bm25 = self.keyword.exact_top(words, req.limit, self.columns.mask(req.filters))
         ords, bm25 = self._live(ords, bm25)
         top = self._order(ords, bm25, req.limit)
         docs = self.fetch([int(ords[i]) for i in top])
@@ -311,31 +294,6 @@ class SpaceIndex:
         if req.explain:
             self._explain(out, words)
         return SearchResult(out, "keyword")
-
-    def _with_pending(
-        self, words: Sequence[QueryWord], req: SearchRequest, pending: np.ndarray, ords: np.ndarray,
-        bm25: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Add the matching documents written since the last commit, scored by the same term counts.
-
-        tantivy finds only committed documents; the term counts already hold every write, so a
-        document is found by its words as soon as it is applied (and a rewritten one by its new
-        words only: its committed copy scores by the counts too).
-        """
-        if not pending.size or pending.size > PENDING_SCAN:
-            return ords, bm25
-        mask = self.columns.mask(req.filters)
-        if mask is not None:
-            inside = pending[pending < mask.size]
-            pending = inside[mask[inside]]
-        if not pending.size:
-            return ords, bm25
-        extra = self.keyword.scores(words, pending)
-        found = extra > 0
-        ords = np.concatenate([ords, pending[found]])
-        bm25 = np.concatenate([bm25, extra[found]])
-        ords, first = np.unique(ords, return_index=True)
-        return ords, bm25[first]
 
     def _live(self, ords: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Drop ordinals deleted since the keyword index's last commit."""
@@ -357,9 +315,11 @@ class SpaceIndex:
         # limit (a pool sized for k = n would cost several times more for no better results).
         pool = max(n, vectors.default_candidates(req.limit))
         vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
-        # One keyword pass gives both the top n by BM25 and the exact BM25 of every vector
-        # candidate (docs/design/engine.md); deleted-but-uncommitted matches are dropped.
-        kw_ords, kw_scores, vec_bm25 = self.keyword.search_and_score(words, n, req.filters, vec.ords, self._allowed(req))
+        # The exact top n by our BM25 (ties: the earlier inserted), and every vector candidate's BM25.
+        kw_ords, kw_scores, vec_bm25 = self.keyword.exact_top_and_score(words, n, mask, vec.ords)
+        if kw_ords.size > n:
+            keep = np.lexsort((kw_ords, -kw_scores.astype(np.float64)))[:n]
+            kw_ords, kw_scores = kw_ords[keep], kw_scores[keep]
         kw_ords, kw_scores = self._live(kw_ords, kw_scores)
 
         ords = np.unique(np.concatenate([vec.ords, kw_ords]))

@@ -34,6 +34,30 @@ _VERSION = 1
 _MIN_CAPACITY = 1024
 _MAX_TF = int(np.iinfo(np.uint16).max)
 _ABSENT = -1  # the length of an ordinal without a document
+# Documents written since the postings were inverted are scored from their rows; past this many
+# (or a share of the live ones) the postings are inverted again, in one compiled pass.
+STALE_MAX = 256
+STALE_SHARE = 64
+
+
+class Postings:
+    """The term counts inverted at one moment: per term id, its holders (ascending) and their counts."""
+
+    def __init__(self, starts: np.ndarray, ords: np.ndarray, tfs: np.ndarray) -> None:
+        """Hold the offsets (one more than the vocabulary), the holders and their counts."""
+        self.starts, self.ords, self.tfs = starts, ords, tfs
+
+
+class QueryPlan:
+    """How a query's terms add up to a document's score, for the postings' scoring.
+
+    One column per (term, role): kind 0 adds its part, kind 1 (a word's stem) adds it and marks the
+    document with its group, kind 2 (the word's exact form) adds it where the stem did not.
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, int, int, float]]) -> None:
+        """Hold the columns as (term, kind, group, weight)."""
+        self.columns = list(columns)
 
 
 class TermCounts:
@@ -56,6 +80,11 @@ class TermCounts:
         self._mapped = False
         self._tables = threading.local()
         self.changed = False  # written since created, opened or saved
+        # The inverted postings (built when first searched) and the ordinals written since.
+        self._postings: Postings | None = None
+        self._stale: set[int] = set()
+        self._stale_mask: np.ndarray | None = None
+        self._postings_lock = threading.Lock()
 
     def __len__(self) -> int:
         """The number of documents held."""
@@ -80,6 +109,10 @@ class TermCounts:
             return
         self._writable()
         ords = np.fromiter(batch, np.int64, len(batch))
+        with self._postings_lock:
+            if self._postings is not None:
+                self._stale.update(batch)
+                self._stale_mask = None
         self._reserve_ords(int(ords.max()) + 1)
         self._drop(ords)
         held = [(ord_, row) for ord_, row in batch.items() if row is not None]
@@ -220,14 +253,71 @@ class TermCounts:
             return out
         qids = np.array([q for q, _ in columns], np.int64)
         cols = np.array([c for _, c in columns], np.int64)
-        df = self._df[qids].astype(np.float64)
-        idf = np.log1p((self._live - df + 0.5) / (df + 0.5))
+        idf = self._idf(qids)
         average = self._tokens / self._live
         # One compiled pass over the ordinals' rows, finding each entry's query term through a
         # lookup table over the vocabulary (the numpy version of it made some forty calls).
         _kernels.bm25_parts(ords, self._starts, self._lengths, self._doc_lengths, self._ids, self._tfs,
                             qids, cols, idf, self._table(), K1, B, average, out)
         return out
+
+    def _idf(self, qids: np.ndarray) -> np.ndarray:
+        """The idf of each term id (over the live documents)."""
+        df = self._df[qids].astype(np.float64)
+        out: np.ndarray = np.log1p((self._live - df + 0.5) / (df + 0.5))
+        return out
+
+    def inverted(self) -> tuple[Postings, np.ndarray, np.ndarray | None]:
+        """The postings, the ordinals written since they were inverted, and those as a mask (None: none);
+        inverted again when none are built yet or too many writes came since (the caller holds off writes)."""
+        with self._postings_lock:
+            if self._postings is None or len(self._stale) > max(STALE_MAX, self._live // STALE_SHARE):
+                held = self._lengths > 0
+                total = int(self._lengths[held].sum(dtype=np.int64))
+                starts = np.empty(len(self._terms) + 1, np.int64)
+                ords, tfs = np.empty(total, np.int32), np.empty(total, np.uint16)
+                _kernels.build_postings(self._starts, self._lengths, self._ids, self._tfs, starts, ords, tfs)
+                self._postings, self._stale, self._stale_mask = Postings(starts, ords, tfs), set(), None
+            stale = np.fromiter(self._stale, np.int64, len(self._stale))
+            if stale.size and self._stale_mask is None:
+                mask = np.zeros(self._lengths.size, bool)
+                mask[stale] = True
+                self._stale_mask = mask
+            return self._postings, stale, self._stale_mask if stale.size else None
+
+    def matches(self, plan: QueryPlan, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every document holding a query term that the postings hold (and `allowed` lets through), with
+        its score by the plan (float64, equal to `term_scores`' sums but for rounding), and the
+        ordinals written since the postings were inverted (not scored here: their postings are stale)."""
+        postings, stale, stale_mask = self.inverted()
+        vocab = self._vocab
+        tids = np.array([vocab.get(term, -1) for term, _, _, _ in plan.columns], np.int64)
+        tids[tids >= postings.starts.size - 1] = -1  # terms new since: only stale documents hold them
+        known = tids >= 0
+        if not known.any() or not self._live:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), stale
+        idf = np.ones(tids.size, np.float64)
+        idf[known] = self._idf(tids[known])
+        kinds = np.array([c[1] for c in plan.columns], np.int64)
+        groups = np.array([c[2] for c in plan.columns], np.int64)
+        weights = np.array([c[3] for c in plan.columns], np.float64)
+        acc, mark = self._scratch()
+        # Fresh outputs: their pages are committed only as far as they are written.
+        touched, values = np.empty(acc.size, np.int64), np.empty(acc.size, np.float64)
+        n = _kernels.postings_scores(postings.starts, postings.ords, postings.tfs, self._doc_lengths, tids, kinds,
+                                     groups, weights, idf, K1, B, self._tokens / self._live, stale_mask, allowed,
+                                     acc, mark, touched, values)
+        return touched[:n], values[:n], stale
+
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's zeroed accumulators and marks for the postings' scoring, one per ordinal (the
+        kernel leaves them zeroed): 12 bytes an ordinal a searching thread."""
+        size = self._lengths.size
+        scratch: tuple[np.ndarray, np.ndarray] | None = getattr(self._tables, "scratch", None)
+        if scratch is None or scratch[0].size != size:
+            scratch = (np.zeros(size, np.float64), np.zeros(size, np.int32))
+            self._tables.scratch = scratch
+        return scratch
 
     def _table(self) -> np.ndarray:
         """This thread's zeroed lookup table over the vocabulary (searches run on several threads)."""

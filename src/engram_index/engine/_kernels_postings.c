@@ -1,0 +1,229 @@
+/* The term counts' inverted postings and the exact keyword scoring over them (module functions of
+ * _kernels, registered in _kernels.c).
+ *
+ * Why: keyword-only search must return the exact top-k by our own BM25 (engine/termcounts.py),
+ * and tantivy ranks by its own sum, so a window of its best matches can miss documents that ours
+ * ranks high. Scoring every document that holds a query term, term at a time over postings, costs
+ * the postings' length and no more (docs/design/engine.md has the measurements). Both loops are
+ * scalar (no vectorised variant, so nothing to twin) and release the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_kernels.h"
+
+const char engram_build_postings_doc[] =
+"build_postings(starts, lengths, ids, tfs, post_starts, post_ords, post_tfs)\n--\n\n"
+"Invert the term counts' rows: ordinal o's row is ids/tfs[starts[o] : starts[o] + lengths[o]]\n"
+"(int64 starts, int32 lengths, negative: no row; uint32 ids, uint16 counts). Writes post_starts\n"
+"(int64, one more than the vocabulary), and each term's holders in ascending ordinal order into\n"
+"post_ords (int32) and their counts into post_tfs (uint16), both sized to the rows' entries.";
+
+PyObject *engram_build_postings(PyObject *self, PyObject *args)
+{
+    PyObject *objs[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO:build_postings", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5], &objs[6]))
+        return NULL;
+    static const char *names[7] = {"starts", "lengths", "ids", "tfs", "post_starts", "post_ords", "post_tfs"};
+    Py_buffer v[7];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    int64_t *cursor = NULL;
+    for (int i = 0; i < 7; i++)
+        if (engram_get_buffer(objs[i], &v[i], i >= 4, names[i]) < 0)
+            goto done;
+    Py_ssize_t docs = v[0].len / 8, arena = v[2].len / 4, vocab = v[4].len / 8 - 1, total = v[5].len / 4;
+    if (engram_check_array(&v[0], 8, "ql", -1, "starts") < 0 || engram_check_array(&v[1], 4, "i", docs, "lengths") < 0
+        || engram_check_array(&v[2], 4, "I", -1, "ids") < 0 || engram_check_array(&v[3], 2, "H", arena, "tfs") < 0
+        || engram_check_array(&v[4], 8, "ql", -1, "post_starts") < 0 || engram_check_array(&v[5], 4, "i", -1, "post_ords") < 0
+        || engram_check_array(&v[6], 2, "H", total, "post_tfs") < 0)
+        goto done;
+    if (vocab < 0) {
+        PyErr_SetString(PyExc_ValueError, "post_starts must hold one more value than the vocabulary");
+        goto done;
+    }
+    if (docs > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "ordinals must fit in int32");
+        goto done;
+    }
+    cursor = PyMem_RawMalloc(((size_t)vocab + 1) * sizeof(int64_t));
+    if (cursor == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *starts = v[0].buf;
+    const int32_t *lengths = v[1].buf;
+    const uint32_t *ids = v[2].buf;
+    const uint16_t *tfs = v[3].buf;
+    int64_t *post_starts = v[4].buf;
+    int32_t *post_ords = v[5].buf;
+    uint16_t *post_tfs = v[6].buf;
+    const char *problem = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    memset(post_starts, 0, ((size_t)vocab + 1) * sizeof(int64_t));
+    Py_ssize_t entries = 0;
+    for (Py_ssize_t o = 0; o < docs && problem == NULL; o++) {
+        if (lengths[o] <= 0)
+            continue;
+        int64_t from = starts[o], stop = from + lengths[o];
+        if (from < 0 || stop > arena) {
+            problem = "a row lies outside the arena";
+            break;
+        }
+        for (int64_t j = from; j < stop; j++) {
+            if (ids[j] >= (uint32_t)vocab) {
+                problem = "a term id lies outside the vocabulary";
+                break;
+            }
+            post_starts[ids[j] + 1]++;
+        }
+        entries += lengths[o];
+    }
+    if (problem == NULL && entries != total)
+        problem = "post_ords and post_tfs must hold one entry per row entry";
+    if (problem == NULL) {
+        for (Py_ssize_t t = 0; t < vocab; t++)
+            post_starts[t + 1] += post_starts[t];
+        memcpy(cursor, post_starts, ((size_t)vocab + 1) * sizeof(int64_t));
+        /* Ordinals are visited in ascending order, so each term's holders come out sorted. */
+        for (Py_ssize_t o = 0; o < docs; o++) {
+            if (lengths[o] <= 0)
+                continue;
+            for (int64_t j = starts[o], stop = starts[o] + lengths[o]; j < stop; j++) {
+                int64_t at = cursor[ids[j]]++;
+                post_ords[at] = (int32_t)o;
+                post_tfs[at] = tfs[j];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(cursor);
+    engram_release_all(v, 7);
+    return result;
+}
+
+const char engram_postings_scores_doc[] =
+"postings_scores(post_starts, post_ords, post_tfs, doc_lengths, tids, kinds, groups, weights, idf,\n"
+"                k1, b, average, stale, allowed, acc, mark, touched, values)\n--\n\n"
+"Score every document holding a query term, term at a time over the postings; return how many.\n"
+"Query column q is term tids[q] (int64; negative: absent) with weight weights[q] x idf[q]\n"
+"(float64, > 0) and a kind (int64): 0 adds its part, 1 adds it and marks the document with\n"
+"groups[q] (a word's stem), 2 adds it only where that group's mark is not set (the word's exact\n"
+"form, where the stem is absent). stale and allowed (bool, or None) skip documents: stale ones,\n"
+"and ones not allowed (beyond allowed's end: not allowed). acc (float64) and mark (int32) are\n"
+"zeroed scratch, one per ordinal, left zeroed; touched (int64) and values (float64), as long,\n"
+"receive each scored ordinal (in the order first met) and its score.";
+
+/* A bool-or-None mask's view: *n = -1 for None. */
+static int optional_mask(PyObject *obj, Py_buffer *view, const char *name, Py_ssize_t *n)
+{
+    *n = -1;
+    if (obj == Py_None)
+        return 0;
+    if (engram_get_buffer(obj, view, 0, name) < 0 || engram_check_array(view, 1, "?Bb", -1, name) < 0)
+        return -1;
+    *n = view->len;
+    return 0;
+}
+
+PyObject *engram_postings_scores(PyObject *self, PyObject *args)
+{
+    PyObject *objs[16];
+    double k1, b, average;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOdddOOOOOO:postings_scores", &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &k1, &b, &average, &objs[9], &objs[10],
+                          &objs[11], &objs[12], &objs[13], &objs[14]))
+        return NULL;
+    static const char *names[16] = {"post_starts", "post_ords", "post_tfs", "doc_lengths", "tids", "kinds",
+                                    "groups", "weights", "idf", "stale", "allowed", "acc", "mark", "touched",
+                                    "values", ""};
+    Py_buffer v[15];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    for (int i = 0; i < 15; i++) {
+        if (i == 9 || i == 10)
+            continue;
+        if (engram_get_buffer(objs[i], &v[i], i >= 11, names[i]) < 0)
+            goto done;
+    }
+    Py_ssize_t stale_n, allowed_n;
+    if (optional_mask(objs[9], &v[9], "stale", &stale_n) < 0 || optional_mask(objs[10], &v[10], "allowed", &allowed_n) < 0)
+        goto done;
+    Py_ssize_t vocab = v[0].len / 8 - 1, total = v[1].len / 4, docs = v[3].len / 8, t = v[4].len / 8, m = v[11].len / 8;
+    if (engram_check_array(&v[0], 8, "ql", -1, "post_starts") < 0 || engram_check_array(&v[1], 4, "i", -1, "post_ords") < 0
+        || engram_check_array(&v[2], 2, "H", total, "post_tfs") < 0 || engram_check_array(&v[3], 8, "ql", -1, "doc_lengths") < 0
+        || engram_check_array(&v[4], 8, "ql", -1, "tids") < 0 || engram_check_array(&v[5], 8, "ql", t, "kinds") < 0
+        || engram_check_array(&v[6], 8, "ql", t, "groups") < 0 || engram_check_array(&v[7], 8, "d", t, "weights") < 0
+        || engram_check_array(&v[8], 8, "d", t, "idf") < 0 || engram_check_array(&v[11], 8, "d", -1, "acc") < 0
+        || engram_check_array(&v[12], 4, "i", m, "mark") < 0 || engram_check_array(&v[13], 8, "ql", m, "touched") < 0
+        || engram_check_array(&v[14], 8, "d", m, "values") < 0)
+        goto done;
+    if (vocab < 0) {
+        PyErr_SetString(PyExc_ValueError, "post_starts must hold one more value than the vocabulary");
+        goto done;
+    }
+    const int64_t *post_starts = v[0].buf, *doc_lengths = v[3].buf, *tids = v[4].buf, *kinds = v[5].buf;
+    const int64_t *groups = v[6].buf;
+    const int32_t *post_ords = v[1].buf;
+    const uint16_t *post_tfs = v[2].buf;
+    const double *weights = v[7].buf, *idf = v[8].buf;
+    const uint8_t *stale = v[9].buf, *allowed = v[10].buf;
+    for (Py_ssize_t q = 0; q < t; q++) {
+        if (tids[q] >= vocab || kinds[q] < 0 || kinds[q] > 2 || !(weights[q] > 0) || !(idf[q] > 0)
+            || (tids[q] >= 0 && (post_starts[tids[q]] < 0 || post_starts[tids[q]] > post_starts[tids[q] + 1]
+                                 || post_starts[tids[q] + 1] > total))) {
+            PyErr_Format(PyExc_ValueError, "query column %zd: term, kind, weight or postings out of range", q);
+            goto done;
+        }
+    }
+    double *acc = v[11].buf, *values = v[14].buf;
+    int32_t *mark = v[12].buf;
+    int64_t *touched = v[13].buf;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < t; q++) {
+        if (tids[q] < 0)
+            continue;
+        double scale = weights[q] * idf[q] * (k1 + 1.0);
+        int64_t kind = kinds[q];
+        int32_t group = (int32_t)groups[q];
+        for (int64_t p = post_starts[tids[q]], stop = post_starts[tids[q] + 1]; p < stop; p++) {
+            int32_t d = post_ords[p];
+            if (d < 0 || d >= m || d >= docs)
+                continue;
+            if (stale_n >= 0 && d < stale_n && stale[d])
+                continue;
+            if (allowed_n >= 0 && (d >= allowed_n || !allowed[d]))
+                continue;
+            if (kind == 2 && mark[d] == group)
+                continue;
+            double tf = (double)post_tfs[p];
+            double norm = k1 * (average > 0 ? 1.0 - b + b * (double)doc_lengths[d] / average : 1.0 - b);
+            if (acc[d] == 0.0)
+                touched[n++] = d;
+            acc[d] += scale * tf / (tf + norm);
+            if (kind == 1)
+                mark[d] = group;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t d = touched[i];
+        values[i] = acc[d];
+        acc[d] = 0.0;
+        mark[d] = 0;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(n);
+done:
+    engram_release_all(v, 15);
+    return result;
+}
