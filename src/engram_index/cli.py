@@ -448,6 +448,7 @@ def make_embedder(spec: str) -> Embedder | None:
 from engram_index import cli_admin, cli_keys  # noqa: E402,F401  (register `spaces`, `dev-credential` and `keys` on main)
 from engram_index import cli_dev  # noqa: E402,F401  (registers `dev-network` on main)
 from engram_index import cli_search  # noqa: E402,F401  (registers `search` on main)
+from engram_index import cli_locomo  # noqa: E402,F401  (registers `eval locomo`)
 
 
 if __name__ == "__main__":  # pragma: no cover
