@@ -203,11 +203,12 @@ def _step(tell: Progress, what: str, total: int) -> Callable[[int], None]:
     return lambda done: tell(what, done, total)
 
 
-def run(conversations: list[Conversation], embedder: Embedder | None, faces: tuple[str, ...],
-        progress: Progress | None = None) -> dict[str, dict[str, Any]]:
-    """Load every conversation into each face, ask every question in each mode; the scores per face and mode."""
-    from engram_index.locomo import Scores
+Answers = dict[str, dict[str, list[list[str]]]]  # face -> mode -> per question, the turns found
 
+
+def answers(conversations: list[Conversation], embedder: Embedder | None, faces: tuple[str, ...],
+            progress: Progress | None = None) -> Answers:
+    """Load every conversation into each face, ask every question in each mode; the turns each found."""
     tell = progress or (lambda _what, _done, _total: None)
     with tempfile.TemporaryDirectory(prefix="engram-locomo-") as tmp:
         data = Path(tmp)
@@ -223,12 +224,27 @@ def run(conversations: list[Conversation], embedder: Embedder | None, faces: tup
             if "garden.engram" in faces:
                 wait_loaded(served, conversations)
             questions = [q for c in conversations for q in c.questions]
-            out: dict[str, dict[str, Any]] = {}
+            out: Answers = {}
             for face in faces:
                 for mode in FACES[face]:
-                    scores = Scores()
+                    found = out.setdefault(face, {}).setdefault(mode, [])
                     for n, q in enumerate(questions, 1):
-                        scores.add(served.ask(face, mode, q), q)
+                        found.append(served.ask(face, mode, q))
                         tell(f"{face} {mode}", n, len(questions))
-                    out.setdefault(face, {})[mode] = scores.table()
             return out
+
+
+def run(conversations: list[Conversation], embedder: Embedder | None, faces: tuple[str, ...],
+        progress: Progress | None = None) -> dict[str, dict[str, Any]]:
+    """R@k per face and mode (and per category) of every question (`answers`)."""
+    from engram_index.locomo import Scores
+
+    questions = [q for c in conversations for q in c.questions]
+    out: dict[str, dict[str, Any]] = {}
+    for face, modes in answers(conversations, embedder, faces, progress).items():
+        for mode, found in modes.items():
+            scores = Scores()
+            for returned, q in zip(found, questions):
+                scores.add(returned, q)
+            out.setdefault(face, {})[mode] = scores.table()
+    return out

@@ -25,9 +25,11 @@ from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
 from engram_index.kindgi.scope import reader_groups, scope_tags
+from engram_index.ranking import insertion_keys, rrf, stable_order
 
 # How deep each leg of `both` goes: twice the limit, at least this many.
 MIN_LEG_DEPTH = 20
+LEGS = ("keyword", "semantic")  # the order of `both`'s legs: ties keep the keyword leg's order
 
 
 def _explanation(hit: Hit | None, rank: int, leg: str) -> dict[str, Any]:
@@ -105,6 +107,11 @@ class Retriever:
         if vector is not None:
             legs["semantic"] = self.facts.collections.search(name, SearchRequest(
                 "vector", vector=vector.result(), limit=depth, filters=filters, explain=False)).hits
+        index = self.facts.collections.index(name)
+        for leg, leg_hits in legs.items():  # equal scores by insertion order, not by the facts' random ids
+            ids = [h.document.id for h in leg_hits]
+            order = dict(zip(ids, insertion_keys(index, ids)))
+            legs[leg] = stable_order(leg_hits, lambda h: float(h.score), lambda h: (order[h.document.id],))
         ranked = self._rank(intent.mode, legs)[: intent.limit]
         found = self.facts.retrievable(tenant, [fid for fid, _, _ in ranked])
         out: list[dict[str, Any]] = []
@@ -130,26 +137,15 @@ class Retriever:
                     why["snippet"] = snippet
                 out.append((hit.document.id, float(score or 0.0), why))
             return out
-        fused: dict[str, dict[str, Any]] = {}
-        order = 0
-        for leg in ("keyword", "semantic"):
-            for rank, hit in enumerate(legs[leg], 1):
-                entry = fused.get(hit.document.id)
-                if entry is None:
-                    entry = fused[hit.document.id] = {"score": 0.0, "first": order, "ranks": {}, "hits": {}}
-                    order += 1
-                if leg not in entry["ranks"]:
-                    entry["score"] += 1.0 / (RRF_K + rank)
-                    entry["ranks"][leg] = rank
-                    entry["hits"][leg] = hit
-        best = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[1]["first"]))
+        hits = {leg: {h.document.id: h for h in legs[leg]} for leg in ("keyword", "semantic")}
+        best = rrf([[h.document.id for h in legs["keyword"]], [h.document.id for h in legs["semantic"]]], RRF_K)
         out = []
-        for fid, entry in best:
-            why = {leg: _explanation(entry["hits"].get(leg), entry["ranks"].get(leg, 0), leg)
-                   for leg in ("keyword", "semantic") if leg in entry["ranks"]}
-            why["fusion"] = {"method": "rrf", "k": RRF_K, "ranks": entry["ranks"]}
-            snippet = _snippet(entry["hits"].get("keyword"))
+        for fid, score, leg_ranks in best:
+            ranks = {LEGS[leg]: rank for leg, rank in leg_ranks.items()}
+            why = {leg: _explanation(hits[leg].get(fid), rank, leg) for leg, rank in ranks.items()}
+            why["fusion"] = {"method": "rrf", "k": RRF_K, "ranks": ranks}
+            snippet = _snippet(hits["keyword"].get(fid))
             if snippet is not None:
                 why["snippet"] = snippet
-            out.append((fid, float(entry["score"]), why))
+            out.append((fid, float(score), why))
         return out

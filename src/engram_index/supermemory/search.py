@@ -26,6 +26,7 @@ from engram_index.engine.analyzer import query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
 from engram_index.engine.types import Filters, Hit, SearchRequest
+from engram_index.ranking import content_words, insertion_keys, one_per_source, stable_order
 from engram_index.supermemory import filters as v5filters
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
@@ -51,6 +52,7 @@ class Candidate:
     explainer: Explainer  # the query's, for the explanation
     vector: bool  # scored with its cosine (an embedder is configured)
     coverage: float
+    order: int = 0  # insertion order in its collection (documents are processed in the order sent): the tie-break
     rerank: float | None = None
 
     @property
@@ -70,9 +72,32 @@ def coverages(whole: np.ndarray, part: np.ndarray) -> np.ndarray:
     return score
 
 
+def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str]]:
+    """Each candidate's source: a chunk is its own; a memory is the candidate chunk of its document
+    that holds its statement (a memory is a statement of its document), else its own."""
+    chunks: dict[str, list[Candidate]] = {}
+    for c in found:
+        if c.kind == "chunk":
+            chunks.setdefault(c.doc_id, []).append(c)
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for c in found:
+        out[(c.kind, c.id)] = (c.kind, c.id)
+        if c.kind == "memory" and c.doc_id in chunks:
+            statement = " ".join(c.text.split())
+            for chunk in chunks[c.doc_id]:
+                if statement in " ".join(chunk.text.split()):
+                    out[(c.kind, c.id)] = ("chunk", chunk.id)
+                    break
+    return out
+
+
 def rank(found: Sequence[Candidate], limit: int, threshold: float) -> list[Candidate]:
-    """The best `limit` candidates at or above `threshold`, ties by kind then id."""
-    return sorted((c for c in found if c.similarity >= threshold), key=lambda c: (-c.similarity, c.kind, c.id))[:limit]
+    """The best `limit` candidates at or above `threshold`, one per source (a memory and the chunk it
+    came from take one place: the better), ties by insertion order, then kind."""
+    kept = stable_order((c for c in found if c.similarity >= threshold), lambda c: c.similarity,
+                        lambda c: (c.order, c.kind))
+    source = _sources(kept)
+    return one_per_source(kept, lambda c: source[(c.kind, c.id)])[:limit]
 
 
 def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filters, set[str] | None, bool]:
@@ -106,7 +131,9 @@ def check_features(face: Face, body: dict[str, Any]) -> None:
 def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
                at_ms: int) -> list[Candidate]:
     """The scored candidates of one query in the mode's collections."""
-    explainer = Explainer(searchable_words(query_words(query)))
+    words = query_words(query)
+    explainer = Explainer(searchable_words(words))
+    topic = content_words(words)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
     out: list[Candidate] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
@@ -133,13 +160,15 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         hits = [h for h in face.collections.search(name, request).hits
                 if h.document.id not in skip and not excluded.intersection(h.document.tags)
                 and (required is None or required.intersection(h.document.tags))]
-        # Which query words each holds, from the index's term counts (one pass for all of them).
-        held = coverages(*face.collections.index(name).holds(explainer.words, [h.document.id for h in hits]))
-        for hit, cov in zip(hits, held):
+        # Which content words each holds, from the index's term counts (one pass for all of them).
+        index = face.collections.index(name)
+        ids = [h.document.id for h in hits]
+        held = coverages(*index.holds(topic, ids))
+        for hit, cov, order in zip(hits, held, insertion_keys(index, ids)):
             doc = hit.document
             meta = doc.metadata or {}
             out.append(Candidate(kind, doc.id, str(meta.get("doc", "")), doc.text, hit, explainer, use_vector,
-                                 float(cov)))
+                                 float(cov), order))
     return out
 
 
