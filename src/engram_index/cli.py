@@ -161,7 +161,8 @@ def eval_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--half", type=click.Choice(["all", "even", "odd"]), default="all", show_default=True,
               help="Score only the queries at even or odd positions (tuning / held-out halves).")
-def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
+@click.option("--all-words", is_flag=True, help="Search every query word, not only its content words (as before).")
+def eval_scifact(data_dir: Path, as_json: bool, half: str, all_words: bool) -> None:
     """nDCG@10 and Recall@100 for keyword, vector, hybrid-convex and hybrid-rrf.
 
     Example: engram-index eval scifact --data-dir ../shared/data/scifact --json
@@ -175,7 +176,8 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str) -> None:
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task("eval", total=None)
-        result = evaluate(data_dir, lambda name, done, total: bar.update(task, description=name, completed=done, total=total), ids)
+        result = evaluate(data_dir, lambda name, done, total: bar.update(task, description=name, completed=done, total=total), ids,
+                          not all_words)
     if as_json:
         click.echo(json.dumps(result))
         return

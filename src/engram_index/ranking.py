@@ -21,32 +21,42 @@ docs/design/ranking.md has the measurements behind each step.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
-from engram_index.engine.analyzer import STOPWORDS, QueryWord
+from engram_index.engine.analyzer import STOPWORDS, QueryWord, query_words
 from engram_index.engine.search import SpaceIndex
+from engram_index.engine.types import Document, Filters, Hit
 
 T = TypeVar("T")
 
-# English question and function words beyond the analyzer's list: interrogatives, auxiliaries,
-# pronouns, determiners and prepositions that carry no topic of their own.
-QUESTION_WORDS: frozenset[str] = frozenset(
-    "what when where which who whom whose why how whats hows "
-    "do does did done doing have has had having am were been being can could would should shall may might must "
-    "i me my mine myself we us our ours you your yours he him his she her hers its they them theirs "
-    "about from up down out over after before during since some any all each other both "
-    "so than too very just also ever much many more most kind sort type get got".split()
+# English question words beyond the analyzer's list: interrogatives, the auxiliaries questions are
+# built with, and personal pronouns. They drop out of questions only (`is_question`): a claim or a
+# statement keeps them ("X has no effect", "class I"; SciFact lost nDCG when claims lost them).
+# Prepositions, quantifiers and modals always stay: "before", "after", "more" carry meaning.
+INTERROGATIVES: frozenset[str] = frozenset("what when where which who whom whose why how".split())
+QUESTION_WORDS: frozenset[str] = INTERROGATIVES | frozenset(
+    "do does did doing have has had having am were been being "
+    "i me my mine myself we us our ours you your yours he him his she her hers its they them theirs".split()
 )
+_OPENERS = INTERROGATIVES | frozenset("do does did is are was were has have had can could will would should".split())
 CONTENT_STOPWORDS: frozenset[str] = STOPWORDS | QUESTION_WORDS
 
 
-def content_words(words: Sequence[QueryWord]) -> list[QueryWord]:
-    """The query's distinct content words (all its distinct words when it has none)."""
+def is_question(words: Sequence[QueryWord], text: str) -> bool:
+    """Whether the query is a question: it ends with a question mark or opens with a question word."""
+    return text.rstrip().endswith(("?", "？")) or (bool(words) and words[0].exact in _OPENERS)
+
+
+def content_words(words: Sequence[QueryWord], text: str) -> list[QueryWord]:
+    """The query's distinct content words: without the analyzer's stopwords, and in a question without
+    its question words too (all its distinct words when that leaves none)."""
+    drop = CONTENT_STOPWORDS if is_question(words, text) else STOPWORDS
     seen: set[str] = set()
     out: list[QueryWord] = []
-    kept = [w for w in words if w.exact not in CONTENT_STOPWORDS] or list(words)
+    kept = [w for w in words if w.exact not in drop] or list(words)
     for word in kept:
         if word.exact not in seen:
             seen.add(word.exact)
@@ -92,3 +102,84 @@ def rrf(legs: Sequence[Sequence[str]], k: int) -> list[tuple[str, float, dict[in
             fused[item] = (score + 1.0 / (k + rank), first, ranks)
     best = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
     return [(item, score, ranks) for item, (score, _, ranks) in best]
+
+
+def content_query(query: str) -> str:
+    """The query's text without its question and function words (as the keyword leg searches it)."""
+    words = query_words(query)
+    if not is_question(words, query):
+        return query
+    kept = [w for w in words if w.exact not in CONTENT_STOPWORDS]
+    return " ".join(query[w.start:w.end] for w in kept) if kept else query
+
+
+Neighbours = Callable[[Document, Document], bool]  # (earlier, later): whether `earlier` is context of `later`
+
+
+def _usable(index: SpaceIndex, ords: np.ndarray, filters: Filters) -> np.ndarray:
+    """Which ordinals are live and pass the filters."""
+    live = index.columns.live
+    ok = (ords >= 0) & (ords < live.size)
+    ok[ok] = live[ords[ok]]
+    mask = index.columns.mask(filters)
+    if mask is not None:
+        inside = ok & (ords < mask.size)
+        ok &= inside
+        ok[inside] = mask[ords[inside]]
+    return ok
+
+
+@dataclass
+class Context:
+    """Candidates with their conversation context: each candidate's ordinal and document, and the
+    turn before it (its ordinal, and whether it is its context)."""
+
+    ords: np.ndarray
+    prev: np.ndarray
+    has_prev: np.ndarray
+    docs: dict[int, Document]
+
+
+def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours) -> Context:
+    """The hits and the turns just after them (an answer often holds none of the question's words: the
+    question before it does), each with the turn just before it when `neighbours` says it is its
+    context. Call inside `index.reading()`."""
+    ords = index.columns.ids_to_ords([h.document.id for h in hits])
+    ords = ords[ords >= 0]
+    after = ords + 1
+    cands = np.unique(np.concatenate([ords, after[_usable(index, after, filters)]]))
+    prev = cands - 1
+    has_prev = _usable(index, prev, filters)
+    docs = index.fetch(sorted({int(o) for o in cands} | {int(o) for o in prev[has_prev]}))
+    for i, (c, p) in enumerate(zip(cands, prev)):
+        if has_prev[i]:
+            earlier, later = docs.get(int(p)), docs.get(int(c))
+            has_prev[i] = earlier is not None and later is not None and neighbours(earlier, later)
+    return Context(cands, prev, has_prev, docs)
+
+
+def context_keyword(index: SpaceIndex, query: str, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
+                    limit: int) -> list[Hit]:
+    """Re-score keyword hits with their conversation context (`with_context`): each query word counts
+    with its better BM25 part, in the turn or in the turn just before it; best first, ties by
+    insertion order."""
+    asked = content_query(query)
+    words = content_words(query_words(asked), asked)
+    with index.reading():
+        ctx = with_context(index, hits, filters, neighbours)
+        total = np.zeros(ctx.ords.size)
+        for word in words:  # each word counts once: where it scores best, in the turn or in its context
+            own = index.keyword.scores([word], ctx.ords).astype(np.float64)
+            if ctx.has_prev.any():
+                own[ctx.has_prev] = np.maximum(own[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
+            total += own
+    order = sorted(range(ctx.ords.size), key=lambda i: (-float(total[i]), int(ctx.ords[i])))
+    out: list[Hit] = []
+    for i in order:
+        doc = ctx.docs.get(int(ctx.ords[i]))
+        if doc is None or total[i] <= 0:
+            continue
+        out.append(Hit(doc, float(total[i]), bm25=float(total[i]), keyword_rank=len(out) + 1))
+        if len(out) == limit:
+            break
+    return out

@@ -26,7 +26,10 @@ from engram_index.engine.analyzer import query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
 from engram_index.engine.types import Filters, Hit, SearchRequest
-from engram_index.ranking import content_words, insertion_keys, one_per_source, stable_order
+from engram_index.engine.analyzer import QueryWord
+from engram_index.engine.search import SpaceIndex
+from engram_index.engine.types import Document
+from engram_index.ranking import content_query, content_words, insertion_keys, one_per_source, stable_order, with_context
 from engram_index.supermemory import filters as v5filters
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
@@ -38,6 +41,8 @@ VECTOR_WEIGHT = 0.7
 RELATED_LIMIT = 5
 FORMULA_VECTOR = "0.7 * max(cosine, 0) + 0.3 * keywordCoverage"
 FORMULA_KEYWORD = "keywordCoverage"
+COLLAPSE_INTO_CHUNK = True
+CONTEXT = True  # chunks count the words of the chunk before them in their conversation
 
 
 @dataclass(slots=True)
@@ -92,11 +97,15 @@ def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str
 
 
 def rank(found: Sequence[Candidate], limit: int, threshold: float) -> list[Candidate]:
-    """The best `limit` candidates at or above `threshold`, one per source (a memory and the chunk it
-    came from take one place: the better), ties by insertion order, then kind."""
+    """The best `limit` candidates at or above `threshold`, one per source, ties by insertion order, then
+    kind. A memory and the chunk it came from take one place: the chunk's when it is a candidate (it
+    holds the whole turn and its context), else the memory's."""
     kept = stable_order((c for c in found if c.similarity >= threshold), lambda c: c.similarity,
                         lambda c: (c.order, c.kind))
     source = _sources(kept)
+    if COLLAPSE_INTO_CHUNK:
+        covered = {source[(c.kind, c.id)] for c in kept if c.kind == "chunk"}
+        kept = [c for c in kept if c.kind == "chunk" or source[(c.kind, c.id)] not in covered]
     return one_per_source(kept, lambda c: source[(c.kind, c.id)])[:limit]
 
 
@@ -133,7 +142,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     """The scored candidates of one query in the mode's collections."""
     words = query_words(query)
     explainer = Explainer(searchable_words(words))
-    topic = content_words(words)  # coverage counts what the query is about, not its question words
+    topic = content_words(words, query)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
     out: list[Candidate] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
@@ -150,7 +159,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
             if not forgotten:
                 skip = face.expired_ids(ns, at_ms)
         want = min(max(3 * limit, 30), 300) + len(skip)
-        request = SearchRequest("hybrid" if use_vector else "keyword", q=query,
+        request = SearchRequest("hybrid" if use_vector else "keyword", q=content_query(query),
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
                                 explain=False)
         excluded = set(engine_filters.none_tags)
@@ -162,13 +171,58 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
                 and (required is None or required.intersection(h.document.tags))]
         # Which content words each holds, from the index's term counts (one pass for all of them).
         index = face.collections.index(name)
-        ids = [h.document.id for h in hits]
-        held = coverages(*index.holds(topic, ids))
-        for hit, cov, order in zip(hits, held, insertion_keys(index, ids)):
+        if kind == "chunk" and CONTEXT:
+            scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None)
+        else:
+            ids = [h.document.id for h in hits]
+            scored = list(zip(hits, coverages(*index.holds(topic, ids)), insertion_keys(index, ids)))
+        for hit, cov, order in scored:
             doc = hit.document
             meta = doc.metadata or {}
             out.append(Candidate(kind, doc.id, str(meta.get("doc", "")), doc.text, hit, explainer, use_vector,
                                  float(cov), order))
+    return out
+
+
+def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
+                topic: Sequence[QueryWord], vector: Any) -> list[tuple[Hit, float, int]]:
+    """Chunks with their conversation context (ranking.with_context): a chunk holds a content word when
+    it or the chunk just before it does, when that one is of the same document or of a document of the
+    same date (a conversation's turns of one session); the chunks just after the hits join them."""
+    dates: dict[str, str | None] = {}
+
+    def date(doc_id: str) -> str | None:
+        if doc_id not in dates:
+            row = face.documents(ns, [doc_id]).get(doc_id)
+            dates[doc_id] = row.date if row is not None else None
+        return dates[doc_id]
+
+    def neighbours(earlier: Document, later: Document) -> bool:
+        a, b = str((earlier.metadata or {}).get("doc", "")), str((later.metadata or {}).get("doc", ""))
+        return a == b or (date(a) is not None and date(a) == date(b))
+
+    known = {h.document.id: h for h in hits}
+    with index.reading():
+        ctx = with_context(index, hits, filters, neighbours)
+        cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
+                   if vector is not None and index.vectors is not None else None)
+    docs = [ctx.docs.get(int(o)) for o in ctx.ords]
+    ids = [d.id if d is not None else "" for d in docs]
+    whole, part = index.holds(topic, ids)
+    if ctx.has_prev.any():
+        prev_ids = [ctx.docs[int(p)].id if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
+        before_whole, before_part = index.holds(topic, prev_ids)
+        whole, part = whole | before_whole, part | before_part
+    held = coverages(whole, part)
+    out: list[tuple[Hit, float, int]] = []
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        hit = known.get(doc.id)
+        if hit is None:
+            sim = None if cosines is None or np.isnan(cosines[i]) else float(cosines[i])
+            hit = Hit(doc, 0.0, similarity=sim)
+        out.append((hit, float(held[i]), int(ctx.ords[i])))
     return out
 
 

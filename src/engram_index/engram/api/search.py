@@ -8,6 +8,7 @@ from typing import Any
 from starlette.requests import Request
 
 from engram_index.engine.types import Filters, Mode, SearchRequest
+from engram_index.ranking import content_query
 from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.store.sqlite import SpaceInfo
@@ -68,7 +69,8 @@ async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: Quer
     since = params.get("since")
     return SearchRequest(
         mode=mode,
-        q=q,
+        # The keyword side searches a question's content words (its vector is of the whole question).
+        q=content_query(q) if q is not None else None,
         vector=vector,
         limit=params["limit"],
         filters=Filters(
