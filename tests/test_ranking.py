@@ -17,6 +17,8 @@ from engram_index.ranking import (
     is_question,
     one_per_source,
     rrf,
+    same_source,
+    search,
     stable_order,
 )
 from engram_index.store.sqlite import StoredDocument
@@ -79,3 +81,27 @@ def test_the_turn_after_a_matching_question_is_found_by_its_context(talk: Collec
     # A turn of another session is no context: the first turn of session 2 gains nothing from the last of 1.
     alone = context_keyword(index, query, hits, Filters(), lambda a, b: False, 10)
     assert [h.document.id for h in alone] == [h.document.id for h in hits]
+
+
+def test_search_gives_a_memory_the_context_of_the_one_before_it_from_the_same_source(talk: Collections) -> None:
+    index = talk.index(SPACE)
+    req = SearchRequest("keyword", q=content_query("What did Caroline research?"), limit=10)
+    ranked = search(index, req, same_source)
+    assert "t1" in [h.document.id for h in ranked.hits]
+    assert all(h.terms for h in ranked.hits if h.document.id in ("t0", "t3"))  # explained by the words they hold
+    assert [h.keyword_rank for h in ranked.hits] == list(range(1, len(ranked.hits) + 1))
+
+
+def test_search_without_any_context_is_the_engines_own_answer(tmp_path: Path) -> None:
+    spaces = Collections(tmp_path)
+    try:
+        spaces.ensure_space(SPACE)
+        spaces.write(SPACE, [StoredDocument(Document(f"d{i}", "did:plc:ranking00000000000000000", text, created_ms=i))
+                             for i, text in enumerate(["red apples", "green apples", "apple pie recipe", "pears"])])
+        index = spaces.index(SPACE)
+        req = SearchRequest("keyword", q="apples recipe", limit=2)
+        ours, engine = search(index, req, same_source), index.search(req)
+        assert [(h.document.id, h.score, h.keyword_rank, h.terms) for h in ours.hits] == \
+               [(h.document.id, h.score, h.keyword_rank, h.terms) for h in engine.hits]
+    finally:
+        spaces.close()

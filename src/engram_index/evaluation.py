@@ -66,7 +66,7 @@ def evaluate(
     """Import SciFact with its reference vectors into a temporary space and score each method; the
     keyword side searches the query's content words as the faces do (ranking.content_query) unless
     `content_only` is False."""
-    from engram_index.ranking import content_query
+    from engram_index.ranking import content_query, same_source, search
 
     corpus, queries, qrels = load_scifact(data_dir)
     doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
@@ -106,7 +106,8 @@ def evaluate(
                         fusion=fusion,  # type: ignore[arg-type]
                         explain=False,
                     )
-                    ranked = [h.document.id for h in index.search(req).hits]
+                    # Through the ranking core, as garden.engram searches (context needs a source: none here).
+                    ranked = [h.document.id for h in search(index, req, same_source).hits]
                     ndcg.append(ndcg_at(ranked, qrels[q["_id"]]))
                     recall.append(recall_at(ranked, qrels[q["_id"]]))
                     if progress is not None:

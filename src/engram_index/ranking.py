@@ -21,16 +21,21 @@ docs/design/ranking.md has the measurements behind each step.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
 
 from engram_index.engine.analyzer import STOPWORDS, QueryWord, query_words
 from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Document, Filters, Hit
+from engram_index.engine import fusion
+from engram_index.engine.explain import Explainer
+from engram_index.engine.keyword import searchable_words
+from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
 
 T = TypeVar("T")
+# How many of the engine's best candidates are scored with their conversation context.
+CONTEXT_DEPTH = 50
 
 # English question words beyond the analyzer's list: interrogatives, the auxiliaries questions are
 # built with, and personal pronouns. They drop out of questions only (`is_question`): a claim or a
@@ -183,3 +188,69 @@ def context_keyword(index: SpaceIndex, query: str, hits: Sequence[Hit], filters:
         if len(out) == limit:
             break
     return out
+
+
+def same_source(earlier: Document, later: Document) -> bool:
+    """Whether `earlier` is context of `later` in a space of memories: both name one source (a
+    conversation reference, a file, a task)."""
+    return bool(earlier.source) and earlier.source == later.source
+
+
+def _rank_among(hits: list[Hit]) -> None:
+    """Rank the returned results among themselves: by similarity where there is one, by BM25 where a word occurs."""
+    for rank, hit in enumerate(sorted((h for h in hits if h.similarity is not None), key=lambda h: -(h.similarity or 0)), 1):
+        hit.vector_rank = rank
+    for rank, hit in enumerate(sorted((h for h in hits if h.bm25), key=lambda h: -(h.bm25 or 0)), 1):
+        hit.keyword_rank = rank
+
+
+def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None = None) -> SearchResult:
+    """One search with conversation context: keyword and hybrid results re-scored as `context_keyword`
+    does (hybrid then fused again, convex over the candidates, as the engine fuses); a search none of
+    whose candidates has context returns the engine's own answer unchanged."""
+    if neighbours is None or req.mode == "vector" or not req.q or req.vector is None and req.mode == "hybrid":
+        return index.search(req)
+    depth = max(CONTEXT_DEPTH, req.limit)
+    found = index.search(replace(req, limit=depth, explain=False))
+    q = content_query(req.q)
+    words = content_words(query_words(q), q)
+    with index.reading():
+        ctx = with_context(index, found.hits, req.filters, neighbours)
+        if not ctx.has_prev.any():  # nothing has context: the engine's own ranking (the same at any depth)
+            top = found.hits[:req.limit]
+            _rank_among(top)
+            if req.explain:
+                plain = Explainer(searchable_words(query_words(req.q)))
+                for hit in top:
+                    hit.terms, hit.snippet = plain.explain(hit.document.text, hit.document.tags, hit.document.source)
+            return SearchResult(top, found.mode, found.approximate)
+        bm25 = np.zeros(ctx.ords.size)
+        for word in words:
+            own = index.keyword.scores([word], ctx.ords).astype(np.float64)
+            own[ctx.has_prev] = np.maximum(own[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
+            bm25 += own
+        sims = np.full(ctx.ords.size, np.nan)
+        if found.mode == "hybrid" and index.vectors is not None:
+            sims = index.vectors.similarities(index.vectors.prepare(np.asarray(req.vector, np.float64)),
+                                              ctx.ords).astype(np.float64)
+    no_vector = np.isnan(sims)
+    if found.mode == "hybrid":
+        scores = fusion.convex(np.where(no_vector, 0.0, sims), bm25)
+    else:
+        scores = bm25
+    keep = [i for i in range(ctx.ords.size) if bm25[i] > 0 or found.mode == "hybrid"]
+    keep.sort(key=lambda i: (-float(scores[i]), *index.columns.tie_key(int(ctx.ords[i]))))
+    hits: list[Hit] = []
+    for i in keep[:req.limit]:
+        doc = ctx.docs.get(int(ctx.ords[i]))
+        if doc is None:
+            continue
+        sim = None if no_vector[i] else float(sims[i])
+        hits.append(Hit(doc, float(scores[i]), similarity=sim if found.mode == "hybrid" else None,
+                        bm25=float(bm25[i]), fusion=req.fusion if found.mode == "hybrid" else None))
+    _rank_among(hits)
+    if req.explain:
+        explainer = Explainer(words)
+        for hit in hits:
+            hit.terms, hit.snippet = explainer.explain(hit.document.text, hit.document.tags, hit.document.source)
+    return SearchResult(hits, found.mode, found.approximate)

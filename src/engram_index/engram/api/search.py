@@ -8,7 +8,8 @@ from typing import Any
 from starlette.requests import Request
 
 from engram_index.engine.types import Filters, Mode, SearchRequest
-from engram_index.ranking import content_query
+from engram_index.ranking import content_query, same_source
+from engram_index.ranking import search as ranked_search
 from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.store.sqlite import SpaceInfo
@@ -92,7 +93,8 @@ async def search_memories(request: Request) -> dict[str, Any]:
     async with limits.slot(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
         try:
-            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, index.search, req)
+            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, ranked_search,
+                                                                 index, req, same_source)
             result = await asyncio.wait_for(running, HARD_DEADLINE_S)
         except TimeoutError:
             raise Unavailable(f"the search did not finish within {HARD_DEADLINE_S:g} s") from None
