@@ -41,6 +41,7 @@ VECTOR_WEIGHT = 0.7
 RELATED_LIMIT = 5
 FORMULA_VECTOR = "0.7 * max(cosine, 0) + 0.3 * keywordCoverage"
 FORMULA_KEYWORD = "keywordCoverage"
+IDF_COVERAGE = True
 COLLAPSE_INTO_CHUNK = False  # measured: LoCoMo dev hybrid R@10 0.664 into the chunk, 0.683 into the better
 CONTEXT = True  # chunks count the words of the chunk before them in their conversation
 
@@ -69,12 +70,26 @@ class Candidate:
         return min(max(VECTOR_WEIGHT * cosine + (1 - VECTOR_WEIGHT) * self.coverage, 0.0), 1.0)
 
 
-def coverages(whole: np.ndarray, part: np.ndarray) -> np.ndarray:
-    """Per document, the share of the query's content words it holds (an identifier part counts half)."""
+def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per document, the share of the query's content words it holds (an identifier part counts half),
+    each word weighted by `weights` (its idf: a rare word says more than a common one) when given."""
     if not whole.shape[1]:
         return np.zeros(whole.shape[0])
-    score: np.ndarray = (whole.sum(axis=1) + 0.5 * (part & ~whole).sum(axis=1)) / whole.shape[1]
+    w = np.ones(whole.shape[1]) if weights is None or not weights.sum() > 0 else weights
+    score: np.ndarray = (whole @ w + 0.5 * (part & ~whole) @ w) / w.sum()
     return score
+
+
+def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | None:
+    """Each content word's idf in the collection (of its exact form or its stem, the commoner), or None when
+    coverage counts every word alike (IDF_COVERAGE off)."""
+    if not IDF_COVERAGE or not words:
+        return None
+    counts = index.keyword.counts
+    exact = counts.idf([w.exact for w in words])
+    stems = counts.idf([w.stem or w.exact for w in words])
+    weights: np.ndarray = np.minimum(exact, stems)  # matched by its stem too: as common as the stem
+    return weights
 
 
 def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -175,7 +190,8 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
             scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None)
         else:
             ids = [h.document.id for h in hits]
-            scored = list(zip(hits, coverages(*index.holds(topic, ids)), insertion_keys(index, ids)))
+            scored = list(zip(hits, coverages(*index.holds(topic, ids), word_weights(index, topic)),
+                              insertion_keys(index, ids)))
         for hit, cov, order in scored:
             doc = hit.document
             meta = doc.metadata or {}
@@ -213,7 +229,7 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
         prev_ids = [ctx.docs[int(p)].id if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
         before_whole, before_part = index.holds(topic, prev_ids)
         whole, part = whole | before_whole, part | before_part
-    held = coverages(whole, part)
+    held = coverages(whole, part, word_weights(index, topic))
     out: list[tuple[Hit, float, int]] = []
     for i, doc in enumerate(docs):
         if doc is None:
