@@ -81,14 +81,11 @@ def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = 
 
 
 def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | None:
-    """Each content word's idf in the collection (of its exact form or its stem, the commoner), or None when
-    coverage counts every word alike (IDF_COVERAGE off)."""
+    """Each content word's idf in the collection, of the word as asked (its exact form: the commoner
+    stem weighed less and measured worse, docs/design/ranking.md), or None when IDF_COVERAGE is off."""
     if not IDF_COVERAGE or not words:
         return None
-    counts = index.keyword.counts
-    exact = counts.idf([w.exact for w in words])
-    stems = counts.idf([w.stem or w.exact for w in words])
-    weights: np.ndarray = np.minimum(exact, stems)  # matched by its stem too: as common as the stem
+    weights: np.ndarray = index.keyword.counts.idf([w.exact for w in words])
     return weights
 
 
