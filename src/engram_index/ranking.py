@@ -36,6 +36,8 @@ from engram_index.engine.types import Document, Filters, Hit, SearchRequest, Sea
 T = TypeVar("T")
 # How many of the engine's best candidates are scored with their conversation context.
 CONTEXT_DEPTH = 50
+# Whether the turn just after a candidate is its context too (the turns before hits then join).
+NEXT_CONTEXT = False
 
 # English question words beyond the analyzer's list: interrogatives, the auxiliaries questions are
 # built with, and personal pronouns. They drop out of questions only (`is_question`): a claim or a
@@ -143,6 +145,8 @@ class Context:
     prev: np.ndarray
     has_prev: np.ndarray
     docs: dict[int, Document]
+    next: np.ndarray | None = None  # with NEXT_CONTEXT: the turn after each candidate, and whether
+    has_next: np.ndarray | None = None  # the candidate is its context
 
 
 def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours) -> Context:
@@ -152,15 +156,38 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     ords = index.columns.ids_to_ords([h.document.id for h in hits])
     ords = ords[ords >= 0]
     after = ords + 1
-    cands = np.unique(np.concatenate([ords, after[_usable(index, after, filters)]]))
+    joined = [ords, after[_usable(index, after, filters)]]
+    if NEXT_CONTEXT:
+        before = ords - 1
+        joined.append(before[_usable(index, before, filters)])
+    cands = np.unique(np.concatenate(joined))
     prev = cands - 1
     has_prev = _usable(index, prev, filters)
-    docs = index.fetch(sorted({int(o) for o in cands} | {int(o) for o in prev[has_prev]}))
-    for i, (c, p) in enumerate(zip(cands, prev)):
+    nxt = cands + 1
+    has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
+    docs = index.fetch(sorted({int(o) for o in cands} | {int(o) for o in prev[has_prev]}
+                              | {int(o) for o in nxt[has_next]}))
+    for i, (c, p, n) in enumerate(zip(cands, prev, nxt)):
         if has_prev[i]:
             earlier, later = docs.get(int(p)), docs.get(int(c))
             has_prev[i] = earlier is not None and later is not None and neighbours(earlier, later)
-    return Context(cands, prev, has_prev, docs)
+        if has_next[i]:
+            earlier, later = docs.get(int(c)), docs.get(int(n))
+            has_next[i] = earlier is not None and later is not None and neighbours(earlier, later)
+    return Context(cands, prev, has_prev, docs, nxt, has_next)
+
+
+def context_scores(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) -> np.ndarray:
+    """Per candidate, Σ over the words of the word's best BM25 part in the turn or its context."""
+    total = np.zeros(ctx.ords.size)
+    for word in words:
+        best = index.keyword.scores([word], ctx.ords).astype(np.float64)
+        if ctx.has_prev.any():
+            best[ctx.has_prev] = np.maximum(best[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
+        if ctx.next is not None and ctx.has_next is not None and ctx.has_next.any():
+            best[ctx.has_next] = np.maximum(best[ctx.has_next], index.keyword.scores([word], ctx.next[ctx.has_next]))
+        total += best
+    return total
 
 
 def context_keyword(index: SpaceIndex, query: str, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
@@ -172,12 +199,7 @@ def context_keyword(index: SpaceIndex, query: str, hits: Sequence[Hit], filters:
     words = content_words(query_words(asked), asked)
     with index.reading():
         ctx = with_context(index, hits, filters, neighbours)
-        total = np.zeros(ctx.ords.size)
-        for word in words:  # each word counts once: where it scores best, in the turn or in its context
-            own = index.keyword.scores([word], ctx.ords).astype(np.float64)
-            if ctx.has_prev.any():
-                own[ctx.has_prev] = np.maximum(own[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
-            total += own
+        total = context_scores(index, words, ctx)  # each word once, where it scores best
     order = sorted(range(ctx.ords.size), key=lambda i: (-float(total[i]), int(ctx.ords[i])))
     out: list[Hit] = []
     for i in order:
@@ -216,7 +238,7 @@ def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None 
     words = content_words(query_words(q), q)
     with index.reading():
         ctx = with_context(index, found.hits, req.filters, neighbours)
-        if not ctx.has_prev.any():  # nothing has context: the engine's own ranking (the same at any depth)
+        if not ctx.has_prev.any() and not (ctx.has_next is not None and ctx.has_next.any()):  # nothing has context: the engine's own ranking (the same at any depth)
             top = found.hits[:req.limit]
             _rank_among(top)
             if req.explain:
@@ -224,11 +246,7 @@ def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None 
                 for hit in top:
                     hit.terms, hit.snippet = plain.explain(hit.document.text, hit.document.tags, hit.document.source)
             return SearchResult(top, found.mode, found.approximate)
-        bm25 = np.zeros(ctx.ords.size)
-        for word in words:
-            own = index.keyword.scores([word], ctx.ords).astype(np.float64)
-            own[ctx.has_prev] = np.maximum(own[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
-            bm25 += own
+        bm25 = context_scores(index, words, ctx)
         sims = np.full(ctx.ords.size, np.nan)
         if found.mode == "hybrid" and index.vectors is not None:
             sims = index.vectors.similarities(index.vectors.prepare(np.asarray(req.vector, np.float64)),
