@@ -57,4 +57,7 @@ def test_the_kindgi_sdk_retrieve_ranks_as_the_eval_requests_do(filled: Any, mode
         assert [served.kindgi_ids[r.fact.id] for r in results] == served.ask("kindgi", mode, q)
     found = kindgi.memory.retrieve(mode="keyword", query="violin", limit=5,
                                    scope={"tenantId": TENANT, "projectId": PROJECT, "threadId": conv.name}).results
-    assert {served.kindgi_ids[r.fact.id] for r in found} == {"D1:4", "D2:6"}
+    turns = [served.kindgi_ids[r.fact.id] for r in found]
+    # The turns holding the word and the turns they are the context of (each just after its own).
+    assert set(turns) == {"D1:4", "D1:5", "D2:6", "D2:7"}
+    assert turns.index("D1:4") < turns.index("D1:5") and turns.index("D2:6") < turns.index("D2:7")
