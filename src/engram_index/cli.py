@@ -177,8 +177,9 @@ def eval_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--half", type=click.Choice(["all", "even", "odd"]), default="all", show_default=True,
               help="Score only the queries at even or odd positions (tuning / held-out halves).")
+@click.option("--all-words", is_flag=True, help="Search every query word, not only its content words (as before).")
 @store_option
-def eval_scifact(data_dir: Path, as_json: bool, half: str, store: str | None) -> None:
+def eval_scifact(data_dir: Path, as_json: bool, half: str, all_words: bool, store: str | None) -> None:
     """nDCG@10 and Recall@100 for keyword, vector, hybrid-convex and hybrid-rrf.
 
     Example: engram-index eval scifact --data-dir ../shared/data/scifact --json
@@ -193,7 +194,7 @@ def eval_scifact(data_dir: Path, as_json: bool, half: str, store: str | None) ->
                   console=console, transient=True) as bar:
         task = bar.add_task("eval", total=None)
         result = evaluate(data_dir, lambda name, done, total: bar.update(task, description=name, completed=done, total=total), ids,
-                          store=store)
+                          content_only=not all_words, store=store)
     if as_json:
         click.echo(json.dumps(result))
         return
@@ -471,6 +472,7 @@ from engram_index import cli_admin, cli_keys  # noqa: E402,F401  (register `spac
 from engram_index import cli_dev  # noqa: E402,F401  (registers `dev-network` on main)
 from engram_index import cli_search  # noqa: E402,F401  (registers `search` on main)
 from engram_index import cli_mcp  # noqa: E402,F401  (registers `mcp` on main)
+from engram_index import cli_locomo  # noqa: E402,F401  (registers `eval locomo`)
 
 
 if __name__ == "__main__":  # pragma: no cover

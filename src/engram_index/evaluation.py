@@ -62,8 +62,13 @@ def evaluate(
     progress: Callable[[str, int, int], None] | None = None,
     query_ids: set[str] | None = None,
     store: str | None = None,
+    content_only: bool = True,
 ) -> dict[str, dict[str, float]]:
-    """Import SciFact with its reference vectors into a temporary space (of `store`, when given) and score each method."""
+    """Import SciFact with its reference vectors into a temporary space (of `store`, when given) and score each
+    method; the keyword side searches the query's content words as the faces do (ranking.content_query)
+    unless `content_only` is False."""
+    from engram_index.ranking import content_query, same_source, search
+
     corpus, queries, qrels = load_scifact(data_dir)
     doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
     query_vecs = np.load(data_dir / "queries.minilm.f16.npy").astype(np.float32)
@@ -96,13 +101,14 @@ def evaluate(
                 for n, (i, q) in enumerate(judged):
                     req = SearchRequest(
                         mode=mode,  # type: ignore[arg-type]
-                        q=q["text"],
+                        q=content_query(q["text"]) if content_only else q["text"],
                         vector=query_vecs[i],
                         limit=100,
                         fusion=fusion,  # type: ignore[arg-type]
                         explain=False,
                     )
-                    ranked = [h.document.id for h in index.search(req).hits]
+                    # Through the ranking core, as garden.engram searches (context needs a source: none here).
+                    ranked = [h.document.id for h in search(index, req, same_source).hits]
                     ndcg.append(ndcg_at(ranked, qrels[q["_id"]]))
                     recall.append(recall_at(ranked, qrels[q["_id"]]))
                     if progress is not None:

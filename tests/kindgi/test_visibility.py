@@ -124,3 +124,18 @@ def test_a_token_with_many_projects_sees_exactly_its_facts_too(server: Server, m
     writer.memory.write_fact(type="note", scope={"tenantId": "acme", "projectId": "p130"}, content="tea elsewhere")
     writer.memory.write_fact(type="note", scope={"tenantId": "acme", "userId": "frank"}, content="frank tea")
     assert _ids(reader, mode) == seen
+
+
+@pytest.mark.parametrize("mode", ["keyword", "both"])
+def test_conversation_context_never_brings_in_a_fact_the_caller_may_not_see(server: Server, mode: str) -> None:
+    alice = server.client(user="alice", projects=["web"])
+    bob = server.client(user="bob", projects=["web"])
+    talk = {"tenantId": "acme", "projectId": "web", "threadId": "t-ctx", "sessionId": "s-ctx"}
+    question = alice.memory.write_fact(type="turn", scope=talk, content="which glacier did you hike")
+    answer = alice.memory.write_fact(type="turn", scope=talk, content="the one near the lake")
+    # Written just after the answer, in the same session, but bob's alone: the answer's successor.
+    aside = bob.memory.write_fact(type="turn", scope={**talk, "userId": "bob"}, content="an aside of mine")
+    found = _ids(alice, mode, query="Which glacier did they hike?")
+    assert question.id in found and answer.id in found  # the answer, by its question just before it
+    assert aside.id not in found and aside.id in _ids(bob, mode, query="Which glacier near the lake?")
+    assert aside.id not in _ids(alice, mode, query="Where is the lake?")

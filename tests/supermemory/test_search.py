@@ -40,13 +40,25 @@ def test_the_three_modes_return_memories_chunks_or_both_in_one_list(client: Supe
     hybrid = client.search(filled, query="pasta cafeteria").results
     assert memories and all(r.memory is not None and r.chunk is None for r in memories)
     assert chunks and all(r.chunk is not None and r.memory is None for r in chunks)
-    assert {r.memory is not None for r in hybrid} == {True, False}
+    assert hybrid and all((r.memory is None) != (r.chunk is None) for r in hybrid)
     sims = [r.similarity for r in hybrid]
     assert sims == sorted(sims, reverse=True) and all(0 <= s <= 1 for s in sims)
     assert memories[0].memory == "The cafeteria serves pasta on Mondays."
     for r in hybrid:
         assert r.metadata["kind"] == "office" or r.similarity < 0.5
         assert r.is_latest and not r.is_inference and r.system.updated_at and r.system.created_at
+
+
+def test_hybrid_spends_one_place_on_a_memory_and_the_chunk_it_came_from(client: Supermemory, filled: str) -> None:
+    hybrid = client.search(filled, query="pasta cafeteria gym parking", threshold=0, limit=100).results
+    memories = [r.memory for r in hybrid if r.memory is not None]
+    chunks = [r.chunk for r in hybrid if r.chunk is not None]
+    assert not [m for m in memories for c in chunks if m in c]  # never a memory beside its own chunk
+    assert len(hybrid) == len(FACTS)  # each document here is one chunk: one place each
+    everything = (client.search(filled, query="pasta cafeteria gym parking", threshold=0, limit=100,
+                                search_mode=mode).results for mode in ("memories", "chunks"))
+    sources = {r.memory or r.chunk for results in everything for r in results}
+    assert len(hybrid) < len(sources)
 
 
 def test_threshold_zero_keeps_every_candidate_and_one_keeps_none(client: Supermemory, filled: str) -> None:

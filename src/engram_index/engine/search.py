@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -192,6 +193,10 @@ class SpaceIndex:
         with self._lock.read():
             counts = Counter(self._unusable.values())
         return sorted((author, reason, n) for (author, reason), n in counts.items())
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Hold off writes while a caller reads the index's parts (the ranking core's exact scores)."""
+        return self._lock.read()
 
     def has_vector(self, ord_: int) -> bool:
         """Whether the document at this ordinal has a vector in the index."""

@@ -244,6 +244,19 @@ class TermCounts:
         per_term = self.term_scores(list(query), ords)
         return (per_term @ np.fromiter(query.values(), np.float64, len(query))).astype(np.float32)
 
+    def idf(self, terms: Sequence[str]) -> np.ndarray:
+        """Each term's BM25 idf, as scores use it; a term no live document holds counts as held by one
+        (the rarest a present term can be). Zeros when no document is live."""
+        out = np.zeros(len(terms), np.float64)
+        if not self._live:
+            return out
+        for i, term in enumerate(terms):
+            tid = self._vocab.get(term)
+            df = float(self._df[tid]) if tid is not None and tid < self._df.size else 0.0
+            df = max(df, 1.0)
+            out[i] = np.log1p((self._live - df + 0.5) / (df + 0.5))
+        return out
+
     def term_scores(self, terms: Sequence[str], ords: np.ndarray | Sequence[int]) -> np.ndarray:
         """Each (distinct) term's BM25 part in each ordinal's score: shape (ordinals, terms), float64; 0 where absent."""
         ords = np.ascontiguousarray(ords, np.int64).reshape(-1)

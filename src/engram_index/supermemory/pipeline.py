@@ -117,7 +117,9 @@ class Pipeline:
         """Walk a namespace's batch through every step."""
         face = self.face
         docs = face.documents(ns, ids)
-        jobs = [Job(d) for d in docs.values() if d.status in PROCESSING]
+        # In the order they were queued: the index's insertion order (its stable tie-break) then
+        # follows the order the documents were sent, whatever their random ids.
+        jobs = [Job(docs[i]) for i in dict.fromkeys(ids) if i in docs and docs[i].status in PROCESSING]
         if not jobs:
             return
         self._status(ns, jobs, "extracting")

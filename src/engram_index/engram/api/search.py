@@ -8,6 +8,8 @@ from typing import Any
 from starlette.requests import Request
 
 from engram_index.engine.types import Filters, Mode, SearchRequest
+from engram_index.ranking import content_query, same_source
+from engram_index.ranking import search as ranked_search
 from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.shortfall import Condition, Target, why_fewer
@@ -69,7 +71,8 @@ async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: Quer
     since = params.get("since")
     return SearchRequest(
         mode=mode,
-        q=q,
+        # The keyword side searches a question's content words (its vector is of the whole question).
+        q=content_query(q) if q is not None else None,
         vector=vector,
         limit=params["limit"],
         filters=Filters(
@@ -91,7 +94,8 @@ async def search_memories(request: Request) -> dict[str, Any]:
     async with limits.slot(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
         try:
-            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, index.search, req)
+            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, ranked_search,
+                                                                 index, req, same_source)
             result = await asyncio.wait_for(running, HARD_DEADLINE_S)
         except TimeoutError:
             raise Unavailable(f"the search did not finish within {HARD_DEADLINE_S:g} s") from None

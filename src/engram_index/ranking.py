@@ -1,0 +1,274 @@
+"""The ranking core every face shares: content words, stable tie-breaks, one place per source, rank fusion.
+
+It knows no face. A face finds candidates through the engine, maps its own options (a
+threshold, a search mode, filters) onto these steps and shapes its own response:
+
+- `content_words`: the query words that say what is asked about. Question and function words
+  ("what", "did", "I", "how") are in nearly every question and in many short turns of a
+  conversation ("Cool! What did it look like?"), so a result holding them is no closer to the
+  answer. `CONTENT_STOPWORDS` is the analyzer's own stopword list (which the index already
+  leaves unstemmed) plus the question and function words of English questions; a query of
+  nothing else keeps all its words.
+- `stable_order`: best score first, ties by a key that two identical runs agree on (insertion
+  order: the store's ordinal), never by a random id.
+- `one_per_source`: a list never spends two places on one source (a memory and the chunk it
+  came from): the better ranked one stays.
+- `rrf`: reciprocal rank fusion, Σ 1/(k + rank) with 1-based ranks per leg, ties in the order
+  the legs first found them (the first leg first).
+docs/design/ranking.md has the measurements behind each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import numpy as np
+
+from engram_index.engine.analyzer import STOPWORDS, QueryWord, query_words
+from engram_index.engine.search import SpaceIndex
+from engram_index.engine import fusion
+from engram_index.engine.explain import Explainer
+from engram_index.engine.keyword import searchable_words
+from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
+
+T = TypeVar("T")
+# How many of the engine's best candidates are scored with their conversation context.
+CONTEXT_DEPTH = 50
+# Whether the turn just after a candidate is its context too (the turns before hits then join).
+NEXT_CONTEXT = False
+
+# English question words beyond the analyzer's list: interrogatives, the auxiliaries questions are
+# built with, and personal pronouns. They drop out of questions only (`is_question`): a claim or a
+# statement keeps them ("X has no effect", "class I"; SciFact lost nDCG when claims lost them).
+# Prepositions, quantifiers and modals always stay: "before", "after", "more" carry meaning.
+INTERROGATIVES: frozenset[str] = frozenset("what when where which who whom whose why how".split())
+QUESTION_WORDS: frozenset[str] = INTERROGATIVES | frozenset(
+    "do does did doing have has had having am were been being "
+    "i me my mine myself we us our ours you your yours he him his she her hers its they them theirs".split()
+)
+_OPENERS = INTERROGATIVES | frozenset("do does did is are was were has have had can could will would should".split())
+CONTENT_STOPWORDS: frozenset[str] = STOPWORDS | QUESTION_WORDS
+
+
+def is_question(words: Sequence[QueryWord], text: str) -> bool:
+    """Whether the query is a question: it ends with a question mark or opens with a question word."""
+    return text.rstrip().endswith(("?", "？")) or (bool(words) and words[0].exact in _OPENERS)
+
+
+def content_words(words: Sequence[QueryWord], text: str) -> list[QueryWord]:
+    """The query's distinct content words: without the analyzer's stopwords, and in a question without
+    its question words too (all its distinct words when that leaves none)."""
+    drop = CONTENT_STOPWORDS if is_question(words, text) else STOPWORDS
+    seen: set[str] = set()
+    out: list[QueryWord] = []
+    kept = [w for w in words if w.exact not in drop] or list(words)
+    for word in kept:
+        if word.exact not in seen:
+            seen.add(word.exact)
+            out.append(word)
+    return out
+
+
+def insertion_keys(index: SpaceIndex, ids: Sequence[str]) -> list[int]:
+    """Each document's ordinal in its collection (its insertion order; unknown ids last)."""
+    ords = index.columns.ids_to_ords(ids)
+    big = np.iinfo(np.int64).max
+    return [int(o) if o >= 0 else int(big) for o in ords]
+
+
+def stable_order(items: Iterable[T], score: Callable[[T], float], key: Callable[[T], tuple[Hashable, ...]]) -> list[T]:
+    """Best score first; equal scores by `key` (a stable, run-independent key such as insertion order)."""
+    return sorted(items, key=lambda item: (-score(item), *key(item)))
+
+
+def one_per_source(ranked: Iterable[T], source: Callable[[T], Hashable | None]) -> list[T]:
+    """Keep the first (best) item of each source; items without a source all stay."""
+    seen: set[Hashable] = set()
+    out: list[T] = []
+    for item in ranked:
+        src = source(item)
+        if src is not None:
+            if src in seen:
+                continue
+            seen.add(src)
+        out.append(item)
+    return out
+
+
+def rrf(legs: Sequence[Sequence[str]], k: int) -> list[tuple[str, float, dict[int, int]]]:
+    """(id, Σ 1/(k + rank), {leg: rank}) best first; ties keep the order the legs first found them."""
+    fused: dict[str, tuple[float, int, dict[int, int]]] = {}
+    for leg, ids in enumerate(legs):
+        for rank, item in enumerate(ids, 1):
+            score, first, ranks = fused.get(item, (0.0, len(fused), {}))
+            if leg in ranks:
+                continue  # a leg counts an item once, at its best rank
+            ranks[leg] = rank
+            fused[item] = (score + 1.0 / (k + rank), first, ranks)
+    best = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
+    return [(item, score, ranks) for item, (score, _, ranks) in best]
+
+
+def content_query(query: str) -> str:
+    """The query's text without its question and function words (as the keyword leg searches it)."""
+    words = query_words(query)
+    if not is_question(words, query):
+        return query
+    kept = [w for w in words if w.exact not in CONTENT_STOPWORDS]
+    return " ".join(query[w.start:w.end] for w in kept) if kept else query
+
+
+Neighbours = Callable[[Document, Document], bool]  # (earlier, later): whether `earlier` is context of `later`
+
+
+def _usable(index: SpaceIndex, ords: np.ndarray, filters: Filters) -> np.ndarray:
+    """Which ordinals are live and pass the filters."""
+    live = index.columns.live
+    ok = (ords >= 0) & (ords < live.size)
+    ok[ok] = live[ords[ok]]
+    mask = index.columns.mask(filters)
+    if mask is not None:
+        inside = ok & (ords < mask.size)
+        ok &= inside
+        ok[inside] = mask[ords[inside]]
+    return ok
+
+
+@dataclass
+class Context:
+    """Candidates with their conversation context: each candidate's ordinal and document, and the
+    turn before it (its ordinal, and whether it is its context)."""
+
+    ords: np.ndarray
+    prev: np.ndarray
+    has_prev: np.ndarray
+    docs: dict[int, Document]
+    next: np.ndarray | None = None  # with NEXT_CONTEXT: the turn after each candidate, and whether
+    has_next: np.ndarray | None = None  # the candidate is its context
+
+
+def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours) -> Context:
+    """The hits and the turns just after them (an answer often holds none of the question's words: the
+    question before it does), each with the turn just before it when `neighbours` says it is its
+    context. Call inside `index.reading()`."""
+    ords = index.columns.ids_to_ords([h.document.id for h in hits])
+    ords = ords[ords >= 0]
+    after = ords + 1
+    joined = [ords, after[_usable(index, after, filters)]]
+    if NEXT_CONTEXT:
+        before = ords - 1
+        joined.append(before[_usable(index, before, filters)])
+    cands = np.unique(np.concatenate(joined))
+    prev = cands - 1
+    has_prev = _usable(index, prev, filters)
+    nxt = cands + 1
+    has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
+    docs = index.fetch(sorted({int(o) for o in cands} | {int(o) for o in prev[has_prev]}
+                              | {int(o) for o in nxt[has_next]}))
+    for i, (c, p, n) in enumerate(zip(cands, prev, nxt)):
+        if has_prev[i]:
+            earlier, later = docs.get(int(p)), docs.get(int(c))
+            has_prev[i] = earlier is not None and later is not None and neighbours(earlier, later)
+        if has_next[i]:
+            earlier, later = docs.get(int(c)), docs.get(int(n))
+            has_next[i] = earlier is not None and later is not None and neighbours(earlier, later)
+    return Context(cands, prev, has_prev, docs, nxt, has_next)
+
+
+def context_scores(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) -> np.ndarray:
+    """Per candidate, Σ over the words of the word's best BM25 part in the turn or its context."""
+    total = np.zeros(ctx.ords.size)
+    for word in words:
+        best = index.keyword.scores([word], ctx.ords).astype(np.float64)
+        if ctx.has_prev.any():
+            best[ctx.has_prev] = np.maximum(best[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
+        if ctx.next is not None and ctx.has_next is not None and ctx.has_next.any():
+            best[ctx.has_next] = np.maximum(best[ctx.has_next], index.keyword.scores([word], ctx.next[ctx.has_next]))
+        total += best
+    return total
+
+
+def context_keyword(index: SpaceIndex, query: str, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
+                    limit: int) -> list[Hit]:
+    """Re-score keyword hits with their conversation context (`with_context`): each query word counts
+    with its better BM25 part, in the turn or in the turn just before it; best first, ties by
+    insertion order."""
+    asked = content_query(query)
+    words = content_words(query_words(asked), asked)
+    with index.reading():
+        ctx = with_context(index, hits, filters, neighbours)
+        total = context_scores(index, words, ctx)  # each word once, where it scores best
+    order = sorted(range(ctx.ords.size), key=lambda i: (-float(total[i]), int(ctx.ords[i])))
+    out: list[Hit] = []
+    for i in order:
+        doc = ctx.docs.get(int(ctx.ords[i]))
+        if doc is None or total[i] <= 0:
+            continue
+        out.append(Hit(doc, float(total[i]), bm25=float(total[i]), keyword_rank=len(out) + 1))
+        if len(out) == limit:
+            break
+    return out
+
+
+def same_source(earlier: Document, later: Document) -> bool:
+    """Whether `earlier` is context of `later` in a space of memories: both name one source (a
+    conversation reference, a file, a task)."""
+    return bool(earlier.source) and earlier.source == later.source
+
+
+def _rank_among(hits: list[Hit]) -> None:
+    """Rank the returned results among themselves: by similarity where there is one, by BM25 where a word occurs."""
+    for rank, hit in enumerate(sorted((h for h in hits if h.similarity is not None), key=lambda h: -(h.similarity or 0)), 1):
+        hit.vector_rank = rank
+    for rank, hit in enumerate(sorted((h for h in hits if h.bm25), key=lambda h: -(h.bm25 or 0)), 1):
+        hit.keyword_rank = rank
+
+
+def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None = None) -> SearchResult:
+    """One search with conversation context: keyword and hybrid results re-scored as `context_keyword`
+    does (hybrid then fused again, convex over the candidates, as the engine fuses); a search none of
+    whose candidates has context returns the engine's own answer unchanged."""
+    if neighbours is None or req.mode == "vector" or not req.q or req.vector is None and req.mode == "hybrid":
+        return index.search(req)
+    depth = max(CONTEXT_DEPTH, req.limit)
+    found = index.search(replace(req, limit=depth, explain=False))
+    q = content_query(req.q)
+    words = content_words(query_words(q), q)
+    with index.reading():
+        ctx = with_context(index, found.hits, req.filters, neighbours)
+        if not ctx.has_prev.any() and not (ctx.has_next is not None and ctx.has_next.any()):  # nothing has context: the engine's own ranking (the same at any depth)
+            top = found.hits[:req.limit]
+            _rank_among(top)
+            if req.explain:
+                plain = Explainer(searchable_words(query_words(req.q)))
+                for hit in top:
+                    hit.terms, hit.snippet = plain.explain(hit.document.text, hit.document.tags, hit.document.source)
+            return SearchResult(top, found.mode, found.approximate)
+        bm25 = context_scores(index, words, ctx)
+        sims = np.full(ctx.ords.size, np.nan)
+        if found.mode == "hybrid" and index.vectors is not None:
+            sims = index.vectors.similarities(index.vectors.prepare(np.asarray(req.vector, np.float64)),
+                                              ctx.ords).astype(np.float64)
+    no_vector = np.isnan(sims)
+    if found.mode == "hybrid":
+        scores = fusion.convex(np.where(no_vector, 0.0, sims), bm25)
+    else:
+        scores = bm25
+    keep = [i for i in range(ctx.ords.size) if bm25[i] > 0 or found.mode == "hybrid"]
+    keep.sort(key=lambda i: (-float(scores[i]), *index.columns.tie_key(int(ctx.ords[i]))))
+    hits: list[Hit] = []
+    for i in keep[:req.limit]:
+        doc = ctx.docs.get(int(ctx.ords[i]))
+        if doc is None:
+            continue
+        sim = None if no_vector[i] else float(sims[i])
+        hits.append(Hit(doc, float(scores[i]), similarity=sim if found.mode == "hybrid" else None,
+                        bm25=float(bm25[i]), fusion=req.fusion if found.mode == "hybrid" else None))
+    _rank_among(hits)
+    if req.explain:
+        explainer = Explainer(words)
+        for hit in hits:
+            hit.terms, hit.snippet = explainer.explain(hit.document.text, hit.document.tags, hit.document.source)
+    return SearchResult(hits, found.mode, found.approximate)
