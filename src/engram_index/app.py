@@ -19,6 +19,7 @@ from engram_index.engram.api.memories import get_memory, list_memories
 from engram_index.engram.api.search import search_memories
 from engram_index.engram.api.spaces import REGISTER_NSID, WARM_NSID, describe, register_space, warm_space
 from engram_index.engram.api.status import get_space_status
+from engram_index.embed.base import Embedder
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.admission import Admission
 from engram_index.engram.api.limits import SpaceLimits
@@ -82,6 +83,7 @@ def create_app(
     public_url: str | None = None,
     llm: LLM | None = None,
     reranker: Reranker | None = None,
+    face_embedder: Embedder | None = None,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
@@ -91,6 +93,7 @@ def create_app(
     GIL); more threads only contend for the GIL. `llm` and `reranker` (None when not configured)
     are on `app.state` for the faces that use them. `key_limits` admits the requests of each key
     of the v5 and Kindgi faces (a token bucket and slots per key; the default when None).
+    `face_embedder` embeds for the v5 and Kindgi faces (None: the query embedder of `embedding`).
     """
 
     @asynccontextmanager
@@ -112,11 +115,12 @@ def create_app(
             app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
             app.state.sync.start()
         app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
-        app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.embedding.embedder)
+        app.state.face_embedder = face_embedder or app.state.embedding.embedder
+        app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.face_embedder)
         # The supermemory v5 face: its tables, and (when this process writes) its processing pipeline,
         # which first queues again every document a previous run acknowledged but did not finish.
         app.state.supermemory = SupermemoryFace(
-            app.state.spaces, KeyStore(data_dir), app.state.embedding.embedder, state=app.state,
+            app.state.spaces, KeyStore(data_dir), app.state.face_embedder, state=app.state,
             read_only=read_only)
         app.state.supermemory_pipeline = None if read_only else SupermemoryPipeline(app.state.supermemory)
         if app.state.supermemory_pipeline is not None:
@@ -135,8 +139,8 @@ def create_app(
         app.state.search_executor.shutdown(wait=True)
         app.state.kindgi.close()
         app.state.spaces.close()
-        if app.state.embedding.embedder is not None:
-            app.state.embedding.embedder.close()
+        for embedder in {id(e): e for e in (app.state.embedding.embedder, app.state.face_embedder) if e}.values():
+            embedder.close()
         for client in (llm, reranker):
             close = getattr(client, "close", None)
             if callable(close):
@@ -214,7 +218,7 @@ def worker_app() -> Starlette:
     import json
     import os
 
-    from engram_index.embed.factory import embedder_from_spec
+    from engram_index.embed.factory import FACE_DEFAULT, embedder_from_spec, face_embedder_from_spec
     from engram_index.llm.openai_compat import llm_from_spec
     from engram_index.rerank import reranker_from_spec
 
@@ -226,6 +230,8 @@ def worker_app() -> Starlette:
     embedding = QueryEmbedding(
         embedder_from_spec(config["embedder"]), frozenset(config["embed_authorities"]) or None
     )
+    face_embedder = face_embedder_from_spec(config.get("face_embedder", FACE_DEFAULT), config["embedder"],
+                                            embedding.embedder)
     llm = llm_from_spec(config["llm"]) if config.get("llm") else None
     reranker = reranker_from_spec(config["rerank"], llm) if config.get("rerank") else None
     return create_app(
@@ -240,4 +246,5 @@ def worker_app() -> Starlette:
         search_threads=config["search_threads"],
         llm=llm,
         reranker=reranker,
+        face_embedder=face_embedder,
     )

@@ -25,6 +25,7 @@ from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
 from engram_index.kindgi.scope import reader_groups, scope_tags
+from engram_index.remodel import describe
 
 # How deep each leg of `both` goes: twice the limit, at least this many.
 MIN_LEG_DEPTH = 20
@@ -95,6 +96,11 @@ class Retriever:
         if intent.mode in ("semantic", "both"):
             embedder = self.facts.embedder
             assert embedder is not None
+            held = self.facts.collections.info(name).model
+            if held != embedder.identity:  # being re-embedded (remodel.py): no mixing of two models
+                raise KindgiError("semantic-unavailable", f"this tenant's facts are embedded with {describe(held)}"
+                                  f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
+                                  " or use keyword", {"embeddingModel": embedder.identity.model})
             vector = self._embedding.submit(lambda: embedder.embed_queries([query])[0])
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)

@@ -16,6 +16,7 @@ from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
 from engram_index.llm.base import LLM, Reranker
+from engram_index.remodel import declare_model, reembed_all
 from engram_index.store.sqlite import Statement
 from engram_index.supermemory.errors import Forbidden, Missing
 from engram_index.supermemory.tables import (
@@ -76,6 +77,8 @@ class Face:
 
         if not read_only:
             migrate(self.store)
+        # Collections of another model (the server's embedder changed) move to this one in the background.
+        self.reembedding = None if read_only else reembed_all(collections, "supermemory:", embedder)
         self._lock = threading.Lock()
         # Orders document intake: two adds of one new caller id must not both insert it.
         self.intake = threading.Lock()
@@ -143,7 +146,7 @@ class Face:
         if ns in self._ensured:
             return
         for name in (chunks_collection(ns), memories_collection(ns)):
-            self.collections.ensure_space(name, self.model())
+            declare_model(self.collections, name, self.embedder)  # another model's collection is re-embedded
         self._ensured.add(ns)
 
     def namespace_statement(self, ns: str, at_ms: int) -> Statement:
