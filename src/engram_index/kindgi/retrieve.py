@@ -26,6 +26,7 @@ from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
 from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.remodel import describe
+from engram_index.embed.query_cache import QueryCache
 
 # How deep each leg of `both` goes: twice the limit, at least this many.
 MIN_LEG_DEPTH = 20
@@ -57,6 +58,7 @@ class Retriever:
         self.facts = facts
         # The query's embedding runs here while the keyword leg searches (both release the GIL).
         self._embedding = ThreadPoolExecutor(2, thread_name_prefix="kindgi-embed")
+        self._queries = QueryCache()  # exact query text → vector (embed/query_cache.py)
 
     def close(self) -> None:
         """Stop the embedding threads."""
@@ -101,7 +103,7 @@ class Retriever:
                 raise KindgiError("semantic-unavailable", f"this tenant's facts are embedded with {describe(held)}"
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
-            vector = self._embedding.submit(lambda: embedder.embed_queries([query])[0])
+            vector = self._embedding.submit(self._queries.vector, embedder, query)
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)
             if index.keyword.pending_ords().size > PENDING_SCAN:

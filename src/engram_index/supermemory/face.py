@@ -12,6 +12,7 @@ import numpy as np
 
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder, document_text, embed_weighted
+from engram_index.embed.query_cache import QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
@@ -85,6 +86,7 @@ class Face:
         self._ns_locks: dict[str, threading.RLock] = {}
         self._ensured: set[str] = set()
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
+        self.query_cache = QueryCache()  # exact query text → vector (embed/query_cache.py)
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
 
     @property
@@ -254,7 +256,7 @@ class Face:
         """Embed a query (None without an embedder)."""
         if self.embedder is None:
             return None
-        return np.asarray(self.embedder.embed_queries([text])[0], np.float32)
+        return self.query_cache.vector(self.embedder, text)
 
     def searchable(self, name: str) -> bool:
         """Whether a collection exists yet."""
