@@ -14,6 +14,9 @@ hold them at once); past `PENDING_SCAN` of those it commits first (docs/design/k
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -28,6 +31,9 @@ from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.remodel import describe
 from engram_index.embed.query_cache import QueryCache
 
+log = logging.getLogger(__name__)
+
+EXPIRE_EVERY_S = 1.0  # a tenant's expired facts are closed at most this often, in the background
 # How deep each leg of `both` goes: twice the limit, at least this many.
 MIN_LEG_DEPTH = 20
 
@@ -59,10 +65,33 @@ class Retriever:
         # The query's embedding runs here while the keyword leg searches (both release the GIL).
         self._embedding = ThreadPoolExecutor(2, thread_name_prefix="kindgi-embed")
         self._queries = QueryCache()  # exact query text → vector (embed/query_cache.py)
+        # Facts past their retention are closed here, off the read path (a retrieve never writes).
+        self._expiry = ThreadPoolExecutor(1, thread_name_prefix="kindgi-expiry")
+        self._expired: dict[str, float] = {}  # tenant → when its expiry last ran (monotonic)
+        self._guard = threading.Lock()
 
     def close(self) -> None:
-        """Stop the embedding threads."""
+        """Stop the embedding and expiry threads."""
         self._embedding.shutdown(wait=True)
+        self._expiry.shutdown(wait=True)
+
+    def _expire_later(self, tenant: str) -> None:
+        """Close the tenant's facts whose retention ended, on the expiry thread, at most once a second."""
+        now = time.monotonic()
+        with self._guard:
+            if now - self._expired.get(tenant, -EXPIRE_EVERY_S) < EXPIRE_EVERY_S:
+                return
+            self._expired[tenant] = now
+        self._expiry.submit(self._expire, tenant)
+
+    def _expire(self, tenant: str) -> None:
+        """Close expired facts (a failure is logged: the next retrieve tries again)."""
+        try:
+            self.facts.expire_due(tenant)
+        except Exception:
+            log.exception("closing the expired facts of %s failed", tenant)
+            with self._guard:
+                self._expired.pop(tenant, None)
 
     def check(self, intent: Intent) -> None:
         """422 semantic-unavailable when the intent searches by meaning and this deployment cannot."""
@@ -87,7 +116,7 @@ class Retriever:
             return [{"fact": f} for f in facts]
         if not self.facts.has_space(tenant):
             return []
-        self.facts.expire_due(tenant)
+        self._expire_later(tenant)  # reads skip expired facts already: closing them is not this read's work
         name = self.facts.space(tenant)
         tags = ([f"t:{intent.type}"] if intent.type else []) + scope_tags(intent.scope or {})
         filters = Filters(tags=tuple(tags), any_tags=reader_groups(principal))

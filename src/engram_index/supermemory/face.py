@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -28,10 +29,15 @@ PROCESSING = ("queued", "extracting", "chunking", "embedding", "indexing")
 EMBED_SPLIT = 16
 
 
+_HEX_TO_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")  # made once, not per tag
+FILTERS_KEPT = 64  # compiled filters kept per namespace until its next write
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def hidden_tag(kind: str, value: str) -> str:
     """A tag no query word can match: letters of a hash (tags are keyword-searchable text too)."""
     digest = hashlib.blake2b(f"{kind}\0{value}".encode(), digest_size=8).hexdigest()
-    return "zq" + digest.translate(str.maketrans("0123456789abcdef", "abcdefghijklmnop"))
+    return "zq" + digest.translate(_HEX_TO_LETTERS)
 
 
 SUPERSEDED = hidden_tag("state", "superseded")
@@ -86,6 +92,8 @@ class Face:
         self._ns_locks: dict[str, threading.RLock] = {}
         self._ensured: set[str] = set()
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
+        self._filters: dict[str, dict[str, Any]] = {}
+        self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
         self.query_cache = QueryCache()  # exact query text → vector (embed/query_cache.py)
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
 
@@ -123,6 +131,25 @@ class Face:
         """Drop what is cached about a namespace's documents after a write."""
         with self._lock:
             self._meta.pop(ns, None)
+            self._filters.pop(ns, None)
+            self._writes[ns] = self._writes.get(ns, 0) + 1
+
+    def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
+        """What a filter (by its canonical text `key`) compiles to over the namespace's documents,
+        computed once until the namespace's next write (at most FILTERS_KEPT filters kept)."""
+        held = self._filters.get(ns, {}).get(key)
+        if held is not None:
+            return held
+        writes = self._writes.get(ns, 0)
+        fresh = compile_()
+        with self._lock:
+            if self._writes.get(ns, 0) != writes:  # a write landed meanwhile: this may be stale
+                return fresh
+            kept = self._filters.setdefault(ns, {})
+            if len(kept) >= FILTERS_KEPT:
+                kept.clear()
+            kept[key] = fresh
+        return fresh
 
     def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
         """Every document's filterable metadata in a namespace, by document id (cached until a write)."""
