@@ -11,7 +11,8 @@ import pytest
 from engram_index.collections import Collections
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engine.types import Document, SearchRequest
-from engram_index.remodel import ModelMismatch, check_model, declare_model, reembed_all
+from engram_index.errors import ModelMismatch
+from engram_index.remodel import check_model, declare_model, reembed_all
 from engram_index.store.sqlite import StoredDocument
 
 TEXTS = {"a": "the harbour closes at dusk", "b": "ferries leave every hour", "c": "pasta with tomatoes"}
@@ -68,7 +69,7 @@ def test_a_query_vector_of_another_model_is_refused_naming_both_models(spaces: C
     check_model(info, OLD.identity)
     with pytest.raises(ModelMismatch, match=r"face:one holds vectors of hashing.*16 dimensions.*24 dimensions") as err:
         check_model(info, NEW.identity)
-    assert err.value.status == 409
+    assert err.value.status == 400
 
 
 def test_opening_a_face_re_embeds_only_its_own_collections_of_another_model(spaces: Collections) -> None:

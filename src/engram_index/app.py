@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
@@ -106,7 +105,7 @@ def create_app(
         app.state.key_limits = key_limits or Admission()
         app.state.embedding = embedding or QueryEmbedding()
         app.state.llm, app.state.reranker = llm, reranker
-        app.state.spaces = Collections(data_dir, read_only=read_only)
+        app.state.spaces = Collections(data_dir, read_only=read_only, search_threads=search_threads)
         app.state.sync = None
         if sync is not None:
             # The HTTP loop gets its own resolver: a resolver's in-flight futures belong to one loop.
@@ -114,7 +113,6 @@ def create_app(
                 sync.plc_url, allow_http_localhost=sync.did_web_http_localhost))
             app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
             app.state.sync.start()
-        app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
         app.state.face_embedder = face_embedder or app.state.embedding.embedder
         app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.face_embedder)
         # The supermemory v5 face: its tables, and (when this process writes) its processing pipeline,
@@ -136,7 +134,6 @@ def create_app(
             app.state.sync.stop()
         if app.state.supermemory_pipeline is not None:
             app.state.supermemory_pipeline.stop()
-        app.state.search_executor.shutdown(wait=True)
         app.state.kindgi.close()
         app.state.spaces.close()
         for embedder in {id(e): e for e in (app.state.embedding.embedder, app.state.face_embedder) if e}.values():

@@ -22,18 +22,12 @@ import numpy as np
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder
 from engram_index.engine.types import Document, ModelIdentity
-from engram_index.errors import EngramError, UnknownSpace
+from engram_index.errors import ModelMismatch, UnknownSpace
 from engram_index.store.sqlite import SpaceInfo, StoredDocument
 
 log = logging.getLogger(__name__)
 
 REEMBED_BATCH = 256  # documents embedded and written per transaction while a collection moves
-
-
-class ModelMismatch(EngramError):
-    """A vector of one model was offered to a collection whose vectors are another model's."""
-
-    status = 409
 
 
 def describe(model: ModelIdentity | None) -> str:

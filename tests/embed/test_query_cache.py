@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
+from engram_index.embed.base import EmbedderBusy
 from engram_index.embed.hashing import HashingEmbedder
-from engram_index.embed.query_cache import QUERY_CACHE_CHARS, QUERY_CACHE_ENTRIES, QueryCache
+from engram_index.embed.query_cache import QUERY_CACHE_CHARS, QUERY_CACHE_ENTRIES, EmbedSlots, QueryCache
 
 
 class Counting(HashingEmbedder):
@@ -67,3 +69,30 @@ def test_the_default_bound_is_the_documented_one_and_a_negative_bound_is_refused
     assert (QUERY_CACHE_ENTRIES, QUERY_CACHE_CHARS) == (2048, 1000)
     with pytest.raises(ValueError, match="entries must be at least 0"):
         QueryCache(entries=-1)
+
+
+class Blocking(HashingEmbedder):
+    """The hashing embedder, holding each embedding until the test lets it go."""
+
+    def __init__(self, dims: int) -> None:
+        super().__init__(dims)
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.started.set()
+        self.go.wait()
+        return super().embed_queries(texts)
+
+
+def test_a_miss_beyond_the_embedding_slots_and_their_queue_is_refused_busy() -> None:
+    cache, emb = QueryCache(slots=EmbedSlots(concurrent=1, queue=0)), Blocking(16)
+    first = threading.Thread(target=cache.vector, args=(emb, "first"))
+    first.start()
+    emb.started.wait()
+    with pytest.raises(EmbedderBusy) as err:
+        cache.vector(emb, "second")
+    assert err.value.status == 503
+    emb.go.set()
+    first.join()
+    assert cache.vector(emb, "first") is cache.get(emb.identity, "first")  # a hit takes no slot
+    assert cache.vector(emb, "second").shape == (16,)  # the slot is free again

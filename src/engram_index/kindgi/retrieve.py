@@ -29,7 +29,7 @@ from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
 from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.remodel import describe
-from engram_index.embed.query_cache import QueryCache
+from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class Retriever:
         self.facts = facts
         # The query's embedding runs here while the keyword leg searches (both release the GIL).
         self._embedding = ThreadPoolExecutor(2, thread_name_prefix="kindgi-embed")
-        self._queries = QueryCache()  # exact query text → vector (embed/query_cache.py)
+        self._queries = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         # Facts past their retention are closed here, off the read path (a retrieve never writes).
         self._expiry = ThreadPoolExecutor(1, thread_name_prefix="kindgi-expiry")
         self._expired: dict[str, float] = {}  # tenant → when its expiry last ran (monotonic)

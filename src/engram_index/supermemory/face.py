@@ -13,7 +13,7 @@ import numpy as np
 
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder, document_text, embed_weighted
-from engram_index.embed.query_cache import QueryCache
+from engram_index.embed.query_cache import EmbedSlots, QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
@@ -94,7 +94,7 @@ class Face:
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
         self._filters: dict[str, dict[str, Any]] = {}
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
-        self.query_cache = QueryCache()  # exact query text → vector (embed/query_cache.py)
+        self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
 
     @property

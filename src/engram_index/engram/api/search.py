@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from starlette.requests import Request
 
 from engram_index.engine.types import Filters, Mode, SearchRequest
-from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
+from engram_index.errors import InvalidInput, ModelMismatch, NoModel
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.store.sqlite import SpaceInfo
 from engram_index.engram.views import hit_view
@@ -89,11 +88,8 @@ async def search_memories(request: Request) -> dict[str, Any]:
     index = await loaded_index(spaces, params["space"])
     async with limits.slot(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
-        try:
-            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, index.search, req)
-            result = await asyncio.wait_for(running, HARD_DEADLINE_S)
-        except TimeoutError:
-            raise Unavailable(f"the search did not finish within {HARD_DEADLINE_S:g} s") from None
+        # On the one search pool of every face (search_pool.py): past the deadline, 503 and the slot is free.
+        result = await spaces.searches.run(index.search, req, deadline_s=HARD_DEADLINE_S)
     out: dict[str, Any] = {"memories": [hit_view(h, result.mode) for h in result.hits], "mode": result.mode}
     if result.approximate:
         out["approximate"] = True
