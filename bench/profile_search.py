@@ -201,4 +201,7 @@ async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes,
 
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()

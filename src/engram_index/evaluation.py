@@ -61,11 +61,16 @@ def evaluate(
     data_dir: Path,
     progress: Callable[[str, int, int], None] | None = None,
     query_ids: set[str] | None = None,
+    vectors: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Import SciFact with its reference vectors into a temporary space and score each method."""
+    """Import SciFact with its reference vectors (or `vectors`: corpus and query rows of another
+    embedder, e.g. bench/embed_int8.py's) into a temporary space and score each method."""
     corpus, queries, qrels = load_scifact(data_dir)
-    doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
-    query_vecs = np.load(data_dir / "queries.minilm.f16.npy").astype(np.float32)
+    if vectors is None:
+        doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
+        query_vecs = np.load(data_dir / "queries.minilm.f16.npy").astype(np.float32)
+    else:
+        doc_vecs, query_vecs = vectors[0], np.asarray(vectors[1], np.float32)
     with tempfile.TemporaryDirectory(prefix="engram-eval-") as tmp:
         spaces = Collections(Path(tmp))
         try:
