@@ -41,7 +41,7 @@ class KindgiFace:
                 except IndexLoading:
                     pass
         facts = Facts(collections, embedder)
-        reembed_all(collections, SPACE_PREFIX, embedder)  # tenants of another model move to this one
+        facts.reembedding = reembed_all(collections, SPACE_PREFIX, embedder)  # tenants of another model move
         idempotency = Idempotency(collections.store)
         erasures = Erasures(facts, idempotency)
         erasures.resume_pending()

@@ -58,6 +58,7 @@ class Facts:
         self.embedder = embedder
         self.clock = clock
         self._ensured: set[str] = set()
+        self.reembedding: threading.Thread | None = None  # tenants of another model moving to this one
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
