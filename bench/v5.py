@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from retrieve import wait_quiet  # noqa: E402
+from retrieve import server_cpu_s, wait_quiet  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
 
 from engram_index.admission import Admission  # noqa: E402
@@ -217,29 +217,33 @@ def relabel(data: Path, ns: str, model: ModelIdentity) -> None:
         spaces.close()
 
 
-def in_process(data: Path, ns: str, queries: Sequence[str], model: MiniLMEmbedder) -> tuple[float, float]:
+def in_process(data: Path, ns: str, queries: Sequence[str],
+               model: MiniLMEmbedder) -> tuple[float, float, float, float]:
     """p50 ms of the engine's own hybrid searches for one v5 search (its two collections, as the face
-    asks them, in this process) and of the query embedding alone."""
+    asks them, in this process) and of the query embedding alone: wall, then thread CPU."""
     spaces = Collections(data, read_only=True, lock=False)
     try:
-        vectors, embed_ms = [], []
+        vectors, embed_ms, embed_cpu = [], [], []
         for q in queries:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             vectors.append(model.embed_queries([q])[0])
             embed_ms.append((time.perf_counter() - t) * 1000)
+            embed_cpu.append((time.thread_time() - c) * 1000)
         asks = [(spaces.index(memories_collection(ns)), Filters(none_tags=(SUPERSEDED, FORGOTTEN))),
                 (spaces.index(chunks_collection(ns)), Filters())]
         for index, flt in asks:  # warm: masks, caches
             index.search(SearchRequest("hybrid", q=queries[0], vector=vectors[0], limit=30, filters=flt, explain=False))
-        engine_ms = []
+        engine_ms, engine_cpu = [], []
         for q, v in zip(queries, vectors):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             for index, flt in asks:
                 index.search(SearchRequest("hybrid", q=q, vector=v, limit=30, filters=flt, explain=False))
             engine_ms.append((time.perf_counter() - t) * 1000)
+            engine_cpu.append((time.thread_time() - c) * 1000)
     finally:
         spaces.close()
-    return statistics.median(engine_ms), statistics.median(embed_ms)
+    med = statistics.median
+    return med(engine_ms), med(embed_ms), med(engine_cpu), med(embed_cpu)
 
 
 def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None = None,
@@ -265,24 +269,29 @@ def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None
                         http.post("/ns/scale/search", json={"query": q})
                     wait_quiet(proc.pid)
                     latencies = []
+                    cpu_before = server_cpu_s(proc.pid)
                     # Each query once, and not one of the warm-up's: no answer comes from the query cache.
                     for q in queries[20:]:
                         t = time.perf_counter()
                         response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
                         latencies.append((time.perf_counter() - t) * 1000)
                         assert response.status_code == 200, response.text
+                    cpu_after = server_cpu_s(proc.pid)
                     http.close()
                 finally:
                     proc.terminate()
                     proc.wait(60)
                 latencies.sort()
-                engine_p50, embed_p50 = in_process(data, "scale", queries[20:], model)
+                engine_p50, embed_p50, engine_cpu, embed_cpu = in_process(data, "scale", queries[20:], model)
                 model.close()
                 p50 = latencies[len(latencies) // 2]
+                server_cpu = (cpu_after - cpu_before) / len(latencies) * 1000 if cpu_before and cpu_after else 0.0
                 out.append({"items": count, "docs": added, "fill_s": fill_s, "embedder": model.identity.model,
                             "p50_ms": p50, "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
                             "engine_p50_ms": engine_p50, "embed_p50_ms": embed_p50,
-                            "ratio": p50 / (engine_p50 + embed_p50)})
+                            "ratio": p50 / (engine_p50 + embed_p50), "server_cpu_ms": server_cpu,
+                            "engine_cpu_ms": engine_cpu, "embed_cpu_ms": embed_cpu,
+                            "cpu_ratio": server_cpu / (engine_cpu + embed_cpu)})
     return out
 
 
@@ -312,12 +321,14 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if sizes:
         print("\n| chunks + memories | documents | fill s (stand-in vectors) | face embedder | search p50 ms |"
-              " p99 ms | engine in-process p50 ms | query embedding p50 ms | p50 / (engine + embedding) |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              " p99 ms | engine in-process p50 ms | query embedding p50 ms | p50 / (engine + embedding) |"
+              " server CPU ms per search | engine CPU ms | embedding CPU ms | CPU / (engine + embedding) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for row in scale(args.scifact, sizes, args.queries, args.data, specs):
             print(f"| {row['items']} | {row['docs']} | {row['fill_s']:.0f} | {row['embedder']} | {row['p50_ms']:.2f} |"
                   f" {row['p99_ms']:.2f} | {row['engine_p50_ms']:.2f} | {row['embed_p50_ms']:.2f} |"
-                  f" {row['ratio']:.2f} |", flush=True)
+                  f" {row['ratio']:.2f} | {row['server_cpu_ms']:.2f} | {row['engine_cpu_ms']:.2f} |"
+                  f" {row['embed_cpu_ms']:.2f} | {row['cpu_ratio']:.2f} |", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
