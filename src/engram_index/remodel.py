@@ -69,6 +69,8 @@ def reembed(collections: Collections, uri: str, embedder: Embedder,
     # vector of the new model (it reenters this lock, so it simply waits).
     with collections._space_lock(uri):
         before = collections.info(uri)
+        if before.model == model:  # moved meanwhile (the face's first write and its opening both ask)
+            return before
         log.info("re-embedding %s: %s -> %s", uri, describe(before.model), describe(model))
         collections.set_next_model(uri, model)
         info = collections.info(uri)
