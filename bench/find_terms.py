@@ -224,4 +224,7 @@ def main() -> None:
             print(line)
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()

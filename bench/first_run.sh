@@ -5,6 +5,7 @@
 #   PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels bench/first_run.sh
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+python3 "$(dirname "$0")/machine.py"  # the CPU model: seconds are only comparable on one machine
 work="$(mktemp -d)"
 port="${PORT:-18123}"
 git clone -q "$repo" "$work/clone"

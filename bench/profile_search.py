@@ -162,7 +162,7 @@ async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes,
                 cprofile: int) -> None:
     """Warm up, run the passes, print the minimum of each part's per-search mean."""
     async with app.router.lifespan_context(app):
-        app.state.search_executor = Inline()
+        app.state.spaces.searches.executor = Inline()
         while await call(app, query_strings[0], headers) != 200:  # the index loads in the background
             await asyncio.sleep(0.2)
         for qs in query_strings:
@@ -187,7 +187,7 @@ async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes,
     print(f"  {'the rest: Python':46s}{whole - floor:8.3f}{(whole - floor) / whole:8.0%}")
     if cprofile:
         async with app.router.lifespan_context(app):
-            app.state.search_executor = Inline()
+            app.state.spaces.searches.executor = Inline()
             while await call(app, query_strings[0], headers) != 200:
                 await asyncio.sleep(0.2)
             profiler = cProfile.Profile()
@@ -201,4 +201,7 @@ async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes,
 
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()

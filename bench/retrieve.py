@@ -10,6 +10,11 @@ onnxruntime): that cost is inside the figures. Writes are `write_fact` calls thr
 one at a time and from 4 threads, each embedded on the server.
 
     python bench/retrieve.py [--sizes 10000,100000] [--requests 300] [--writes 300] [--data DIR]
+                             [--face-embedders local,auto]
+
+Per face embedder it also prints, measured in the same run, the engine's own searches for one
+`both` retrieve (keyword and vector legs, in process) and the query embedding alone: both p50 /
+(engine + embedding) is what the HTTP face adds.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -35,6 +41,9 @@ from synth import make_queries, make_space  # noqa: E402
 
 from engram_index.collections import Collections  # noqa: E402
 from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
+from engram_index.engine.types import Filters, ModelIdentity, SearchRequest  # noqa: E402
+from engram_index.kindgi.auth import Principal  # noqa: E402
+from engram_index.kindgi.scope import reader_groups  # noqa: E402
 from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.kindgi import revisions as rev  # noqa: E402
 from engram_index.kindgi.facts import space_name  # noqa: E402
@@ -122,11 +131,12 @@ def wait_quiet(pid: int, timeout: float = 300) -> None:
         before = now
 
 
-def serve(data: Path, port: int) -> subprocess.Popen[bytes]:
+def serve(data: Path, port: int, face_spec: str = "auto") -> subprocess.Popen[bytes]:
     """`engram-index serve` on a loopback port, answering once it listens (wait_idle: once loaded)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
                              str(port), "--insecure-open", "--no-access-log", "--embedder", "local",
+                             "--face-embedder", face_spec,
                              # one client measures latency: no per-key admission in the way
                              "--key-rate", "1000000", "--key-burst", "1000000"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -139,6 +149,45 @@ def serve(data: Path, port: int) -> subprocess.Popen[bytes]:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("the server did not start") from None
             time.sleep(0.1)
+
+
+def face_model(spec: str) -> MiniLMEmbedder:
+    """The local model the Kindgi face embeds with under `--face-embedder spec` (auto: the int8 graph)."""
+    return MiniLMEmbedder(int8=spec in ("auto", "local-int8"))
+
+
+def relabel(data: Path, identity: ModelIdentity) -> None:
+    """Declare the tenant's facts as embedded with `identity` (their SciFact vectors are MiniLM's;
+    int8's are within cosine 0.99 of them), so that the face searches them without re-embedding."""
+    spaces = Collections(data)
+    try:
+        spaces.ensure_space(space_name(TENANT), identity)
+    finally:
+        spaces.close()
+
+
+def in_process(data: Path, queries: Sequence[str], model: MiniLMEmbedder) -> tuple[float, float]:
+    """Thread-CPU p50 ms of the engine's own searches for one `both` retrieve (its keyword and vector
+    legs, with the reader's visibility filters, in this process) and of the query embedding alone
+    (CPU, not wall: on a shared machine wall time is mostly waiting for a core)."""
+    spaces = Collections(data, read_only=True, lock=False)
+    try:
+        index = spaces.index(space_name(TENANT))
+        reader = Principal(TENANT, "bench", user=USERS[0], projects=frozenset(PROJECTS[:3]))
+        flt = Filters(any_tags=reader_groups(reader))
+        vectors, embed_cpu, engine_cpu = [], [], []
+        for q in queries:
+            t = time.thread_time()
+            vectors.append(model.embed_queries([q])[0])
+            embed_cpu.append((time.thread_time() - t) * 1000)
+        for q, v in zip(queries, vectors):
+            t = time.thread_time()
+            index.search(SearchRequest("keyword", q=q, limit=20, filters=flt, explain=False))
+            index.search(SearchRequest("vector", vector=v, limit=20, filters=flt, explain=False))
+            engine_cpu.append((time.thread_time() - t) * 1000)
+    finally:
+        spaces.close()
+    return statistics.median(engine_cpu[10:]), statistics.median(embed_cpu)
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -218,6 +267,38 @@ def write_rate(url: str, token: str, texts: list[str], threads: int) -> float:
     return len(texts) / (time.perf_counter() - began)
 
 
+def measure_face(data: Path, n: int, token: str, spec: str, every: list[str],
+                 requests: int) -> tuple[list[str], str]:
+    """Serve with one face embedder: each mode's row, then the `both` ratio row."""
+    model = face_model(spec)
+    relabel(data, model.identity)
+    port = free_port()
+    proc = serve(data, port, spec)
+    url = f"http://127.0.0.1:{port}"
+    rows: list[str] = []
+    both_p50 = both_cpu = 0.0
+    try:
+        wait_idle(url, token, proc.pid)
+        for k, mode in enumerate(MODES):
+            queries = every[k * (requests + 10):(k + 1) * (requests + 10)]
+            p50, p99, found, cpu_ms = retrieve_latencies(url, token, mode, queries, requests, proc.pid)
+            cpu = "" if cpu_ms is None else f"{cpu_ms:.2f}"
+            rows.append(f"| {n:>7,} | {mode:<8} ({model.identity.model}) | {p50:7.2f} | {p99:7.2f} | {cpu} |"
+                        f" {found:5.1f} |")
+            print(rows[-1], flush=True)
+            if mode == "both":
+                both_p50, both_cpu = p50, cpu_ms or 0.0
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    engine_p50, embed_p50 = in_process(data, every[: requests + 10], model)
+    model.close()
+    ratio = (f"| {n:>7,} | {model.identity.model} | {both_p50:.2f} | {both_cpu:.2f} | {engine_p50:.2f} |"
+             f" {embed_p50:.2f} | {both_cpu / (engine_p50 + embed_p50):.2f} |")
+    print(ratio, flush=True)
+    return rows, ratio
+
+
 def main() -> None:
     """Build, serve and measure each size; print one table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -227,8 +308,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="build each size under here once and reuse it")
     shared = Path(os.environ.get("ENGRAM_SHARED", ROOT.parent / "shared"))
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
+    parser.add_argument("--face-embedders", default="auto",
+                        help="--face-embedder specs to compare in this run, e.g. local,auto (float32, int8)")
     args = parser.parse_args()
+    specs = [s for s in args.face_embedders.split(",") if s]
     root = args.data or Path(tempfile.mkdtemp(prefix="kindgi-bench-"))
+    ratios: list[str] = []
     rows = []
     print(f"# bench/retrieve.py on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
     for n in (int(s) for s in args.sizes.split(",")):
@@ -238,17 +323,18 @@ def main() -> None:
         built = time.perf_counter() - began
         token, _ = KeyStore(data).create("kindgi", {"tenant": TENANT, "user": USERS[0], "projects": PROJECTS[:3]})
         writer, _ = KeyStore(data).create("kindgi", {"tenant": TENANT, "user": USERS[1], "projects": [WRITES]})
+        # Each mode its own queries, none repeated: no answer comes from the query-vector cache.
+        every, _ = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), 4 * (args.requests + 10), seed=2)
+        for spec in specs:
+            face_rows, ratio = measure_face(data, n, token, spec, every, args.requests)
+            rows += face_rows
+            ratios.append(ratio)
         port = free_port()
-        proc = serve(data, port)
+        proc = serve(data, port, specs[-1])
         url = f"http://127.0.0.1:{port}"
         try:
             wait_idle(url, token, proc.pid)
-            queries, _ = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), 300, seed=2)
-            for mode in MODES:
-                p50, p99, found, cpu_ms = retrieve_latencies(url, token, mode, queries, args.requests, proc.pid)
-                cpu = "" if cpu_ms is None else f"{cpu_ms:.2f}"
-                rows.append(f"| {n:>7,} | {mode:<8} | {p50:7.2f} | {p99:7.2f} | {cpu} | {found:5.1f} |")
-                print(rows[-1], flush=True)
+            queries = every[: 300]
             p50, p99 = fresh_keyword(url, writer, 50)
             rows.append(f"| {n:>7,} | keyword right after a write | {p50:7.2f} | {p99:7.2f} | | 1.0 |")
             print(rows[-1], flush=True)
@@ -263,7 +349,14 @@ def main() -> None:
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end (on {os.cpu_count()} cores)")
     print("\n| facts | mode | p50 ms | p99 ms | server CPU ms per retrieve | results |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
+    print("\n| facts | face embedder | both p50 ms (HTTP) | server CPU ms per both | engine CPU ms (keyword +"
+          " vector legs, in process) | query embedding CPU ms | server CPU / (engine + embedding) |"
+          "\n|---|---|---|---|---|---|---|")
+    print("\n".join(ratios))
 
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()

@@ -260,4 +260,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()

@@ -13,6 +13,11 @@ each text's hash, under the model's identity): a search does the same work on th
 it ranks first differs.
 
     python bench/v5.py [--ingest-docs 300] [--sizes 10000,100000] [--queries 200] [--scifact DIR]
+                       [--face-embedders local,auto]
+
+Beside each search p50 it prints, measured on the same machine in the same run, the engine's own
+hybrid searches for one v5 search (its two collections, in process) and the query embedding alone:
+p50 / (engine + embedding) is what the HTTP face adds. Queries are not repeated (no cache hits).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -35,17 +41,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from retrieve import wait_quiet  # noqa: E402
+from retrieve import server_cpu_s, wait_quiet  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
 
 from engram_index.admission import Admission  # noqa: E402
 from engram_index.app import create_app  # noqa: E402
+from engram_index.collections import Collections  # noqa: E402
 from engram_index.embed.base import finish  # noqa: E402
-from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
+from engram_index.embed.local import MINILM_IDENTITY, MiniLMEmbedder  # noqa: E402
+from engram_index.engine.types import ModelIdentity  # noqa: E402
 from engram_index.engram.api.embedding import QueryEmbedding  # noqa: E402
+from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
 from engram_index.engram.auth import InsecureOpen  # noqa: E402
 from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.supermemory.chunking import sentences  # noqa: E402
+from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED  # noqa: E402
+from engram_index.supermemory.tables import chunks_collection, memories_collection  # noqa: E402
 from engram_index.testkit.serve import free_port, serving  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,12 +122,18 @@ def items(face: object, ns: str) -> int:
     return int(chunks) + int(memories)
 
 
-def ingest(scifact: Path, n_docs: int, samples: int) -> dict[str, float]:
+def face_model(spec: str) -> MiniLMEmbedder:
+    """The local model the v5 face embeds with under `--face-embedder spec` (auto: the int8 graph)."""
+    return MiniLMEmbedder(int8=spec in ("auto", "local-int8"))
+
+
+def ingest(scifact: Path, n_docs: int, samples: int, face_spec: str = "auto") -> dict[str, float]:
     """Part 1: docs/s for 1 KB documents with the local embedder, and done → searchable."""
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                         embedding=QueryEmbedding(MiniLMEmbedder()), key_limits=UNLIMITED)
+                         embedding=QueryEmbedding(MiniLMEmbedder()), key_limits=UNLIMITED,
+                         face_embedder=face_model(face_spec))
         key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
         with serving(app) as url:
             client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=120)
@@ -145,6 +162,7 @@ def ingest(scifact: Path, n_docs: int, samples: int) -> dict[str, float]:
 def fill(scifact: Path, data: Path, size: int) -> tuple[int, float, int]:
     """Fill the namespace `scale` in process (stand-in vectors) until it holds `size` items; (documents,
     seconds, items)."""
+    relabel(data, "scale", MINILM_IDENTITY)  # the stand-in's identity (a run before may have relabelled)
     app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
                      embedding=QueryEmbedding(StandIn(MiniLMEmbedder())),  # type: ignore[arg-type]
                      key_limits=UNLIMITED)
@@ -168,13 +186,13 @@ def fill(scifact: Path, data: Path, size: int) -> tuple[int, float, int]:
     return added, time.perf_counter() - began, count
 
 
-def served(data: Path) -> tuple[subprocess.Popen[bytes], str]:
+def served(data: Path, face_spec: str = "auto") -> tuple[subprocess.Popen[bytes], str]:
     """`engram-index serve --embedder local` on the data directory, as its own process, once it answers."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
          "--insecure-open", "--no-access-log", "--embedder", "local", "--key-rate", "1000000",
-         "--key-burst", "1000000"],
+         "--key-burst", "1000000", "--face-embedder", face_spec],
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -188,44 +206,92 @@ def served(data: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
-def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None = None) -> list[dict[str, float]]:
+def relabel(data: Path, ns: str, model: ModelIdentity) -> None:
+    """Declare the namespace's collections as embedded with `model`: their vectors are stand-ins of no
+    model, so that either embedder searches them without re-embedding (a bench-only shortcut)."""
+    spaces = Collections(data)
+    try:
+        for name in (chunks_collection(ns), memories_collection(ns)):
+            spaces.ensure_space(name, model)
+    finally:
+        spaces.close()
+
+
+def in_process(data: Path, ns: str, queries: Sequence[str],
+               model: MiniLMEmbedder) -> tuple[float, float, float, float]:
+    """p50 ms of the engine's own hybrid searches for one v5 search (its two collections, as the face
+    asks them, in this process) and of the query embedding alone: wall, then thread CPU."""
+    spaces = Collections(data, read_only=True, lock=False)
+    try:
+        vectors, embed_ms, embed_cpu = [], [], []
+        for q in queries:
+            t, c = time.perf_counter(), time.thread_time()
+            vectors.append(model.embed_queries([q])[0])
+            embed_ms.append((time.perf_counter() - t) * 1000)
+            embed_cpu.append((time.thread_time() - c) * 1000)
+        asks = [(spaces.index(memories_collection(ns)), Filters(none_tags=(SUPERSEDED, FORGOTTEN))),
+                (spaces.index(chunks_collection(ns)), Filters())]
+        for index, flt in asks:  # warm: masks, caches
+            index.search(SearchRequest("hybrid", q=queries[0], vector=vectors[0], limit=30, filters=flt, explain=False))
+        engine_ms, engine_cpu = [], []
+        for q, v in zip(queries, vectors):
+            t, c = time.perf_counter(), time.thread_time()
+            for index, flt in asks:
+                index.search(SearchRequest("hybrid", q=q, vector=v, limit=30, filters=flt, explain=False))
+            engine_ms.append((time.perf_counter() - t) * 1000)
+            engine_cpu.append((time.thread_time() - c) * 1000)
+    finally:
+        spaces.close()
+    med = statistics.median
+    return med(engine_ms), med(embed_ms), med(engine_cpu), med(embed_cpu)
+
+
+def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None = None,
+          face_specs: Sequence[str] = ("auto",)) -> list[dict[str, Any]]:
     """Part 2: search p50/p99 over HTTP at each size of chunks + memories (`keep`: a data directory to
-    fill once and reuse). The server runs as its own process, as an operator runs it, so that the
-    client's work is not on the server's interpreter."""
+    fill once and reuse), per face embedder, beside the engine's in-process p50 and the query
+    embedding's. The server runs as its own process, as an operator runs it, so that the client's
+    work is not on the server's interpreter."""
     queries = [json.loads(line)["text"] for line in (scifact / "queries.jsonl").open()][:n_queries]
-    out = []
-    model = MiniLMEmbedder()
+    out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         data = keep or Path(tmp)
         for size in sizes:
             added, fill_s, count = fill(scifact, data, size)
             key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
-            proc, url = served(data)
-            try:
-                http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
-                for q in queries[:20]:  # warm-up: the index loads, the caches fill
-                    http.post("/ns/scale/search", json={"query": q})
-                wait_quiet(proc.pid)
-                latencies = []
-                for q in queries:
-                    t = time.perf_counter()
-                    response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
-                    latencies.append((time.perf_counter() - t) * 1000)
-                    assert response.status_code == 200, response.text
-                http.close()
-            finally:
-                proc.terminate()
-                proc.wait(60)
-            latencies.sort()
-            embed_ms = []
-            for q in queries:  # the query embedding alone, in this process, for the same queries
-                t = time.perf_counter()
-                model.embed_queries([q])
-                embed_ms.append((time.perf_counter() - t) * 1000)
-            out.append({"items": count, "docs": added, "fill_s": fill_s,
-                        "p50_ms": latencies[len(latencies) // 2],
-                        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
-                        "embed_p50_ms": statistics.median(embed_ms)})
+            for spec in face_specs:
+                model = face_model(spec)
+                relabel(data, "scale", model.identity)
+                proc, url = served(data, spec)
+                try:
+                    http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+                    for q in queries[:20]:  # warm-up: the index loads, the caches fill
+                        http.post("/ns/scale/search", json={"query": q})
+                    wait_quiet(proc.pid)
+                    latencies = []
+                    cpu_before = server_cpu_s(proc.pid)
+                    # Each query once, and not one of the warm-up's: no answer comes from the query cache.
+                    for q in queries[20:]:
+                        t = time.perf_counter()
+                        response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
+                        latencies.append((time.perf_counter() - t) * 1000)
+                        assert response.status_code == 200, response.text
+                    cpu_after = server_cpu_s(proc.pid)
+                    http.close()
+                finally:
+                    proc.terminate()
+                    proc.wait(60)
+                latencies.sort()
+                engine_p50, embed_p50, engine_cpu, embed_cpu = in_process(data, "scale", queries[20:], model)
+                model.close()
+                p50 = latencies[len(latencies) // 2]
+                server_cpu = (cpu_after - cpu_before) / len(latencies) * 1000 if cpu_before and cpu_after else 0.0
+                out.append({"items": count, "docs": added, "fill_s": fill_s, "embedder": model.identity.model,
+                            "p50_ms": p50, "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+                            "engine_p50_ms": engine_p50, "embed_p50_ms": embed_p50,
+                            "ratio": p50 / (engine_p50 + embed_p50), "server_cpu_ms": server_cpu,
+                            "engine_cpu_ms": engine_cpu, "embed_cpu_ms": embed_cpu,
+                            "cpu_ratio": server_cpu / (engine_cpu + embed_cpu)})
     return out
 
 
@@ -237,27 +303,37 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--data", type=Path, help="fill this data directory once and reuse it (part 2)")
     parser.add_argument("--skip-ingest", action="store_true", help="part 2 only")
+    parser.add_argument("--face-embedders", default="auto",
+                        help="--face-embedder specs to compare in this run, e.g. local,auto (float32, int8)")
     shared = Path(os.environ.get("ENGRAM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
     args = parser.parse_args()
     print(f"# bench/v5.py on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    specs = [s for s in args.face_embedders.split(",") if s]
     if not args.skip_ingest:
-        result = ingest(args.scifact, args.ingest_docs, args.samples)
-        print("\n| ingest (local MiniLM) | documents | items | seconds | documents/s | done → searchable p50 | max |")
+        print("\n| ingest, face embedder | documents | items | seconds | documents/s | done → searchable p50 | max |")
         print("|---|---|---|---|---|---|---|")
-        print(f"| 1 KB SciFact documents | {result['docs']} | {result['items']} | {result['seconds']:.1f} |"
-              f" {result['docs_per_s']:.1f} | {result['searchable_p50_s'] * 1000:.0f} ms |"
-              f" {result['searchable_max_s'] * 1000:.0f} ms |")
+        for spec in specs:
+            result = ingest(args.scifact, args.ingest_docs, args.samples, spec)
+            print(f"| {spec} | {result['docs']} | {result['items']} | {result['seconds']:.1f} |"
+                  f" {result['docs_per_s']:.1f} | {result['searchable_p50_s'] * 1000:.0f} ms |"
+                  f" {result['searchable_max_s'] * 1000:.0f} ms |", flush=True)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if sizes:
-        print("\n| chunks + memories | documents | fill s (stand-in vectors) | search p50 ms | p99 ms |"
-              " of which query embedding p50 ms |")
-        print("|---|---|---|---|---|---|")
-        for row in scale(args.scifact, sizes, args.queries, args.data):
-            print(f"| {row['items']} | {row['docs']} | {row['fill_s']:.0f} | {row['p50_ms']:.1f} |"
-                  f" {row['p99_ms']:.1f} | {row['embed_p50_ms']:.1f} |", flush=True)
+        print("\n| chunks + memories | documents | fill s (stand-in vectors) | face embedder | search p50 ms |"
+              " p99 ms | engine in-process p50 ms | query embedding p50 ms | p50 / (engine + embedding) |"
+              " server CPU ms per search | engine CPU ms | embedding CPU ms | CPU / (engine + embedding) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for row in scale(args.scifact, sizes, args.queries, args.data, specs):
+            print(f"| {row['items']} | {row['docs']} | {row['fill_s']:.0f} | {row['embedder']} | {row['p50_ms']:.2f} |"
+                  f" {row['p99_ms']:.2f} | {row['engine_p50_ms']:.2f} | {row['embed_p50_ms']:.2f} |"
+                  f" {row['ratio']:.2f} | {row['server_cpu_ms']:.2f} | {row['engine_cpu_ms']:.2f} |"
+                  f" {row['embed_cpu_ms']:.2f} | {row['cpu_ratio']:.2f} |", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
@@ -19,6 +18,7 @@ from engram_index.engram.api.memories import get_memory, list_memories
 from engram_index.engram.api.search import search_memories
 from engram_index.engram.api.spaces import REGISTER_NSID, WARM_NSID, describe, register_space, warm_space
 from engram_index.engram.api.status import get_space_status
+from engram_index.embed.base import Embedder
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.admission import Admission
 from engram_index.engram.api.limits import SpaceLimits
@@ -85,6 +85,7 @@ def create_app(
     llm: LLM | None = None,
     reranker: Reranker | None = None,
     store: str | None = None,
+    face_embedder: Embedder | None = None,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
@@ -95,6 +96,7 @@ def create_app(
     are on `app.state` for the faces that use them. `key_limits` admits the requests of each key
     of the v5 and Kindgi faces (a token bucket and slots per key; the default when None). `store`:
     a postgresql:// URL holding the records (None: the data directory's own SQLite store).
+    `face_embedder` embeds for the v5 and Kindgi faces (None: the query embedder of `embedding`).
     """
 
     # The MCP server at /mcp and the web page at / call the faces of this very app (`app`, below).
@@ -111,7 +113,7 @@ def create_app(
         app.state.embedding = embedding or QueryEmbedding()
         app.state.embedding.embedder = metrics.timed(app.state.embedding.embedder)  # query embeddings timed
         app.state.llm, app.state.reranker = llm, reranker
-        app.state.spaces = Collections(data_dir, read_only=read_only, store=store)
+        app.state.spaces = Collections(data_dir, read_only=read_only, store=store, search_threads=search_threads)
         app.state.spaces.on_searchable = metrics.observe_lag
         app.state.sync = None
         if sync is not None:
@@ -120,12 +122,12 @@ def create_app(
                 sync.plc_url, allow_http_localhost=sync.did_web_http_localhost))
             app.state.sync = SyncRunner(app.state.spaces, sync, service_did)
             app.state.sync.start()
-        app.state.search_executor = ThreadPoolExecutor(search_threads, thread_name_prefix="search")
-        app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.embedding.embedder)
+        app.state.face_embedder = face_embedder or app.state.embedding.embedder
+        app.state.kindgi = KindgiFace.open(app.state.spaces, app.state.face_embedder)
         # The supermemory v5 face: its tables, and (when this process writes) its processing pipeline,
         # which first queues again every document a previous run acknowledged but did not finish.
         app.state.supermemory = SupermemoryFace(
-            app.state.spaces, KeyStore(data_dir, app.state.spaces.shared_store()), app.state.embedding.embedder, state=app.state,
+            app.state.spaces, KeyStore(data_dir, app.state.spaces.shared_store()), app.state.face_embedder, state=app.state,
             read_only=read_only)
         app.state.supermemory_pipeline = None if read_only else SupermemoryPipeline(app.state.supermemory)
         if app.state.supermemory_pipeline is not None:
@@ -145,11 +147,10 @@ def create_app(
             app.state.sync.stop()
         if app.state.supermemory_pipeline is not None:
             app.state.supermemory_pipeline.stop()
-        app.state.search_executor.shutdown(wait=True)
         app.state.kindgi.close()
         app.state.spaces.close()
-        if app.state.embedding.embedder is not None:
-            app.state.embedding.embedder.close()
+        for embedder in {id(e): e for e in (app.state.embedding.embedder, app.state.face_embedder) if e}.values():
+            embedder.close()
         for client in (llm, reranker):
             close = getattr(client, "close", None)
             if callable(close):
@@ -245,7 +246,7 @@ def worker_app() -> Starlette:
     import json
     import os
 
-    from engram_index.embed.factory import embedder_from_spec
+    from engram_index.embed.factory import FACE_DEFAULT, embedder_from_spec, face_embedder_from_spec
     from engram_index.llm.openai_compat import llm_from_spec
     from engram_index.rerank import reranker_from_spec
 
@@ -257,6 +258,8 @@ def worker_app() -> Starlette:
     embedding = QueryEmbedding(
         embedder_from_spec(config["embedder"]), frozenset(config["embed_authorities"]) or None
     )
+    face_embedder = face_embedder_from_spec(config.get("face_embedder", FACE_DEFAULT), config["embedder"],
+                                            embedding.embedder)
     llm = llm_from_spec(config["llm"]) if config.get("llm") else None
     reranker = reranker_from_spec(config["rerank"], llm) if config.get("rerank") else None
     return create_app(
@@ -272,4 +275,5 @@ def worker_app() -> Starlette:
         store=config.get("store"),
         llm=llm,
         reranker=reranker,
+        face_embedder=face_embedder,
     )

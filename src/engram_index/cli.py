@@ -237,6 +237,9 @@ def _model_of(spaces: Collections, uri: str) -> ModelIdentity | None:
 @click.option("--embedder", "embedder_spec", default="auto", show_default=True,
               help="Query embedder: auto (local if installed), local, none, ollama:MODEL:DIMS[@URL], "
                    "openai:MODEL:DIMS:DIGEST@URL (key in $ENGRAM_OPENAI_KEY).")
+@click.option("--face-embedder", "face_embedder_spec", default="auto", show_default=True,
+              help="Embedder of the v5 and Kindgi faces: auto (the local model's int8 graph when --embedder is "
+                   "the local model, else the --embedder), or any --embedder spec (local: float32).")
 @click.option("--embed-authority", "embed_authorities", multiple=True,
               help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
@@ -271,7 +274,7 @@ def _model_of(spaces: Collections, uri: str) -> ModelIdentity | None:
 def serve(
     data: Path, host: str, port: int, service_did: str | None, insecure_open: bool, plc_url: str,
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, key_rate: float, key_burst: float,
-    key_concurrent: int, embedder_spec: str,
+    key_concurrent: int, embedder_spec: str, face_embedder_spec: str,
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
     public_url: str | None, poll_interval: float, open_registration: bool, search_threads: int, access_log: bool,
     llm_spec: str | None, rerank_spec: str | None, malloc_arenas: int, allow_private_urls: bool,
@@ -330,7 +333,7 @@ def serve(
         os.environ[WORKER_CONFIG_ENV] = json.dumps({
             "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
             "burst": burst, "concurrent": concurrent, "key_rate": key_rate, "key_burst": key_burst,
-            "key_concurrent": key_concurrent, "embedder": embedder_spec,
+            "key_concurrent": key_concurrent, "embedder": embedder_spec, "face_embedder": face_embedder_spec,
             "embed_authorities": list(embed_authorities), "plc_url": plc_url,
             "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
             "llm": llm_spec, "rerank": rerank_spec, "store": store,
@@ -338,6 +341,7 @@ def serve(
         run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log, envelopes=envelope_for)
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
+    face_embedder = make_face_embedder(face_embedder_spec, embedder_spec, embedding.embedder)
     authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
         data, did, plc_url=plc_url, allow_http_localhost=did_web_http_localhost)
     app = create_app(
@@ -348,6 +352,7 @@ def serve(
         llm=llm,
         reranker=reranker,
         store=store,
+        face_embedder=face_embedder,
     )
     app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL
     run(app, host, port, access_log=access_log, envelopes=envelope_for)
@@ -454,6 +459,16 @@ def embed(input_path: Path | None, field: str, texts_given: tuple[str, ...], kin
     assert out is not None
     np.save(out, matrix)
     console.print(f"{len(texts)} vectors of {ident.dims} dims ({ident.model}) written to {out}")
+
+
+def make_face_embedder(spec: str, garden_spec: str, garden: Embedder | None) -> Embedder | None:
+    """The v5 and Kindgi faces' embedder an operator asked for, with command-line errors."""
+    from engram_index.embed.factory import face_embedder_from_spec
+
+    try:
+        return face_embedder_from_spec(spec, garden_spec, garden)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--face-embedder") from exc
 
 
 def make_embedder(spec: str) -> Embedder | None:

@@ -29,6 +29,7 @@ from engram_index.store.base import (Change, RecordStore, SharedStore, SpaceInfo
                                      WriteResult)
 from engram_index.store.opening import open_store
 from engram_index.store.sqlite import PAGE_SIZE, Store
+from engram_index.search_pool import SEARCH_THREADS, SearchPool
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class Collections:
     """Every space of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
-                 lock: bool = True, store: str | None = None) -> None:
+                 lock: bool = True, store: str | None = None, search_threads: int = SEARCH_THREADS) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
@@ -69,6 +70,7 @@ class Collections:
         without the lock: a one-off reader beside the process that owns the directory (SQLite's
         WAL and tantivy's committed segments both let a reader in while a writer works). `store`: a
         postgresql:// URL whose records this directory caches (None: its own SQLite file).
+        Every face's searches run on one pool of `search_threads` (search_pool.py: deadlines, a queue).
         """
         if not lock and not read_only:
             raise StorageError("only a read-only opening may go without the data directory's lock")
@@ -82,6 +84,7 @@ class Collections:
             log.warning("%s has %d KB pages (an older release made it): it is ~3x larger and slower to read"
                         " than it needs to be; stop the service and run `engram-index repack --data %s` once",
                         self.store.path, self.store.page_size() // 1024, data_dir)
+        self.searches = SearchPool(search_threads)
         self._indexes: dict[str, SpaceIndex] = {}
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
@@ -515,8 +518,8 @@ class Collections:
     # -- reads ------------------------------------------------------------------------------
 
     def search(self, uri: str, req: SearchRequest) -> SearchResult:
-        """Search a space (loading its index first when needed)."""
-        return self.index(uri).search(req)
+        """Search a space (loading its index first when needed) on the search pool, within its deadline."""
+        return self.searches.run_sync(self.index(uri).search, req)
 
     def catch_up(self) -> None:
         """Load every space (replaying what its keyword index missed), compact where due, and save
@@ -538,6 +541,7 @@ class Collections:
     def close(self) -> None:
         """Stop the committer, commit everything and close the store."""
         self._stop.set()
+        self.searches.close()
         if self._committer.is_alive():
             self._committer.join()
         if self._tailer is not None:

@@ -63,15 +63,20 @@ def evaluate(
     query_ids: set[str] | None = None,
     store: str | None = None,
     content_only: bool = True,
+    vectors: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Import SciFact with its reference vectors into a temporary space (of `store`, when given) and score each
-    method; the keyword side searches the query's content words as the faces do (ranking.content_query)
-    unless `content_only` is False."""
+    """Import SciFact with its reference vectors (or `vectors`: corpus and query rows of another embedder, e.g.
+    bench/embed_int8.py's) into a temporary space (of `store`, when given) and score each method; the keyword
+    side searches the query's content words as the faces do (ranking.content_query) unless `content_only` is
+    False."""
     from engram_index.ranking import content_query, same_source, search
 
     corpus, queries, qrels = load_scifact(data_dir)
-    doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
-    query_vecs = np.load(data_dir / "queries.minilm.f16.npy").astype(np.float32)
+    if vectors is None:
+        doc_vecs = np.load(data_dir / "corpus.minilm.f16.npy")
+        query_vecs = np.load(data_dir / "queries.minilm.f16.npy").astype(np.float32)
+    else:
+        doc_vecs, query_vecs = vectors[0], np.asarray(vectors[1], np.float32)
     with tempfile.TemporaryDirectory(prefix="engram-eval-") as tmp:
         spaces = Collections(Path(tmp), store=store)
         try:

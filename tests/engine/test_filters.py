@@ -75,3 +75,26 @@ def test_a_removed_document_leaves_the_id_allow_list(index: SpaceIndex) -> None:
     index.apply([(3, None)], seq=2)
     index.commit()
     assert found(index, "hybrid", Filters(ids=frozenset({"m3"}))) == set()
+
+
+def test_repeated_filters_reuse_one_mask_until_the_next_change(index: SpaceIndex) -> None:
+    from engram_index.engine.columns import MASKS_KEPT
+
+    filters = Filters(any_tags=(("org:a", "org:b"),), none_tags=("project:x",))
+    first = index.columns.mask(filters)
+    assert first is not None and index.columns.mask(Filters(any_tags=(("org:a", "org:b"),),
+                                                            none_tags=("project:x",))) is first
+    assert not first.flags.writeable  # shared by every search with these filters
+    with pytest.raises(ValueError):
+        first[0] = False
+    assert {mode: found(index, mode, filters) for mode in MODES} == {mode: {"m0", "m1"} for mode in MODES}
+    # A write changes what passes: the kept mask is not used again.
+    index.apply([(4, Document(id="m4", author="x", text="shared words m4", tags=("org:a", "project:y"),
+                              created_ms=50, vector=np.array([1, 0, 0, 0], "<f2").tobytes()))], seq=2)
+    assert index.columns.mask(filters) is not first
+    assert {mode: found(index, mode, filters) for mode in MODES} == {mode: {"m0", "m1", "m4"} for mode in MODES}
+    index.apply([(0, None)], seq=3)
+    assert {mode: found(index, mode, filters) for mode in MODES} == {mode: {"m1", "m4"} for mode in MODES}
+    for i in range(MASKS_KEPT + 5):  # bounded: the oldest masks leave
+        index.columns.mask(Filters(tags=(f"tag{i}",)))
+    assert len(index.columns._masks) == MASKS_KEPT

@@ -172,3 +172,33 @@ def test_on_request_each_result_says_why_it_matched(server: Server) -> None:
     assert [text[h["byteStart"]:h["byteEnd"]].decode().lower() for h in snippet["highlights"]] == ["green", "tea"]
     plain = server.client(user="alice", projects=["web"]).memory.retrieve(mode="both", query="green tea", limit=1)
     assert "explanation" not in (plain.results[0].model_extra or {})
+
+
+def test_a_tenant_whose_facts_hold_another_models_vectors_is_refused_semantic_naming_both(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    _seed(client)
+    spaces = server.app.state.spaces
+    spaces.ensure_space("kindgi:acme", HashingEmbedder(DIMS * 2).identity)  # as if written by another model
+    with pytest.raises(ServerError) as err:
+        client.memory.retrieve(mode="semantic", query="tea")
+    assert err.value.status == 422 and err.value.server_code == "semantic-unavailable"
+    assert f"{DIMS * 2} dimensions" in str(err.value) and "re-embedded with hashing-v1" in str(err.value)
+    assert client.memory.retrieve(mode="keyword", query="tea").results  # keyword still answers
+
+
+def test_a_tenant_written_with_another_model_is_re_embedded_when_the_face_opens(tmp_path: Path) -> None:
+    with kindgi_server(tmp_path / "data", HashingEmbedder(DIMS)) as server:
+        texts = _seed(server.client(user="alice", projects=["web"]))
+    wider = HashingEmbedder(DIMS * 2)
+    with kindgi_server(tmp_path / "data", wider) as server:
+        moving = server.app.state.kindgi.facts.reembedding
+        assert moving is not None
+        moving.join()
+        assert server.app.state.spaces.info("kindgi:acme").model == wider.identity
+        client = server.client(user="alice", projects=["web"])
+        results = client.memory.retrieve(mode="semantic", query="tea in the morning", limit=len(TEXTS)).results
+        query = wider.embed_queries(["tea in the morning"])[0]
+        assert len(results) == len(TEXTS)
+        for r in results:  # scored with the new model's vectors of every fact
+            doc = wider.embed_documents([texts[r.fact.id]])[0].astype(np.float16).astype(np.float32)
+            assert r.score == pytest.approx(float(doc @ query), abs=2e-3)

@@ -250,3 +250,11 @@ def test_odd_queries_answer_a_list(server: Server, keyword_server: Server, fille
         response = _post(srv, filled, {"query": query, "threshold": 0})
         assert response.status_code == 200, response.text
         assert isinstance(response.json()["results"], list)
+
+
+def test_a_filter_repeated_after_a_write_sees_the_new_document(client: Supermemory, filled: str) -> None:
+    flt = {"field": "kind", "operator": "eq", "value": "garage"}
+    assert client.search(filled, query="the", threshold=0, limit=100, filter=flt).results == []
+    add_done(client, filled, "The garage opens at seven.", metadata={"kind": "garage", "floor": -1})
+    again = client.search(filled, query="the", threshold=0, limit=100, filter=flt).results
+    assert again and {r.metadata["kind"] for r in again} == {"garage"}

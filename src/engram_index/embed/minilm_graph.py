@@ -152,7 +152,8 @@ def open_session(graph: MiniLMGraph, threads: int, disabled_optimizers: Sequence
     # Idle worker threads would spin on cores that other work needs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # errors only: warnings would land in the service's log
-    options.add_external_initializers_from_files_in_memory([WEIGHTS_NAME], [graph.weights], [graph.weights.size])
+    if graph.weights.size:  # a self-contained model (the int8 one) has no weights file
+        options.add_external_initializers_from_files_in_memory([WEIGHTS_NAME], [graph.weights], [graph.weights.size])
     return ort.InferenceSession(
         graph.model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled_optimizers)
     )

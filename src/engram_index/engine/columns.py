@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
 from engram_index.engine.types import Document, Filters
+
+# Filter masks kept until the next change: faces send the same few filters with every search (v5
+# its superseded/forgotten tags, Kindgi a tenant's visibility groups), and each mask is as large as
+# the collection. 32 masks of a 1M-ordinal space are 32 MB.
+MASKS_KEPT = 32
 
 
 class Columns:
@@ -24,6 +31,8 @@ class Columns:
         self._tags: dict[str, set[int]] = {}
         self._tag_cache: dict[str, np.ndarray] = {}
         self._doc_tags: dict[int, tuple[str, ...]] = {}
+        self._masks: OrderedDict[Filters, np.ndarray] = OrderedDict()
+        self._masks_lock = threading.Lock()
         self.count = 0
 
     def _grow(self, size: int) -> None:
@@ -41,6 +50,7 @@ class Columns:
     def put(self, ord_: int, doc: Document) -> None:
         """Record (or replace) the document at this ordinal."""
         self._grow(ord_ + 1)
+        self._masks.clear()
         self.size = max(self.size, ord_ + 1)
         if self.live[ord_]:
             self._untag(ord_)
@@ -63,6 +73,7 @@ class Columns:
     def remove(self, ord_: int) -> None:
         """Forget the document at this ordinal."""
         if ord_ < self.size and self.live[ord_]:
+            self._masks.clear()
             self._untag(ord_)
             self.live[ord_] = False
             old_id = self.ids[ord_]
@@ -106,9 +117,26 @@ class Columns:
         return mask
 
     def mask(self, filters: Filters) -> np.ndarray | None:
-        """The live ordinals that pass the filters (None when there are no filters)."""
+        """The live ordinals that pass the filters (None when there are no filters), read-only:
+        the same mask serves every search with these filters until the next change."""
         if filters.is_empty():
             return None
+        masks = self._masks
+        with self._masks_lock:  # readers search at once (the index's shared lock)
+            held = masks.get(filters)
+            if held is not None:
+                masks.move_to_end(filters)
+                return held
+        mask = self._compute_mask(filters)
+        mask.flags.writeable = False
+        with self._masks_lock:
+            masks[filters] = mask
+            while len(masks) > MASKS_KEPT:
+                masks.popitem(last=False)
+        return mask
+
+    def _compute_mask(self, filters: Filters) -> np.ndarray:
+        """The mask of non-empty filters, computed over every ordinal."""
         n = self.size
         if filters.tags:
             # Start from the rarest tag: intersecting small sets first keeps this cheap.

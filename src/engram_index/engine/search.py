@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -18,6 +17,7 @@ from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.columns import Columns
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
+from engram_index.engine.rwlock import RWLock
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
 from engram_index.engine.vector import VectorIndex, vector_problem
 
@@ -30,45 +30,6 @@ CANDIDATES_PER_RESULT = 4
 PENDING_SCAN = 4096
 
 Fetch = Callable[[list[int]], dict[int, Document]]
-
-
-class RWLock:
-    """Many readers or one writer: searches run together, writes wait for them."""
-
-    def __init__(self) -> None:
-        """Start unlocked."""
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-
-    @contextmanager
-    def read(self) -> Iterator[None]:
-        """Hold the lock for reading."""
-        with self._cond:
-            while self._writer:
-                self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        """Hold the lock for writing."""
-        with self._cond:
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
 
 
 def checked_vector(raw: bytes | None, dims: int) -> tuple[np.ndarray | None, str | None]:

@@ -117,26 +117,28 @@ _DATETIME = re.compile(
 
 def parse_datetime_ms(value: Any, name: str = "createdAt") -> int:
     """An RFC 3339 datetime with a time zone, as milliseconds since the epoch (a leap second as the next second)."""
-    bad = BadRecord(f"{name} must be an RFC 3339 datetime, got {value!r}"[:300])
+    def bad() -> BadRecord:  # built only when refusing: a repr of the value on every success was waste
+        return BadRecord(f"{name} must be an RFC 3339 datetime, got {value!r}"[:300])
+
     match = _DATETIME.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         if isinstance(value, str) and _DATETIME.fullmatch(value + "Z"):
             raise BadRecord(f"{name} needs a time zone, got {value!r}"[:300])
-        raise bad
+        raise bad()
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     fraction, zone = match.group(7) or "", match.group(8)
     if zone == "-00:00" or year == 0 or int(zone[1:3] or 0) > 23 or int(zone[4:6] or 0) > 59:
-        raise bad
+        raise bad()
     offset = timedelta(0) if zone == "Z" else (1 if zone[0] == "+" else -1) * timedelta(
         hours=int(zone[1:3]), minutes=int(zone[4:6]))
     leap = second == 60
     try:
         utc = datetime(year, month, day, hour, minute, 59 if leap else second) - offset
     except (ValueError, OverflowError):
-        raise bad from None
+        raise bad() from None
     # A leap second ends a UTC month (RFC 3339 5.7): 23:59:60 on its last day, and only there.
     if leap and (utc.hour, utc.minute, utc.day) != (23, 59, monthrange(utc.year, utc.month)[1]):
-        raise bad
+        raise bad()
     micros = int((fraction + "000000")[:6])
     return (utc - _EPOCH) // timedelta(milliseconds=1) + (1000 if leap else 0) + micros // 1000
 

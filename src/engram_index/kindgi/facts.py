@@ -25,6 +25,7 @@ from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.errors import KindgiError, not_found
 from engram_index.kindgi.models import FactFields, SupersedeBody, WriteBody, format_ms
 from engram_index.kindgi.scope import can_read, sql_scope_filter, sql_visible, write_problem
+from engram_index.remodel import declare_model
 from engram_index.store.base import Statement, StoredDocument
 
 # Given the answer's status and body, the statements that keep it for its Idempotency-Key.
@@ -57,6 +58,7 @@ class Facts:
         self.embedder = embedder
         self.clock = clock
         self._ensured: set[str] = set()
+        self.reembedding: threading.Thread | None = None  # tenants of another model moving to this one
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -69,7 +71,7 @@ class Facts:
         """The tenant's collection, declared (with the deployment's model) once per process."""
         name = space_name(tenant)
         if name not in self._ensured:
-            self.collections.ensure_space(name, self.embedder.identity if self.embedder else None)
+            declare_model(self.collections, name, self.embedder)  # another model's collection is re-embedded
             self._ensured.add(name)
         return name
 

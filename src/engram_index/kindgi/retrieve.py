@@ -14,6 +14,9 @@ hold them at once); past `PENDING_SCAN` of those it commits first (docs/design/k
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -31,7 +34,12 @@ from engram_index.engine.analyzer import query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
 from engram_index.ranking import content_query, context_keyword, insertion_keys, rrf, stable_order, with_context
+from engram_index.remodel import describe
+from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
+log = logging.getLogger(__name__)
+
+EXPIRE_EVERY_S = 1.0  # a tenant's expired facts are closed at most this often, in the background
 # How deep each leg of `both` goes: twice the limit, at least this many.
 MIN_LEG_DEPTH = 20
 LEGS = ("keyword", "semantic")
@@ -82,10 +90,34 @@ class Retriever:
         self.facts = facts
         # The query's embedding runs here while the keyword leg searches (both release the GIL).
         self._embedding = ThreadPoolExecutor(2, thread_name_prefix="kindgi-embed")
+        self._queries = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
+        # Facts past their retention are closed here, off the read path (a retrieve never writes).
+        self._expiry = ThreadPoolExecutor(1, thread_name_prefix="kindgi-expiry")
+        self._expired: dict[str, float] = {}  # tenant → when its expiry last ran (monotonic)
+        self._guard = threading.Lock()
 
     def close(self) -> None:
-        """Stop the embedding threads."""
+        """Stop the embedding and expiry threads."""
         self._embedding.shutdown(wait=True)
+        self._expiry.shutdown(wait=True)
+
+    def _expire_later(self, tenant: str) -> None:
+        """Close the tenant's facts whose retention ended, on the expiry thread, at most once a second."""
+        now = time.monotonic()
+        with self._guard:
+            if now - self._expired.get(tenant, -EXPIRE_EVERY_S) < EXPIRE_EVERY_S:
+                return
+            self._expired[tenant] = now
+        self._expiry.submit(self._expire, tenant)
+
+    def _expire(self, tenant: str) -> None:
+        """Close expired facts (a failure is logged: the next retrieve tries again)."""
+        try:
+            self.facts.expire_due(tenant)
+        except Exception:
+            log.exception("closing the expired facts of %s failed", tenant)
+            with self._guard:
+                self._expired.pop(tenant, None)
 
     def check(self, intent: Intent) -> None:
         """422 semantic-unavailable when the intent searches by meaning and this deployment cannot."""
@@ -110,7 +142,7 @@ class Retriever:
             return [{"fact": f} for f in facts]
         if not self.facts.has_space(tenant):
             return []
-        self.facts.expire_due(tenant)
+        self._expire_later(tenant)  # reads skip expired facts already: closing them is not this read's work
         name = self.facts.space(tenant)
         tags = ([f"t:{intent.type}"] if intent.type else []) + scope_tags(intent.scope or {})
         filters = Filters(tags=tuple(tags), any_tags=reader_groups(principal))
@@ -121,7 +153,12 @@ class Retriever:
         if intent.mode in ("semantic", "both"):
             embedder = self.facts.embedder
             assert embedder is not None
-            vector = self._embedding.submit(lambda: embedder.embed_queries([query])[0])
+            held = self.facts.collections.info(name).model
+            if held != embedder.identity:  # being re-embedded (remodel.py): no mixing of two models
+                raise KindgiError("semantic-unavailable", f"this tenant's facts are embedded with {describe(held)}"
+                                  f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
+                                  " or use keyword", {"embeddingModel": embedder.identity.model})
+            vector = self._embedding.submit(self._queries.vector, embedder, query)
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)
             if index.keyword.pending_ords().size > PENDING_SCAN:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -12,10 +13,12 @@ import numpy as np
 
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder, document_text, embed_weighted
+from engram_index.embed.query_cache import EmbedSlots, QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
 from engram_index.llm.base import LLM, Reranker
+from engram_index.remodel import declare_model, reembed_all
 from engram_index.store.base import Statement
 from engram_index.supermemory.errors import Forbidden, Missing
 from engram_index.supermemory.tables import (
@@ -26,10 +29,15 @@ PROCESSING = ("queued", "extracting", "chunking", "embedding", "indexing")
 EMBED_SPLIT = 16
 
 
+_HEX_TO_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")  # made once, not per tag
+FILTERS_KEPT = 64  # compiled filters kept per namespace until its next write
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def hidden_tag(kind: str, value: str) -> str:
     """A tag no query word can match: letters of a hash (tags are keyword-searchable text too)."""
     digest = hashlib.blake2b(f"{kind}\0{value}".encode(), digest_size=8).hexdigest()
-    return "zq" + digest.translate(str.maketrans("0123456789abcdef", "abcdefghijklmnop"))
+    return "zq" + digest.translate(_HEX_TO_LETTERS)
 
 
 SUPERSEDED = hidden_tag("state", "superseded")
@@ -76,12 +84,17 @@ class Face:
 
         if not read_only:
             migrate(self.store)
+        # Collections of another model (the server's embedder changed) move to this one in the background.
+        self.reembedding = None if read_only else reembed_all(collections, "supermemory:", embedder)
         self._lock = threading.Lock()
         # Orders document intake: two adds of one new caller id must not both insert it.
         self.intake = threading.Lock()
         self._ns_locks: dict[str, threading.RLock] = {}
         self._ensured: set[str] = set()
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
+        self._filters: dict[str, dict[str, Any]] = {}
+        self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
+        self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
 
     @property
@@ -118,6 +131,25 @@ class Face:
         """Drop what is cached about a namespace's documents after a write."""
         with self._lock:
             self._meta.pop(ns, None)
+            self._filters.pop(ns, None)
+            self._writes[ns] = self._writes.get(ns, 0) + 1
+
+    def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
+        """What a filter (by its canonical text `key`) compiles to over the namespace's documents,
+        computed once until the namespace's next write (at most FILTERS_KEPT filters kept)."""
+        held = self._filters.get(ns, {}).get(key)
+        if held is not None:
+            return held
+        writes = self._writes.get(ns, 0)
+        fresh = compile_()
+        with self._lock:
+            if self._writes.get(ns, 0) != writes:  # a write landed meanwhile: this may be stale
+                return fresh
+            kept = self._filters.setdefault(ns, {})
+            if len(kept) >= FILTERS_KEPT:
+                kept.clear()
+            kept[key] = fresh
+        return fresh
 
     def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
         """Every document's filterable metadata in a namespace, by document id (cached until a write)."""
@@ -143,7 +175,7 @@ class Face:
         if ns in self._ensured:
             return
         for name in (chunks_collection(ns), memories_collection(ns)):
-            self.collections.ensure_space(name, self.model())
+            declare_model(self.collections, name, self.embedder)  # another model's collection is re-embedded
         self._ensured.add(ns)
 
     def namespace_statement(self, ns: str, at_ms: int) -> Statement:
@@ -251,7 +283,7 @@ class Face:
         """Embed a query (None without an embedder)."""
         if self.embedder is None:
             return None
-        return np.asarray(self.embedder.embed_queries([text])[0], np.float32)
+        return self.query_cache.vector(self.embedder, text)
 
     def searchable(self, name: str) -> bool:
         """Whether a collection exists yet."""

@@ -15,6 +15,7 @@ threshold 0.3 keeps what is on topic. docs/design/supermemory.md has the reasoni
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document
 from engram_index.ranking import content_query, content_words, insertion_keys, one_per_source, stable_order, with_context
 from engram_index.supermemory import filters as v5filters, why_fewer
+from engram_index.errors import UnknownSpace
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
@@ -125,7 +127,14 @@ def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filter
     """Engine filters selecting the documents that pass `expr`, the passing set, and whether none pass."""
     if expr is None:
         return Filters(), None, False
-    test = v5filters.compile_filter(expr)
+    test = v5filters.compile_filter(expr)  # checks the expression: a bad one is refused, never cached
+    compiled: tuple[Filters, set[str] | None, bool] = face.compiled_filter(
+        ns, json.dumps(expr, sort_keys=True, separators=(",", ":")), lambda: _doc_filter(face, ns, test))
+    return compiled
+
+
+def _doc_filter(face: Face, ns: str, test: Any) -> tuple[Filters, set[str] | None, bool]:
+    """`doc_filter` computed over every document of the namespace (once per write: see Face.compiled_filter)."""
     metadata = face.metadata(ns)
     passing = {doc_id for doc_id, md in metadata.items() if test(md)}
     if not passing:
@@ -160,9 +169,11 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
     for kind in kinds:
         name = memories_collection(ns) if kind == "memory" else chunks_collection(ns)
-        if not face.searchable(name):
+        try:  # one read of the collection's info: whether it exists, and its model
+            info = face.collections.info(name)
+        except UnknownSpace:
             continue
-        use_vector = vector is not None and face.collections.info(name).model == face.model()
+        use_vector = vector is not None and info.model == face.model()
         engine_filters = flt
         skip: set[str] = set()
         if kind == "memory":

@@ -10,6 +10,7 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from engram_index.embed.base import Embedder, EmbedderBusy, query_text
+from engram_index.embed.query_cache import QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import ModelNotHosted, NoModel, RateLimited, SpaceError
 from engram_index.admission import TokenBucket, retry_after_s
@@ -30,7 +31,8 @@ class QueryEmbedding:
 
     At most `concurrent` queries are embedded at once and at most `queue` more wait (for at
     most `queue_wait_s`); beyond that callers get EmbedderBusy at once. Each authority gets
-    `rate` embeddings a second, `burst` at most (RateLimitExceeded beyond).
+    `rate` embeddings a second, `burst` at most (RateLimitExceeded beyond). A query embedded
+    lately comes from the cache and takes no slot.
     """
 
     embedder: Embedder | None = None
@@ -43,6 +45,7 @@ class QueryEmbedding:
     _slots: asyncio.Semaphore | None = None
     _waiting: int = 0
     _buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    _cache: QueryCache = field(default_factory=QueryCache)  # exact q → vector (embed/query_cache.py)
 
     def refusal(self, model: ModelIdentity | None, authority: str, q: str) -> SpaceError | None:
         """Why q cannot be embedded for this space (None when it can)."""
@@ -59,10 +62,16 @@ class QueryEmbedding:
     async def embed(self, authority: str, prefix: str, q: str) -> np.ndarray:
         """Embed one query (prefix + q) within the limits."""
         assert self.embedder is not None
-        bucket = self._buckets.setdefault(authority, TokenBucket(self.rate, self.burst))
+        bucket = self._buckets.get(authority)
+        if bucket is None:  # made once per authority, not per call
+            bucket = self._buckets.setdefault(authority, TokenBucket(self.rate, self.burst))
         if not bucket.take():
             raise RateLimited("too many queries embedded for this space's authority",
                               retry_after_s=retry_after_s(bucket.wait_s()))
+        text = query_text(prefix, q)
+        held = self._cache.get(self.embedder.identity, text)
+        if held is not None:  # a repeated query costs no embedding, so it takes no embedding slot
+            return held
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.concurrent)
         if self._slots.locked() and self._waiting >= self.queue:
@@ -75,7 +84,6 @@ class QueryEmbedding:
         finally:
             self._waiting -= 1
         try:
-            vectors = await run_in_threadpool(self.embedder.embed_queries, [query_text(prefix, q)])
+            return await run_in_threadpool(self._cache.vector, self.embedder, text)
         finally:
             self._slots.release()
-        return np.asarray(vectors[0], np.float32)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -10,7 +9,7 @@ from starlette.requests import Request
 from engram_index.engine.types import Filters, Mode, SearchRequest
 from engram_index.ranking import content_query, same_source
 from engram_index.ranking import search as ranked_search
-from engram_index.errors import InvalidInput, ModelMismatch, NoModel, Unavailable
+from engram_index.errors import InvalidInput, ModelMismatch, NoModel
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.shortfall import Condition, Target, why_fewer
 from engram_index.store.base import SpaceInfo
@@ -93,20 +92,15 @@ async def search_memories(request: Request) -> dict[str, Any]:
     index = await loaded_index(spaces, params["space"])
     async with limits.slot(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
-        try:
-            running = asyncio.get_running_loop().run_in_executor(request.app.state.search_executor, ranked_search,
-                                                                 index, req, same_source)
-            result = await asyncio.wait_for(running, HARD_DEADLINE_S)
-        except TimeoutError:
-            raise Unavailable(f"the search did not finish within {HARD_DEADLINE_S:g} s") from None
+        # On the one search pool of every face (search_pool.py): past the deadline, 503 and the slot is free.
+        result = await spaces.searches.run(ranked_search, index, req, same_source, deadline_s=HARD_DEADLINE_S)
     out: dict[str, Any] = {"memories": [hit_view(h, result.mode) for h in result.hits], "mode": result.mode}
     if result.approximate:
         out["approximate"] = True
     if len(result.hits) < req.limit:  # only a short answer pays for saying why (an extra field: objects are open)
-        out["whyFewer"] = await asyncio.get_running_loop().run_in_executor(
-            request.app.state.search_executor, lambda: why_fewer(
-                spaces, params["space"], [Target(params["space"])], returned=len(result.hits),
-                conditions=conditions(params, req.filters)))
+        out["whyFewer"] = await spaces.searches.run(lambda: why_fewer(
+            spaces, params["space"], [Target(params["space"])], returned=len(result.hits),
+            conditions=conditions(params, req.filters)), deadline_s=HARD_DEADLINE_S)
     return out
 
 

@@ -1,0 +1,69 @@
+"""Int8 dynamic quantization of a local ONNX graph, built at load time from verified weights.
+
+onnxruntime's `quantize_dynamic` rewrites MatMul and Attention nodes to their integer forms
+(weights int8 per output channel, activations quantized per call), for any graph whose tensors
+are ours: the graph is handed over with its weights inlined, quantized in a private temporary
+folder and read back as one self-contained model. Nothing is downloaded and nothing outlives
+the call.
+
+The result is a pure function of the graph and of the onnxruntime version (pinned): the same
+bytes on every run. Callers pin the sha256 of those bytes in their model identity and refuse
+anything else, so that two processes never embed with two different int8 graphs under one name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from onnx import ModelProto, TensorProto
+
+QUANTIZED_OPS = ("MatMul", "Attention")
+
+
+def inline_weights(model: bytes, weights: np.ndarray) -> ModelProto:
+    """The model with every tensor held in an in-memory weights file copied into the tensor itself."""
+    proto = ModelProto()
+    proto.ParseFromString(model)
+    flat = np.asarray(weights, np.uint8).reshape(-1)
+    for tensor in proto.graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        fields = {entry.key: entry.value for entry in tensor.external_data}
+        offset, length = int(fields.get("offset", "0")), int(fields["length"])
+        tensor.raw_data = flat[offset:offset + length].tobytes()
+        del tensor.external_data[:]
+        tensor.data_location = TensorProto.DEFAULT
+    return proto
+
+
+def quantize_graph(model: bytes, weights: np.ndarray, op_types: Sequence[str] = QUANTIZED_OPS,
+                   per_channel: bool = True) -> bytes:
+    """The serialized int8 model of a graph (`model` with its tensors in `weights`): MatMul and
+    Attention weights quantized per channel, everything else as it was."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    proto = inline_weights(model, weights)
+    # The quantizer logs each node it cannot handle and a pre-processing hint at INFO/WARNING.
+    quiet = logging.getLogger()
+    level = quiet.level
+    with tempfile.TemporaryDirectory(prefix="engram-int8-") as folder:
+        out = Path(folder) / "int8.onnx"
+        try:
+            quiet.setLevel(max(level, logging.ERROR))
+            quantize_dynamic(proto, out, op_types_to_quantize=list(op_types), per_channel=per_channel,
+                             weight_type=QuantType.QInt8,
+                             # Shape inference cannot type the outputs of com.microsoft operators.
+                             extra_options={"DefaultTensorType": TensorProto.FLOAT})
+        finally:
+            quiet.setLevel(level)
+        return out.read_bytes()
+
+
+def digest(data: bytes) -> str:
+    """The "sha256:<hex>" digest model identities name."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()

@@ -1,0 +1,192 @@
+"""One pool of search threads for every face, each search with a deadline that frees its slot.
+
+A search takes one of `threads` slots (waiting in a queue of at most `queue` searches, FIFO) and
+runs on a pool thread; its caller waits at most until the deadline, counted from its arrival.
+A search still running then is answered `SearchTimedOut` and its slot goes to the next search at
+once: the overrunning search finishes on one of the pool's spare threads (there are `threads`
+spares; while all of them hold overruns, slots are handed out only as overruns end), so a slow
+search never holds the capacity of the ones behind it. Beyond the queue, `SearchBusy` at once.
+Both are `Unavailable` (503): each face answers them in its own envelope.
+
+Threads: two per process by default. A search computes in numpy, tantivy and the C kernels
+(which release the GIL) and in Python (which holds it): on a 2-core machine a third thread added
+no throughput and only queued behind the GIL (docs/design/service.md). Callers are async (garden,
+`run`) or threads (v5 and Kindgi, `run_sync`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from engram_index.errors import Unavailable
+
+T = TypeVar("T")
+
+SEARCH_THREADS = 2
+SEARCH_QUEUE = 64  # searches waiting for a slot at most (beyond: SearchBusy at once)
+SEARCH_DEADLINE_S = 10.0  # from arrival to answer, queueing included
+
+
+class SearchBusy(Unavailable):
+    """Every search slot is taken and the queue is full."""
+
+
+class SearchTimedOut(Unavailable):
+    """A search did not finish before its deadline (its slot went to the next search)."""
+
+
+class _Waiter:
+    """One search waiting for a slot: woken on its thread or on its event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.granted = False
+        self.event = threading.Event() if loop is None else None
+        self.loop = loop
+        self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
+
+    def wake(self) -> None:
+        """Tell the waiter it holds a slot now (called under the pool's lock)."""
+        self.granted = True
+        if self.event is not None:
+            self.event.set()
+        elif self.loop is not None and self.future is not None:
+            self.loop.call_soon_threadsafe(_resolve, self.future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class SearchPool:
+    """`threads` searches at once, a bounded FIFO queue, a deadline per search."""
+
+    def __init__(self, threads: int = SEARCH_THREADS, queue: int = SEARCH_QUEUE,
+                 deadline_s: float = SEARCH_DEADLINE_S) -> None:
+        """Start the pool (its threads start on demand)."""
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        self.threads, self.queue, self.deadline_s = threads, queue, deadline_s
+        # Replaceable: bench/profile_search.py runs searches inline, to time them on one thread.
+        self.executor: Executor = ThreadPoolExecutor(2 * threads, thread_name_prefix="search")
+        self._lock = threading.Lock()
+        self._running = 0  # slots held
+        self._overrun = 0  # searches past their deadline, still on a thread
+        self._waiters: deque[_Waiter] = deque()
+
+    def _free(self) -> bool:
+        """Whether a slot can be given now (under the lock): one is free and a thread is too."""
+        return self._running < self.threads and self._running + self._overrun < 2 * self.threads
+
+    def _enter(self, loop: asyncio.AbstractEventLoop | None) -> _Waiter | None:
+        """Take a slot (None) or join the queue (the waiter); SearchBusy when the queue is full."""
+        with self._lock:
+            if not self._waiters and self._free():
+                self._running += 1
+                return None
+            if len(self._waiters) >= self.queue:
+                raise SearchBusy("too many searches are running; retry shortly")
+            waiter = _Waiter(loop)
+            self._waiters.append(waiter)
+            return waiter
+
+    def _give_up(self, waiter: _Waiter) -> None:
+        """A waiter's deadline passed (or its caller left): leave the queue, or give back the slot
+        it was handed meanwhile."""
+        with self._lock:
+            if not waiter.granted:
+                self._waiters.remove(waiter)
+                return
+        self._release()
+
+    def _abandon(self, future: Future[Any]) -> None:
+        """Free the slot of a search whose caller stopped waiting; it finishes on a spare thread."""
+        self._release(overrun=True)
+        future.add_done_callback(self._overrun_done)
+
+    def _release(self, overrun: bool = False) -> None:
+        """Give a slot back (to the first waiter, when one can run); `overrun`: its search runs on."""
+        with self._lock:
+            self._running -= 1
+            self._overrun += overrun
+            self._hand_out()
+
+    def _overrun_done(self, _: Any) -> None:
+        """An overrunning search finished: its thread is free again."""
+        with self._lock:
+            self._overrun -= 1
+            self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Wake queued searches while slots and threads are free (under the lock)."""
+        while self._waiters and self._free():
+            self._running += 1
+            self._waiters.popleft().wake()
+
+    def _timed_out(self, future: Future[Any], deadline_s: float) -> SearchTimedOut:
+        """Free the slot of a search past its deadline, and the error its caller gets."""
+        self._abandon(future)
+        return SearchTimedOut(f"the search did not finish within {deadline_s:g} s")
+
+    def run_sync(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None) -> T:
+        """Run fn(*args) on a pool thread from a caller's thread, within the deadline."""
+        budget = self.deadline_s if deadline_s is None else deadline_s
+        limit = time.monotonic() + budget
+        waiter = self._enter(None)
+        if waiter is not None:
+            assert waiter.event is not None
+            if not waiter.event.wait(max(limit - time.monotonic(), 0.0)):
+                self._give_up(waiter)
+                raise SearchTimedOut("the search waited for a slot until its deadline")
+        future = self.executor.submit(fn, *args)
+        try:
+            result = future.result(max(limit - time.monotonic(), 0.0))
+        except FutureTimeout:
+            raise self._timed_out(future, budget) from None
+        except BaseException:
+            self._release()
+            raise
+        self._release()
+        return result
+
+    async def run(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None) -> T:
+        """Run fn(*args) on a pool thread from the event loop, within the deadline."""
+        budget = self.deadline_s if deadline_s is None else deadline_s
+        limit = time.monotonic() + budget
+        loop = asyncio.get_running_loop()
+        waiter = self._enter(loop)
+        if waiter is not None:
+            assert waiter.future is not None
+            try:
+                await asyncio.wait_for(waiter.future, max(limit - time.monotonic(), 0.0))
+            except TimeoutError:
+                self._give_up(waiter)
+                raise SearchTimedOut("the search waited for a slot until its deadline") from None
+            except asyncio.CancelledError:  # the caller left
+                self._give_up(waiter)
+                raise
+        future = self.executor.submit(fn, *args)
+        try:
+            result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)),
+                                            max(limit - time.monotonic(), 0.0))
+        except TimeoutError:
+            raise self._timed_out(future, budget) from None
+        except asyncio.CancelledError:  # the caller left: the search runs on, its slot is free
+            self._abandon(future)
+            raise
+        except BaseException:
+            self._release()
+            raise
+        self._release()
+        return result
+
+    def close(self) -> None:
+        """Let running searches finish and stop the threads."""
+        self.executor.shutdown(wait=True)

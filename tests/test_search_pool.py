@@ -1,0 +1,107 @@
+"""The one search pool: slots, a bounded queue, and a deadline that frees a search's slot."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from engram_index.errors import Unavailable
+from engram_index.search_pool import SearchBusy, SearchPool, SearchTimedOut
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    """Held shut, a search blocks on it until the test opens it (always opened at the end)."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_a_search_runs_on_a_pool_thread_and_gives_its_answer() -> None:
+    pool = SearchPool(threads=1)
+    assert pool.run_sync(lambda a, b: (a + b, threading.current_thread().name), 2, 3)[0] == 5
+    assert pool.run_sync(lambda: threading.current_thread().name).startswith("search")
+    assert asyncio.run(pool.run(lambda x: x * 2, 21)) == 42
+    pool.close()
+
+
+def test_a_search_whose_deadline_passes_frees_its_slot(gate: threading.Event) -> None:
+    pool = SearchPool(threads=1)
+    with pytest.raises(SearchTimedOut, match="did not finish within 0.05 s") as err:
+        pool.run_sync(gate.wait, deadline_s=0.05)
+    assert isinstance(err.value, Unavailable) and err.value.status == 503
+    # The first search still runs (the gate is shut), yet the one slot serves the next search.
+    assert pool.run_sync(lambda: "next") == "next"
+    assert asyncio.run(pool.run(lambda: "async next")) == "async next"
+    gate.set()
+    pool.close()
+
+
+def test_an_async_search_whose_deadline_passes_frees_its_slot(gate: threading.Event) -> None:
+    pool = SearchPool(threads=1)
+
+    async def scenario() -> str:
+        with pytest.raises(SearchTimedOut):
+            await pool.run(gate.wait, deadline_s=0.05)
+        return await pool.run(lambda: "next")
+
+    assert asyncio.run(scenario()) == "next"
+    gate.set()
+    pool.close()
+
+
+def test_while_every_spare_thread_holds_an_overrun_a_new_search_waits_for_one(gate: threading.Event) -> None:
+    pool = SearchPool(threads=1, queue=4)
+    for _ in range(2):  # the slot's thread and the one spare both run blocked searches
+        with pytest.raises(SearchTimedOut):
+            pool.run_sync(gate.wait, deadline_s=0.02)
+    with pytest.raises(SearchTimedOut, match="waited for a slot"):
+        pool.run_sync(lambda: "no thread is free", deadline_s=0.02)
+    gate.set()  # the overruns end: their threads serve searches again
+    assert pool.run_sync(lambda: "served") == "served"
+    pool.close()
+
+
+def test_beyond_the_queue_a_search_is_refused_at_once(gate: threading.Event) -> None:
+    pool = SearchPool(threads=1, queue=1)
+    running = threading.Thread(target=pool.run_sync, args=(gate.wait,))
+    running.start()
+    started = threading.Event()
+
+    def queued() -> None:
+        started.set()
+        pool.run_sync(lambda: None)
+
+    waiting = threading.Thread(target=queued)
+    while pool._running == 0:  # the first search holds the slot
+        threading.Event().wait(0.001)
+    waiting.start()
+    while not pool._waiters:  # the second waits in the queue
+        threading.Event().wait(0.001)
+    with pytest.raises(SearchBusy) as err:
+        pool.run_sync(lambda: None)
+    assert err.value.status == 503
+    gate.set()
+    running.join()
+    waiting.join()
+    pool.close()
+
+
+def test_a_failing_search_gives_its_error_and_its_slot_back() -> None:
+    pool = SearchPool(threads=1)
+
+    def broken() -> None:
+        raise ValueError("bad search")
+
+    with pytest.raises(ValueError, match="bad search"):
+        pool.run_sync(broken)
+    assert pool.run_sync(lambda: "still serving") == "still serving"
+    pool.close()
+
+
+def test_fewer_than_one_thread_is_refused() -> None:
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        SearchPool(threads=0)
