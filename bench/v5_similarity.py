@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from engram_index.engine.analyzer import query_words  # noqa: E402
 from engram_index.engine.explain import match_terms  # noqa: E402
 from engram_index.engine.keyword import searchable_words  # noqa: E402
-from engram_index.supermemory.search import VECTOR_WEIGHT  # noqa: E402
+from engram_index.supermemory.candidates import VECTOR_WEIGHT  # noqa: E402
 
 
 def coverage(words: list, text: str) -> float:  # type: ignore[type-arg]

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from engram_index import cli
 from engram_index.cli import main
-from engram_index.cli_keys import PROGRESS_MIN_KEYS
+from engram_index.cli.keys import PROGRESS_MIN_KEYS
 from engram_index.keys import KeyStore
 
 SPACE = "at://did:plc:progress2progress2progres/space/garden.engram.space/p"

@@ -1,4 +1,4 @@
-"""The layout's rules, read from the source: the shared core reaches no face, not even through another module.
+"""The layout's rules, read from the source: the shared core reaches no face, and no modules import in a circle.
 
 Imports are read wherever they stand (inside functions too), so a lazy import counts.
 """
@@ -99,3 +99,47 @@ def test_the_import_reader_sees_lazy_and_relative_imports_of_a_face(tmp_path: Pa
     source.write_text("def f():\n    from engram_index.kindgi import face\n\nfrom ..engram import records\n")
     names = {name for _, name in imported(source, "engram_index.embed.probe")}
     assert names == {"engram_index.kindgi.face", "engram_index.engram.records"}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every group of modules that import one another in a circle (strongly connected, more than one)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_modules_import_one_another_in_a_circle_type_only_and_lazy_imports_included() -> None:
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle_of_three_and_passes_a_chain() -> None:
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []

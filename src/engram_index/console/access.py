@@ -11,7 +11,6 @@ they came, and the face checks them on each call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import base64
@@ -19,28 +18,20 @@ import json
 
 import httpx
 
-from engram_index.errors import EngramError
+from engram_index.console import faces
+from engram_index.console.shapes import MAX_TEXT_CHARS, Query, Refused, cut
+
+__all__ = ["MAX_TEXT_CHARS", "Console", "Query", "Refused", "cut"]  # shapes.py's names, for callers
 
 Face = Literal["engram", "v5", "kindgi"]
 # The headers that ask each face for its explanations (v5: x-engram-explain, Kindgi: x-kindgi-explain).
 EXPLAIN_HEADERS = ("x-engram-explain", "x-kindgi-explain")
-# Bounded outputs: an agent's context is small; a memory's text is cut at this many characters.
-MAX_TEXT_CHARS = 2000
+# Bounded outputs: an agent's context is small (a memory's text is cut at shapes.MAX_TEXT_CHARS).
 MAX_RESULTS = 50
 MAX_LIST = 100
 SPACE_SCHEME = "atproto-space"
 # The headers of a signed space-credential request (engram/auth/mint.py writes them).
 SPACE_HEADERS = ("authorization", "atproto-space-audience", "signature", "signature-input")
-
-
-class Refused(EngramError):
-    """A face refused a call (or the call cannot be made on this face): its message, readable as is."""
-
-    status = 400
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def face_of(credential: str | None) -> Face:
@@ -72,24 +63,6 @@ def credential_space(space_headers: dict[str, str]) -> str:
         return str(claims["sub"])
     except (IndexError, ValueError, KeyError, TypeError):
         raise Refused("the space credential is not a JWT naming its space (sub)", 401) from None
-
-
-def cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """`text`, at most `limit` characters (an ellipsis says it was cut)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@dataclass
-class Query:
-    """One recall: the query, how many, how to rank, and the filters."""
-
-    query: str
-    limit: int = 10
-    mode: str | None = None  # hybrid, vector/semantic, keyword; None: the face's default
-    author: str | None = None
-    tags: list[str] = field(default_factory=list)
-    since: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class Console:
@@ -132,14 +105,10 @@ class Console:
 
     async def list_collections(self) -> list[dict[str, Any]]:
         """The collections this credential can read."""
-        from engram_index.console import faces
-
         return await faces.FACES[self.face].collections(self)
 
     async def recall(self, collection: str, q: Query) -> dict[str, Any]:
         """Search a collection: results with their explanations, the scope searched, and notes."""
-        from engram_index.console import faces
-
         if not q.query.strip():
             raise Refused("query must not be empty")
         if not 1 <= q.limit <= MAX_RESULTS:
@@ -148,30 +117,22 @@ class Console:
 
     async def get(self, collection: str, ident: str) -> dict[str, Any]:
         """One memory, with its versions or revisions where the face keeps them."""
-        from engram_index.console import faces
-
         return await faces.FACES[self.face].get(self, collection, ident)
 
     async def page(self, collection: str, limit: int = 25, cursor: str | None = None) -> dict[str, Any]:
         """A page of a collection's memories, newest first, and the cursor of the next page."""
-        from engram_index.console import faces
-
         if not 1 <= limit <= MAX_LIST:
             raise Refused(f"limit must be between 1 and {MAX_LIST}")
         return await faces.FACES[self.face].page(self, collection, limit, cursor)
 
     async def remember(self, collection: str, text: str, tags: list[str], metadata: dict[str, Any]) -> dict[str, Any]:
         """Write a memory; its id."""
-        from engram_index.console import faces
-
         if not text.strip():
             raise Refused("text must not be empty")
         return await faces.FACES[self.face].remember(self, collection, text, tags, metadata)
 
     async def forget(self, collection: str, ident: str) -> dict[str, Any]:
         """Delete a memory for good."""
-        from engram_index.console import faces
-
         return await faces.FACES[self.face].forget(self, collection, ident)
 
     async def write_fact(self, body: dict[str, Any]) -> dict[str, Any]:

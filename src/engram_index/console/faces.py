@@ -8,15 +8,12 @@ vectorRank, fusion}` (absent parts None), whichever face answered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 from urllib.parse import quote
 
 
 
-from engram_index.console.access import Refused, cut
-
-if TYPE_CHECKING:
-    from engram_index.console.access import Console, Query
+from engram_index.console.shapes import Caller, Query, Refused, cut
 
 Json = dict[str, Any]
 KINDGI = "kindgi"
@@ -71,7 +68,7 @@ def _engram_memory(view: Json) -> Json:
             "source": view.get("source")}
 
 
-async def engram_collections(c: Console) -> list[Json]:
+async def engram_collections(c: Caller) -> list[Json]:
     """The credential's space (checked by the face now), or every space of an open service."""
     spaces = c.open_spaces()
     if c.space_headers:
@@ -79,7 +76,7 @@ async def engram_collections(c: Console) -> list[Json]:
     return [{"id": uri, "face": "engram", "name": uri.rsplit("/", 1)[-1]} for uri in spaces]
 
 
-async def engram_recall(c: Console, collection: str, q: Query) -> Json:
+async def engram_recall(c: Caller, collection: str, q: Query) -> Json:
     """garden.engram.searchMemories, explained."""
     c.open_spaces()  # a clear refusal before the face's own
     refuse_filters("garden.engram", q, {"author", "tags", "since"})
@@ -95,7 +92,7 @@ async def engram_recall(c: Console, collection: str, q: Query) -> Json:
     return answer("engram", collection, params.get("mode"), raw.get("mode"), results, raw, notes)
 
 
-async def engram_get(c: Console, collection: str, ident: str) -> Json:
+async def engram_get(c: Caller, collection: str, ident: str) -> Json:
     """garden.engram.getMemory (a record has one version: its CID)."""
     c.open_spaces()
     raw = await c.call("GET", "/xrpc/garden.engram.getMemory", params={"space": collection, "uri": ident})
@@ -105,7 +102,7 @@ async def engram_get(c: Console, collection: str, ident: str) -> Json:
     return {"memory": memory}
 
 
-async def engram_list(c: Console, collection: str, limit: int, cursor: str | None) -> Json:
+async def engram_list(c: Caller, collection: str, limit: int, cursor: str | None) -> Json:
     """garden.engram.listMemories, a page and its cursor."""
     c.open_spaces()
     params: Json = {"space": collection, "limit": limit, **({"cursor": cursor} if cursor else {})}
@@ -113,7 +110,7 @@ async def engram_list(c: Console, collection: str, limit: int, cursor: str | Non
     return {"memories": [_engram_memory(v) for v in raw.get("memories", [])], "cursor": raw.get("cursor")}
 
 
-async def engram_write(c: Console, collection: str, *args: Any) -> Json:
+async def engram_write(c: Caller, collection: str, *args: Any) -> Json:
     """garden.engram spaces are written by their members' repos, never through this service."""
     raise Refused("a garden.engram space is written by its members' repos (sync), not through this service;"
                   " use a v5 or Kindgi key to write memories here")
@@ -145,14 +142,14 @@ def _v5_memory(m: Json) -> Json:
             "tags": [], "author": None}
 
 
-async def v5_collections(c: Console) -> list[Json]:
+async def v5_collections(c: Caller) -> list[Json]:
     """The namespaces the key reaches (the newest 100)."""
     raw = await c.call("GET", "/ns", params={"limit": 100})
     names = [str(item.get("namespace") or item.get("id")) for item in raw.get("namespaces", [])]
     return [{"id": name, "face": "v5", "name": name} for name in names]
 
 
-async def v5_recall(c: Console, collection: str, q: Query) -> Json:
+async def v5_recall(c: Caller, collection: str, q: Query) -> Json:
     """POST /ns/{ns}/search, explained; metadata filters become one AND expression."""
     refuse_filters("v5", q, {"metadata"})
     if q.mode not in (None, "hybrid"):
@@ -166,7 +163,7 @@ async def v5_recall(c: Console, collection: str, q: Query) -> Json:
     return answer("v5", collection, q.mode, "hybrid", results, raw, [])
 
 
-async def v5_get(c: Console, collection: str, ident: str) -> Json:
+async def v5_get(c: Caller, collection: str, ident: str) -> Json:
     """GET /ns/{ns}/memories/{id} with its version chain (the memories it updates), newest first."""
     raw = await c.call("GET", f"{_ns(collection)}/memories/{quote(ident, safe='')}", params={"include": "related"})
     memory = _v5_memory(raw)
@@ -175,7 +172,7 @@ async def v5_get(c: Console, collection: str, ident: str) -> Json:
     return {"memory": memory}
 
 
-async def v5_list(c: Console, collection: str, limit: int, cursor: str | None) -> Json:
+async def v5_list(c: Caller, collection: str, limit: int, cursor: str | None) -> Json:
     """POST /ns/{ns}/list/memories, by page number (the cursor is the next page's number)."""
     page = int(cursor) if cursor and cursor.isdigit() else 1
     raw = await c.call("POST", f"{_ns(collection)}/list/memories", params={"page": page, "limit": limit}, body={})
@@ -183,7 +180,7 @@ async def v5_list(c: Console, collection: str, limit: int, cursor: str | None) -
     return {"memories": [_v5_memory(m) for m in raw.get("memories", [])], "cursor": str(page + 1) if more else None}
 
 
-async def v5_remember(c: Console, collection: str, text: str, tags: list[str], metadata: Json) -> Json:
+async def v5_remember(c: Caller, collection: str, text: str, tags: list[str], metadata: Json) -> Json:
     """POST /ns/{ns}/document: the text is a document; its memories are made in the background."""
     if tags:
         raise Refused("the v5 face has no tags on documents: put them in metadata")
@@ -192,7 +189,7 @@ async def v5_remember(c: Console, collection: str, text: str, tags: list[str], m
             "note": "a v5 document: its memories are made in the background, searchable once it is done"}
 
 
-async def v5_forget(c: Console, collection: str, ident: str) -> Json:
+async def v5_forget(c: Caller, collection: str, ident: str) -> Json:
     """DELETE /ns/{ns}/memories for one memory id (v5 forgetting: out of recall, its history kept)."""
     raw = await c.call("DELETE", f"{_ns(collection)}/memories", body={"ids": [ident]})
     if not raw.get("count"):
@@ -222,13 +219,13 @@ def _kindgi_fact(fact: Json) -> Json:
             "version": fact.get("version"), "scope": fact.get("scope")}
 
 
-async def kindgi_collections(c: Console) -> list[Json]:
+async def kindgi_collections(c: Caller) -> list[Json]:
     """One collection: every fact the key may see in its tenant (scopes narrow it per call)."""
     await c.call("GET", "/v1/memory/facts", params={"limit": 1})  # the face checks the key
     return [{"id": KINDGI, "face": "kindgi", "name": "facts this key may see"}]
 
 
-async def kindgi_recall(c: Console, collection: str, q: Query) -> Json:
+async def kindgi_recall(c: Caller, collection: str, q: Query) -> Json:
     """POST /v1/memory/retrieve with an explanation; tags filter by fact type (one)."""
     refuse_filters("Kindgi", q, {"tags"})
     if len(q.tags) > 1:
@@ -240,7 +237,7 @@ async def kindgi_recall(c: Console, collection: str, q: Query) -> Json:
     return answer("kindgi", collection, mode, mode, results, raw, [])
 
 
-async def kindgi_get(c: Console, collection: str, ident: str) -> Json:
+async def kindgi_get(c: Caller, collection: str, ident: str) -> Json:
     """GET the fact and its revisions (newest first)."""
     path = f"/v1/memory/facts/{quote(ident, safe='')}"
     fact = await c.call("GET", path)
@@ -251,19 +248,19 @@ async def kindgi_get(c: Console, collection: str, ident: str) -> Json:
     return {"memory": memory}
 
 
-async def kindgi_list(c: Console, collection: str, limit: int, cursor: str | None) -> Json:
+async def kindgi_list(c: Caller, collection: str, limit: int, cursor: str | None) -> Json:
     """GET /v1/memory/facts, a page and its cursor."""
     params: Json = {"limit": limit, **({"cursor": cursor} if cursor else {})}
     raw = await c.call("GET", "/v1/memory/facts", params=params)
     return {"memories": [_kindgi_fact(f) for f in raw.get("data", [])], "cursor": raw.get("nextCursor")}
 
 
-async def kindgi_remember(c: Console, collection: str, text: str, tags: list[str], metadata: Json) -> Json:
+async def kindgi_remember(c: Caller, collection: str, text: str, tags: list[str], metadata: Json) -> Json:
     """Kindgi facts need a scope: write_fact takes it."""
     raise Refused("a Kindgi fact needs a scope (tenantId, projectId, …): call write_fact with type, scope and content")
 
 
-async def kindgi_forget(c: Console, collection: str, ident: str) -> Json:
+async def kindgi_forget(c: Caller, collection: str, ident: str) -> Json:
     """DELETE /v1/memory/facts/{id}."""
     raw = await c.call("DELETE", f"/v1/memory/facts/{quote(ident, safe='')}")
     return {"forgotten": ident, "answer": raw}
@@ -273,12 +270,12 @@ async def kindgi_forget(c: Console, collection: str, ident: str) -> Json:
 class FaceCalls:
     """One face's implementation of each call."""
 
-    collections: Callable[[Console], Awaitable[list[Json]]]
-    recall: Callable[[Console, str, Query], Awaitable[Json]]
-    get: Callable[[Console, str, str], Awaitable[Json]]
-    page: Callable[[Console, str, int, str | None], Awaitable[Json]]
-    remember: Callable[[Console, str, str, list[str], Json], Awaitable[Json]]
-    forget: Callable[[Console, str, str], Awaitable[Json]]
+    collections: Callable[[Caller], Awaitable[list[Json]]]
+    recall: Callable[[Caller, str, Query], Awaitable[Json]]
+    get: Callable[[Caller, str, str], Awaitable[Json]]
+    page: Callable[[Caller, str, int, str | None], Awaitable[Json]]
+    remember: Callable[[Caller, str, str, list[str], Json], Awaitable[Json]]
+    forget: Callable[[Caller, str, str], Awaitable[Json]]
 
 
 FACES: dict[str, FaceCalls] = {

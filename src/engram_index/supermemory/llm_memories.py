@@ -12,7 +12,7 @@ from __future__ import annotations
 from engram_index.llm.base import KnownMemory
 from engram_index.supermemory import extract
 from engram_index.supermemory.face import Face, stamp
-from engram_index.supermemory.memories_form import Formed, NewMemory
+from engram_index.supermemory.forming import Formed, NewMemory
 from engram_index.supermemory.tables import DocRow, MemoryRow
 
 KNOWN_LIMIT = 30

@@ -10,7 +10,7 @@ from engram_index.supermemory.face import Face, stamp
 from engram_index.supermemory.tables import iso
 
 if TYPE_CHECKING:
-    from engram_index.supermemory.search import Candidate
+    from engram_index.supermemory.candidates import Candidate
 
 MAX_REWRITES = 3
 

@@ -8,43 +8,19 @@ version chains, relations and the documents' `done` in one transaction, under th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 
 from engram_index.engine.types import Document
 from engram_index.store.base import Statement, StoredDocument
 from engram_index.supermemory import extract
 from engram_index.supermemory.face import Face, doc_tag, f16, stamp
+from engram_index.supermemory.forming import Formed, Job, NewMemory
 from engram_index.supermemory.tables import (
     MEMORY_COLUMNS, DocRow, MemoryRow, chunks_collection, memories_collection, parse_iso_ms,
 )
 
-if TYPE_CHECKING:
-    from engram_index.supermemory.pipeline import Job
-
 FORGET_AFTER_KEY = "forgetAfter"
-
-
-@dataclass(slots=True)
-class NewMemory:
-    """A memory a revision creates, and the memory it relates to."""
-
-    text: str
-    is_static: bool = False
-    is_inference: bool = False
-    relation: str | None = None  # updates / extends / derives
-    target: MemoryRow | None = None
-
-
-@dataclass(slots=True)
-class Formed:
-    """What a revision does to its document's memories."""
-
-    new: list[NewMemory] = field(default_factory=list)
-    retire: list[str] = field(default_factory=list)
-    vectors: list[np.ndarray | None] = field(default_factory=list)
 
 
 def forget_after(doc: DocRow) -> int | None:

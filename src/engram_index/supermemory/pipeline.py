@@ -14,7 +14,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,25 +21,13 @@ from engram_index.embed.base import pool
 from engram_index import metrics
 from engram_index.errors import EngramError
 from engram_index.supermemory import memories_form
-from engram_index.supermemory.chunking import Span, chunk, sentences
+from engram_index.supermemory.chunking import chunk, sentences
 from engram_index.supermemory.face import PROCESSING, Face, stamp
+from engram_index.supermemory.forming import Job
 from engram_index.supermemory.sources import extract_document
-from engram_index.supermemory.tables import DocRow
 
 log = logging.getLogger("engram_index.supermemory")
 BATCH = 32
-
-
-@dataclass
-class Job:
-    """One document in flight: what it became at each step."""
-
-    doc: DocRow
-    text: str = ""
-    chunks: list[Span] = field(default_factory=list)
-    formed: memories_form.Formed | None = None
-    chunk_vectors: list[np.ndarray | None] = field(default_factory=list)
-    error: str | None = None
 
 
 class Pipeline:

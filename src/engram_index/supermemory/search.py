@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,43 +32,19 @@ from engram_index.engine.types import Document
 from engram_index.ranking import content_query, content_words, insertion_keys, one_per_source, stable_order, with_context
 from engram_index.supermemory import filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
+from engram_index.supermemory.candidates import Candidate
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
 from engram_index.supermemory.tables import CHUNK_COLUMNS, ChunkRow, chunks_collection, iso, memories_collection
 from engram_index.supermemory.views import included_document
 
-VECTOR_WEIGHT = 0.7
 RELATED_LIMIT = 5
 FORMULA_VECTOR = "0.7 * max(cosine, 0) + 0.3 * keywordCoverage"
 FORMULA_KEYWORD = "keywordCoverage"
 IDF_COVERAGE = True
 COLLAPSE_INTO_CHUNK = False  # measured: LoCoMo dev hybrid R@10 0.664 into the chunk, 0.683 into the better
 CONTEXT = True  # chunks count the words of the chunk before them in their conversation
-
-
-@dataclass(slots=True)
-class Candidate:
-    """One result the engine found, on the 0-1 scale."""
-
-    kind: str  # memory / chunk
-    id: str
-    doc_id: str
-    text: str
-    hit: Hit
-    explainer: Explainer  # the query's, for the explanation
-    vector: bool  # scored with its cosine (an embedder is configured)
-    coverage: float
-    order: int = 0  # insertion order in its collection (documents are processed in the order sent): the tie-break
-    rerank: float | None = None
-
-    @property
-    def similarity(self) -> float:
-        """The 0-1 score (see the module doc)."""
-        if not self.vector:
-            return self.coverage
-        cosine = max(self.hit.similarity or 0.0, 0.0)
-        return min(max(VECTOR_WEIGHT * cosine + (1 - VECTOR_WEIGHT) * self.coverage, 0.0), 1.0)
 
 
 def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:

@@ -8,7 +8,8 @@ import hmac
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,10 +25,41 @@ from engram_index.engram.identity.did import DidResolver, ResolveError
 from engram_index.engram.identity.keys import P256, BadKey, PrivateKey, PublicKey, parse_public_key
 from engram_index.engram.records import format_datetime_ms, is_did, parse_space_uri
 from engram_index.engram.sync.verify import commit_to_json
+from engram_index.testkit.authority import SpaceAuthority
 from engram_index.testkit.spacenet_repo import Account, Faults, LogOp, Registration, Repo, SinceNotFound, Space
 
-if TYPE_CHECKING:
-    from engram_index.testkit.spacenet import SpaceNetwork
+
+
+class Network(Protocol):
+    """What the hosts read of the network they belong to (spacenet.SpaceNetwork is the one)."""
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]:
+        """The network's lock (a threading.RLock)."""
+
+    @property
+    def accounts(self) -> dict[str, Account]:
+        """Accounts by DID."""
+
+    @property
+    def spaces(self) -> dict[str, Space]:
+        """Spaces by URI."""
+
+    @property
+    def authority(self) -> SpaceAuthority:
+        """The spaces' authority."""
+
+    @property
+    def credential_lifetime(self) -> int:
+        """Seconds a minted space credential lives."""
+
+    @property
+    def notify_lifetime(self) -> float:
+        """Seconds a notification subscription lives."""
+
+    @property
+    def plc_url(self) -> str:
+        """The PLC directory's URL."""
 
 DELEGATION_TYP = "atproto-space-delegation+jwt"
 ACCESS_TYP = "at+jwt"
@@ -111,7 +143,7 @@ class Host:
 
     service = ("#atproto_pds", "AtprotoPersonalDataServer")  # what its did:web document names it
 
-    def __init__(self, net: SpaceNetwork, port: int) -> None:
+    def __init__(self, net: Network, port: int) -> None:
         self.net = net
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -170,7 +202,7 @@ class Host:
 class PdsHost(Host):
     """A member's repo host: sessions, delegation tokens, and the space repos of its accounts."""
 
-    def __init__(self, net: SpaceNetwork, port: int) -> None:
+    def __init__(self, net: Network, port: int) -> None:
         super().__init__(net, port)
         self.session_key = PrivateKey.generate(P256)
         self._session_public = parse_public_key(self.session_key.did_key)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from engram_index.cli import DATA_HELP, main, store_option
+from engram_index.cli.common import DATA_HELP, main, store_option
 from engram_index.errors import EngramError
 from engram_index.keys import PREFIXES, KeyRecord, KeyStore
 

@@ -15,7 +15,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from engram_index.cli import DATA_HELP, _load_progress, console, main, make_embedder, store_option
+from engram_index.cli.common import DATA_HELP, console, load_progress, main, make_embedder, store_option
 from engram_index.collections import Collections
 from engram_index.errors import BadRecord, EngramError, StorageError
 
@@ -51,7 +51,7 @@ def reading(data: Path, store: str | None = None) -> Iterator[Collections]:
 def load_index(spaces: Collections, uri: str) -> None:
     """Load the space's index, with a progress bar (beside a running service whose keyword index is
     not current on disk, it is built in memory from the records)."""
-    bar, update = _load_progress()
+    bar, update = load_progress()
     with bar:
         spaces.index(uri, update)
 

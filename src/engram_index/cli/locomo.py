@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from engram_index.cli import console, eval_group
+from engram_index.cli.common import console, eval_group
 from engram_index.locomo import KS
 
 FACE_NAMES = ("garden.engram", "supermemory", "kindgi")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from engram_index.cli import DATA_HELP, default_service_did, main, make_embedder
+from engram_index.cli.common import DATA_HELP, default_service_did, main, make_embedder
 from engram_index.engram.identity.keys import P256, PrivateKey
 
 KEYS_DIR = "dev-authorities"  # beside the records: each authority's key, kept across runs

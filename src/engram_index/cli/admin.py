@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from engram_index.cli import DATA_HELP, _spaces, console, main
+from engram_index.cli.common import DATA_HELP, console, main, open_data
 from engram_index.errors import BadRecord, EngramError
 from engram_index.engram.records import parse_space_uri
 
@@ -34,7 +34,7 @@ def spaces_add(space: str, data: Path) -> None:
         uri = str(parse_space_uri(space))
     except BadRecord as exc:
         raise click.ClickException(exc.message) from exc
-    with _spaces(data) as opened:
+    with open_data(data) as opened:
         opened.ensure_space(uri)
         SyncState(opened.store).add_space(uri, int(time.time() * 1000))
     click.echo(f"syncing {uri}")
@@ -48,7 +48,7 @@ def spaces_list(data: Path, as_json: bool) -> None:
 
     Example: engram-index spaces list --data ./data --json
     """
-    from engram_index.cli_search import reading
+    from engram_index.cli.search import reading
     from engram_index.engram.records import is_space_uri
     from engram_index.engram.syncstate import SyncState
 
@@ -82,7 +82,7 @@ def spaces_remove(space: str, data: Path, drop: bool) -> None:
     """
     from engram_index.engram.syncstate import SyncState
 
-    with _spaces(data) as opened:
+    with open_data(data) as opened:
         if not SyncState(opened.store).remove_space(space):
             raise click.ClickException(f"{space} is not synced here")
         if drop:

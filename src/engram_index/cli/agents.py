@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator
 
 import click
 
-from engram_index.cli import DATA_HELP, default_service_did, main, make_embedder
+from engram_index.cli.common import DATA_HELP, default_service_did, main, make_embedder
 
 
 @main.command("mcp")

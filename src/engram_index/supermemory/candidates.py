@@ -1,0 +1,34 @@
+"""One v5 search result before it is answered: what the engine found and its 0-1 similarity (search.py's scale)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engram_index.engine.explain import Explainer
+from engram_index.engine.types import Hit
+
+VECTOR_WEIGHT = 0.7  # similarity = 0.7 x max(cosine, 0) + 0.3 x keyword coverage (search.py's module doc)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One result the engine found, on the 0-1 scale."""
+
+    kind: str  # memory / chunk
+    id: str
+    doc_id: str
+    text: str
+    hit: Hit
+    explainer: Explainer  # the query's, for the explanation
+    vector: bool  # scored with its cosine (an embedder is configured)
+    coverage: float
+    order: int = 0  # insertion order in its collection (documents are processed in the order sent): the tie-break
+    rerank: float | None = None
+
+    @property
+    def similarity(self) -> float:
+        """The 0-1 score (see the module doc)."""
+        if not self.vector:
+            return self.coverage
+        cosine = max(self.hit.similarity or 0.0, 0.0)
+        return min(max(VECTOR_WEIGHT * cosine + (1 - VECTOR_WEIGHT) * self.coverage, 0.0), 1.0)
