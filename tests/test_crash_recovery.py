@@ -16,6 +16,7 @@ from engram_index.engine.keyword import document_terms
 from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import SearchRequest
 from engram_index.collections import Collections
+from tests.limits import PATIENCE_S
 
 URI = "at://did:plc:crash/space/garden.engram.space/s"
 
@@ -69,7 +70,7 @@ def run_and_kill(data: Path, seed: int, after_acks: int, save_s: float = 300.0) 
     written: set[str] = set()
     deleted: set[str] = set()
     assert proc.stdout is not None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE_S
     acks = 0
     while (acks < after_acks or (save_s == 0 and not counts_saved(data))) and time.monotonic() < deadline:
         line = proc.stdout.readline()

@@ -114,8 +114,11 @@ class SpaceIndex:
         """When a save of the term counts is due: copy them while writes wait, and return what writes
         the copy while writes go on (docs/design/engine.md has the times)."""
         with self._lock.read():
+            # Saved counts must not be ahead of the keyword index: commit the writes that came since
+            # the last commit first, in this same hold (no write can come between). Waiting for a
+            # moment with nothing new never comes under steady writes, as the lock lets writers first.
             if self.keyword.committed_seq != self.seq:
-                return None  # saved counts must not be ahead of the keyword index; next commit
+                self.keyword.commit(self.seq)
             return self.keyword.freeze_counts_if_due(self.seq)
 
     def save_counts(self) -> None:
