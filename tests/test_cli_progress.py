@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from engram_index import cli
+import engram_index.cli.common  # noqa: F401 (cli.common, read by the fixture)
 from engram_index.cli import main
 from engram_index.cli.keys import PROGRESS_MIN_KEYS
 from engram_index.keys import KeyStore
@@ -23,8 +25,12 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make rich treat the command's stderr as an interactive terminal (what a person running it has)."""
     monkeypatch.setenv("TTY_COMPATIBLE", "1")
     monkeypatch.setenv("TTY_INTERACTIVE", "1")
-    # The commands' console was made at import, before the variables were set: one made now reads them.
-    monkeypatch.setattr(cli, "console", Console(stderr=True))
+    # The commands' console was made at import, before the variables were set: one made now reads them,
+    # in every command module that holds the shared one.
+    shared, fresh = cli.common.console, Console(stderr=True)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("engram_index.cli") and getattr(module, "console", None) is shared:
+            monkeypatch.setattr(module, "console", fresh)
 
 
 def test_listing_many_keys_shows_a_bar_on_stderr_and_only_keys_on_stdout(tmp_path: Path, terminal: None) -> None:

@@ -144,6 +144,7 @@ def test_route_labels_stay_bounded_whatever_paths_clients_send(served: tuple[str
         httpx.post(f"{url}/ns/namespace{i}/search", headers={"authorization": f"Bearer {token}"},
                    json={"query": "x"})
     routes = {dict(labels)["route"] for name, labels in scrape(url) if name == "engram_http_requests_total"}
-    assert not any("namespace" in r and "{namespace}" not in r for r in routes)
+    # The metrics are the process's: other tests' routes may be there too, never these raw paths.
+    assert not any(f"namespace{i}" in r for r in routes for i in range(5))
     assert not any("/no/such" in r for r in routes) and "unmatched" in routes
     assert "/ns/{namespace}/search" in routes

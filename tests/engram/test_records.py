@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engram_index.embed.text import embed_text
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import BadRecord, BadVector
 from engram_index.engram.records import (
     decode_query_vector,
-    embed_text,
     encode_query_vector,
     f16le,
     format_datetime_ms,

@@ -140,7 +140,7 @@ def test_a_token_bucket_refills_at_its_rate() -> None:
     assert bucket.take()
 
 
-def test_searches_run_on_at_most_the_given_number_of_search_threads(
+def test_at_most_the_given_number_of_searches_run_at_once_on_the_search_pool(
     data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
@@ -150,12 +150,21 @@ def test_searches_run_on_at_most_the_given_number_of_search_threads(
     from engram_index.engine.search import SpaceIndex
 
     seen: set[str] = set()
+    running, most = [0], [0]
+    lock = threading.Lock()
     search = SpaceIndex.search
 
     def recording(self: SpaceIndex, req: object) -> object:
-        seen.add(threading.current_thread().name)
-        time.sleep(0.02)  # long enough for the searches to overlap
-        return search(self, req)  # type: ignore[arg-type]
+        with lock:
+            seen.add(threading.current_thread().name)
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.02)  # long enough for the searches to overlap
+            return search(self, req)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                running[0] -= 1
 
     monkeypatch.setattr(SpaceIndex, "search", recording)
     limits = SpaceLimits(rate=1e6, burst=1e6, concurrent=16)
@@ -164,7 +173,10 @@ def test_searches_run_on_at_most_the_given_number_of_search_threads(
         while get(0).status_code == 503:  # the index loads in the background
             time.sleep(0.05)
         seen.clear()
+        most[0] = 0
         with ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(lambda i: get(i).status_code, range(16)))
     assert statuses == [200] * 16
-    assert 1 <= len(seen) <= 2 and all(name.startswith("search") for name in seen)
+    # The pool keeps spare threads for overrunning searches, so which thread ran a search varies;
+    # how many ran at once does not.
+    assert 1 <= most[0] <= 2 and all(name.startswith("search") for name in seen)
