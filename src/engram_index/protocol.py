@@ -65,7 +65,7 @@ EnvelopeFor = Callable[[str], Envelope]
 
 def plain_envelope(error: EngramError) -> tuple[bytes, Headers]:
     """The envelope of a server that names no face: {"error", "message"}."""
-    return orjson.dumps({"error": error.xrpc_name, "message": error.message}), []
+    return orjson.dumps({"error": error.code, "message": error.message}), []
 
 
 def plain_envelopes(target: str) -> Envelope:

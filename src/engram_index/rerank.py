@@ -35,7 +35,7 @@ Answer only with JSON: {"scores": [{"n": 1, "score": 0.0}]}"""
 class RerankerUnavailable(Unavailable):
     """The configured reranker failed, timed out or answered something unusable."""
 
-    xrpc_name = "RerankerUnavailable"
+    code = "reranker_unavailable"
 
 
 def _unit(value: Any) -> float | None:

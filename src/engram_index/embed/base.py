@@ -56,7 +56,7 @@ class EmbedderUnavailable(Unavailable):
 class EmbedderBusy(EmbedderUnavailable):
     """Too many texts are being embedded at once."""
 
-    xrpc_name = "EmbedderBusy"
+    code = "embedder_busy"
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ Relation = Literal["new", "updates", "extends", "derives"]
 class LLMUnavailable(Unavailable):
     """The configured LLM endpoint failed, timed out or answered something unusable."""
 
-    xrpc_name = "LLMUnavailable"
+    code = "llm_unavailable"
 
 
 class LLM(Protocol):

@@ -16,11 +16,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engram_index.engram.api.xrpc import xrpc_name
 from engram_index.engram.auth import httpsig, jwt
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.mint import mint_credential
 from engram_index.engram.auth.state import AuthState
-from engram_index.errors import BadRecord, EngramError, ExpiredToken, InvalidToken
+from engram_index.errors import BadRecord, EngramError
+from engram_index.engram.auth.errors import ExpiredToken, InvalidToken
 from engram_index.engram.identity.did import DidResolver, ResolveError
 from engram_index.engram.identity.keys import P256, BadKey, PrivateKey, PublicKey, parse_public_key
 from engram_index.engram.records import format_datetime_ms, is_did, parse_space_uri
@@ -187,7 +189,7 @@ class Host:
             except HostError as exc:
                 return JSONResponse({"error": exc.name, "message": exc.message}, status_code=exc.status)
             except EngramError as exc:  # the credential check's errors carry their XRPC name and status
-                return JSONResponse({"error": exc.xrpc_name, "message": exc.message}, status_code=exc.status)
+                return JSONResponse({"error": xrpc_name(exc), "message": exc.message}, status_code=exc.status)
 
         return endpoint
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engram_index.engram.auth import httpsig, jwt
-from engram_index.errors import BadSpaceSignature, InvalidToken
+from engram_index.engram.auth.errors import BadSpaceSignature, InvalidToken
 from engram_index.engram.identity.keys import K256, P256, BadKey, PrivateKey, parse_public_key
 
 

@@ -21,7 +21,7 @@ MAX_EMBED_CHARS = 1000  # seed 000: a service embeds q of at most 1000 character
 class TextSearchNotAllowed(SpaceError):
     """This service does not embed queries for the space's authority."""
 
-    xrpc_name = "TextSearchNotAllowed"
+    code = "text_search_not_allowed"
     status = 403
 
 

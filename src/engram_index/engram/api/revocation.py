@@ -24,7 +24,7 @@ MAX_BODY_BYTES = 16 * 1024
 class NotTheAuthority(EngramError):
     """A caller who proved who it is, but is not the space's authority (the reference server's 403 Forbidden)."""
 
-    xrpc_name = "Forbidden"
+    code = "forbidden"
     status = 403
 
 

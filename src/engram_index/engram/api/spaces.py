@@ -28,14 +28,14 @@ LOAD_WAIT_S = 4.0
 class RegistrationClosed(EngramError):
     """This service indexes only the spaces its operator configures."""
 
-    xrpc_name = "RegistrationClosed"
+    code = "registration_closed"
     status = 403
 
 
 class NotAMember(EngramError):
     """This service's account cannot read the space: it is not a member."""
 
-    xrpc_name = "NotAMember"
+    code = "not_a_member"
     status = 403
 
 

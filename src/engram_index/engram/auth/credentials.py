@@ -17,16 +17,8 @@ from typing import Callable
 
 from starlette.requests import Request
 
-from engram_index.errors import (
-    AuthError,
-    AuthorityUnreachable,
-    BadRecord,
-    BadSpaceAudience,
-    BadSpaceSignature,
-    ExpiredToken,
-    InvalidToken,
-    RevokedToken,
-)
+from engram_index.errors import AuthError, BadRecord
+from engram_index.engram.auth.errors import AuthorityUnreachable, BadSpaceAudience, BadSpaceSignature, ExpiredToken, InvalidToken, RevokedToken
 from engram_index.engram.identity.did import DidDoc, DidResolver, ResolveError
 from engram_index.engram.identity.keys import P256, BadKey, PublicKey, parse_public_key
 from engram_index.engram.records import parse_space_uri

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from http_sfv.dictionary import Dictionary
 from http_sfv.item import InnerList, Item
 
-from engram_index.errors import BadSpaceSignature
+from engram_index.engram.auth.errors import BadSpaceSignature
 from engram_index.engram.identity.keys import PrivateKey
 
 LABEL = "atproto-space"

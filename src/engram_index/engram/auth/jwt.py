@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engram_index.errors import InvalidToken
+from engram_index.engram.auth.errors import InvalidToken
 from engram_index.engram.identity.keys import PrivateKey, PublicKey
 
 MAX_TOKEN_BYTES = 8 * 1024

@@ -13,7 +13,8 @@ from typing import Callable
 
 from starlette.requests import Request
 
-from engram_index.errors import AuthError, AuthorityUnreachable, ExpiredToken, InvalidToken
+from engram_index.errors import AuthError
+from engram_index.engram.auth.errors import AuthorityUnreachable, ExpiredToken, InvalidToken
 from engram_index.engram.identity.did import DidResolver, ResolveError
 from engram_index.engram.identity.keys import PrivateKey
 from engram_index.engram.auth import jwt
