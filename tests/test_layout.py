@@ -13,7 +13,8 @@ PACKAGE = SRC / "engram_index"
 FACES = ("engram_index.engram", "engram_index.supermemory", "engram_index.kindgi")
 # The shared core: the engine, the store, embedders, LLM clients, extraction and the HTTP layer.
 CORE_PACKAGES = ("engine", "store", "embed", "llm", "extract")
-CORE_MODULES = ("collections.py", "errors.py", "server.py", "protocol.py", "admission.py", "http_answers.py",
+CORE_MODULES = ("collections.py", "errors.py", "server.py", "protocol.py", "admission.py", "http_answers.py", "bodies.py",
+                "keys.py", "search_pool.py",
                 "metrics.py", "shortfall.py", "ranking.py")
 
 
@@ -143,3 +144,17 @@ def test_no_modules_import_one_another_in_a_circle_type_only_and_lazy_imports_in
 def test_the_cycle_finder_finds_a_circle_of_three_and_passes_a_chain() -> None:
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def sources_containing(needle: str) -> list[str]:
+    """The modules of the package whose code contains `needle`."""
+    return sorted(path.relative_to(SRC).as_posix() for path in PACKAGE.rglob("*.py")
+                  if needle in path.read_text(encoding="utf-8"))
+
+
+def test_one_body_reader_one_bearer_parse_and_one_retry_loop_serve_every_face() -> None:
+    # Request bodies are read through bodies.py (declared and counted size), bearer headers parsed by
+    # keys.bearer_token, and remote JSON calls retried by http_answers.call_json.
+    assert sources_containing(".stream()") == []
+    assert sources_containing('!= "bearer"') + sources_containing('== "bearer"') == ["engram_index/keys.py"]
+    assert sources_containing("2**attempt") == ["engram_index/http_answers.py"]

@@ -44,12 +44,14 @@ CREATE TABLE IF NOT EXISTS keys (
 
 
 class KeyState(Enum):
-    """What a presented key turned out to be."""
+    """What a presented key turned out to be (MISSING and MALFORMED: no key was presented)."""
 
     VALID = "valid"
     UNKNOWN = "unknown"
     EXPIRED = "expired"
     REVOKED = "revoked"
+    MISSING = "missing"  # no Authorization header
+    MALFORMED = "malformed"  # an Authorization header that is not `Bearer <token>`
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,3 +176,24 @@ def _record(row: tuple[Any, ...]) -> KeyRecord:
     """A keys row as a record."""
     key_id, face, label, grants, created, expires, revoked = row[:7]
     return KeyRecord(key_id, face, label, json.loads(grants), created, expires, revoked)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (None when there is none or it is not that)."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def bearer(authorization: str | None, keys: KeyStore, face: str) -> tuple[KeyState, KeyRecord | None]:
+    """The bearer key an Authorization header presents for `face`, and what it turned out to be.
+
+    The one parse of `Authorization: Bearer <token>` for every face that takes keys; each face
+    answers each state in its own envelope.
+    """
+    if authorization is None:
+        return KeyState.MISSING, None
+    token = bearer_token(authorization)
+    if token is None:
+        return KeyState.MALFORMED, None
+    return keys.lookup(face, token)

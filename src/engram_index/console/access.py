@@ -19,6 +19,7 @@ import json
 import httpx
 
 from engram_index.console import faces
+from engram_index.keys import bearer_token
 from engram_index.console.shapes import MAX_TEXT_CHARS, Query, Refused, cut
 
 __all__ = ["MAX_TEXT_CHARS", "Console", "Query", "Refused", "cut"]  # shapes.py's names, for callers
@@ -46,9 +47,10 @@ def face_of(credential: str | None) -> Face:
 def credential_of(headers: Any) -> tuple[str | None, dict[str, str] | None]:
     """A request's credential: a bearer key, or a space credential's headers (else neither)."""
     value = str(headers.get("authorization") or "")
+    token = bearer_token(value)
+    if token is not None:
+        return token, None
     scheme, _, token = value.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip(), None
     if scheme.lower() == SPACE_SCHEME and token.strip():
         return None, {name: str(headers[name]) for name in SPACE_HEADERS if headers.get(name)}
     return None, None

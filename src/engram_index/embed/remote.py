@@ -11,14 +11,13 @@ path but not the host; the log names the host.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import httpx
 import numpy as np
 
 from engram_index.engine.types import ModelIdentity
-from engram_index.http_answers import excerpt, retry_after
+from engram_index.http_answers import Retries, call_json, excerpt
 from engram_index.embed.base import DEFAULT_BATCH_SIZE, BadEmbedding, BatchedEmbedder, EmbedderError, EmbedderRejected, EmbedderUnavailable
 
 log = logging.getLogger(__name__)
@@ -60,33 +59,15 @@ class HttpEmbedder(BatchedEmbedder):
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         """One JSON request with bounded retries; the parsed JSON answer."""
-        for attempt in range(self.retries + 1):
-            response: httpx.Response | None = None
-            try:
-                response = self._client.request(method, path, json=body)
-            except httpx.TimeoutException:
-                problem = "timed out"
-            except httpx.TransportError as exc:
-                problem = f"could not be reached ({type(exc).__name__})"
-            else:
-                code = response.status_code
-                if code < 300:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise BadEmbedding(f"{self.provider} answered {path} with malformed JSON") from None
-                if 400 <= code < 500 and code != 429:
-                    raise EmbedderRejected(f"{self.provider} refused {path} ({code}): {excerpt(response)}")
-                problem = f"answered {code}: {excerpt(response)}"
-            if attempt == self.retries:
-                raise EmbedderUnavailable(f"{self.provider} {problem} on {path} after {attempt + 1} tries")
-            wait = min(self.max_backoff, self.backoff * 2**attempt)
-            hinted = retry_after(response)
-            if hinted is not None and 0 <= hinted <= self.max_backoff:
-                wait = hinted
-            log.warning("%s %s%s %s; retrying in %.2fs", self.provider, self.base_url, path, problem, wait)
-            time.sleep(wait)
-        raise AssertionError("unreachable")
+        return call_json(
+            lambda _left: self._client.request(method, path, json=body),
+            Retries(self.retries, self.backoff, self.max_backoff),
+            describe=f"{self.provider} {self.base_url}{path}",
+            bad_json=lambda: BadEmbedding(f"{self.provider} answered {path} with malformed JSON"),
+            rejected=lambda response: EmbedderRejected(
+                f"{self.provider} refused {path} ({response.status_code}): {excerpt(response)}"),
+            failed=lambda problem, tries: EmbedderUnavailable(f"{self.provider} {problem} on {path} after {tries} tries"),
+        )
 
 
 def vectors_from_json(rows: Any, identity: ModelIdentity, count: int, provider: str) -> np.ndarray:

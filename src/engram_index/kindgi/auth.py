@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from engram_index.keys import KeyState, KeyStore
+from engram_index.keys import KeyState, KeyStore, bearer
 from engram_index.kindgi.errors import KindgiError
 
 
@@ -56,14 +56,11 @@ def principal_from_grants(key_id: str, grants: dict[str, Any]) -> Principal:
 
 def authenticate(request: Request, keys: KeyStore) -> Principal:
     """The caller of a request, or the 401 its token deserves."""
-    header = request.headers.get("authorization")
-    if header is None:
+    state, record = bearer(request.headers.get("authorization"), keys, "kindgi")
+    if state is KeyState.MISSING:
         raise KindgiError("auth-missing", "This route needs a bearer token (Authorization: Bearer <token>).")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    if state is KeyState.MALFORMED:
         raise KindgiError("auth-missing", "The Authorization header must be `Bearer <token>`.")
-    state, record = keys.lookup("kindgi", token)
     if state is KeyState.EXPIRED:
         raise KindgiError("auth-expired", "The bearer token has expired.")
     if state is KeyState.REVOKED:

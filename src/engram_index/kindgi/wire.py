@@ -14,6 +14,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from engram_index import bodies
 from engram_index.errors import EngramError, InvalidInput, RateLimited, TooLarge, Unavailable
 from engram_index.kindgi.errors import STATUS, KindgiError
 
@@ -88,17 +89,7 @@ def error_body(exc: EngramError) -> tuple[bytes, list[tuple[bytes, bytes]]]:
 
 async def read_body(request: Request) -> bytes:
     """The raw request body, refused with 413 request-too-large past MAX_BODY_BYTES (before reading it all)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await bodies.read_body(request, MAX_BODY_BYTES, TooLarge(f"the request body is over {MAX_BODY_BYTES} bytes"))
 
 
 def parse_object(raw: bytes, *, empty_is_object: bool = False) -> dict[str, Any]:

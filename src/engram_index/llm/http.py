@@ -11,14 +11,13 @@ and the path, not the host (the log names the host).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from engram_index.errors import EngramError
-from engram_index.http_answers import excerpt, retry_after
+from engram_index.http_answers import Retries, call_json, excerpt
 
 log = logging.getLogger(__name__)
 
@@ -73,33 +72,11 @@ def post_json(
     """POST `body` as JSON and return the parsed JSON answer; Rejected on a plain 4xx, `error` otherwise."""
     if timeout_s <= 0:
         raise ValueError("timeout_s must be > 0")
-    deadline = time.monotonic() + timeout_s
-    attempt = 0
-    while True:
-        response: httpx.Response | None = None
-        remaining = deadline - time.monotonic()
-        try:
-            response = client.post(path, json=body, timeout=httpx.Timeout(max(remaining, 0.001)))
-        except httpx.TimeoutException:
-            problem = f"did not answer within {timeout_s:g} s"
-        except httpx.TransportError as exc:
-            problem = f"could not be reached ({type(exc).__name__})"
-        else:
-            code = response.status_code
-            if code < 300:
-                try:
-                    return response.json()
-                except ValueError:
-                    raise error(f"{service} answered {path} with a body that is not JSON") from None
-            if 400 <= code < 500 and code != 429:
-                raise Rejected(code, excerpt(response))
-            problem = f"answered {code}: {excerpt(response)}"
-        wait = min(policy.max_backoff_s, policy.backoff_s * 2**attempt)
-        hinted = retry_after(response)
-        if hinted is not None and 0 <= hinted <= policy.max_backoff_s:
-            wait = hinted
-        if attempt >= policy.retries or time.monotonic() + wait >= deadline:
-            raise error(f"{service} {problem} on {path} (after {attempt + 1} tries)")
-        log.warning("%s %s%s %s; retrying in %.2fs", service, client.base_url, path, problem, wait)
-        time.sleep(wait)
-        attempt += 1
+    return call_json(
+        lambda left: client.post(path, json=body, timeout=httpx.Timeout(left)),
+        Retries(policy.retries, policy.backoff_s, policy.max_backoff_s),
+        describe=f"{service} {client.base_url}{path}", deadline_s=timeout_s,
+        bad_json=lambda: error(f"{service} answered {path} with a body that is not JSON"),
+        rejected=lambda response: Rejected(response.status_code, excerpt(response)),
+        failed=lambda problem, tries: error(f"{service} {problem} on {path} (after {tries} tries)"),
+    )

@@ -14,11 +14,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Message
 
 from engram_index.admission import Admission
 from engram_index.errors import EngramError, RateLimited
-from engram_index.keys import KeyRecord, KeyState
+from engram_index.bodies import bounded
+from engram_index.keys import KeyRecord, KeyState, bearer
 from engram_index.supermemory import models
 from engram_index.supermemory.errors import BadRequest, Forbidden, Invalid, Missing, Unauthorized, V5Error, invalid
 from engram_index.supermemory.face import Face
@@ -106,11 +106,9 @@ def http_error(request: Request, status: int) -> Response:
 
 def authenticate(face: Face, request: Request) -> KeyRecord:
     """The request's key, or 401."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    state, record = bearer(request.headers.get("authorization"), face.keys, "supermemory")
+    if state in (KeyState.MISSING, KeyState.MALFORMED):
         raise Unauthorized("missing API key", "send Authorization: Bearer <key> (engram-index keys create supermemory)")
-    state, record = face.keys.lookup("supermemory", token.strip())
     if state is KeyState.VALID and record is not None:
         return record
     reason = {KeyState.EXPIRED: "API key expired", KeyState.REVOKED: "API key revoked"}.get(state, "invalid API key")
@@ -151,40 +149,15 @@ def _json_body(raw: bytes, schema: Obj | None, optional: bool, content_type: str
         raise invalid("the body nests too deeply") from None
 
 
-def _bounded(request: Request, limit: int, too_large: V5Error) -> Request:
-    """The request, refused with `too_large` when its declared length passes `limit`, and whose body
-    reads raise it once more than `limit` bytes came.
-
-    A chunked body declares no length: counted here, a JSON body is refused before it is all
-    held, and an upload (which the form parser spools to disk as it comes) stops at the limit
-    instead of at the disk's end.
-    """
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    seen = 0
-
-    async def receive() -> Message:
-        nonlocal seen
-        message = await request.receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                raise too_large
-        return message
-
-    return Request(request.scope, receive)
-
-
 async def _multipart(request: Request, fields: dict[str, Check], file_required: bool
                      ) -> tuple[dict[str, Any], tuple[bytes, str, str] | None]:
     """Parse a multipart form: its text fields (checked) and its one file."""
     too_large = invalid(f"uploads are at most {MAX_MULTIPART_BYTES // (1024 * 1024)} MB", "file")
-    bounded = _bounded(request, MAX_MULTIPART_BYTES, too_large)  # a length over the limit: refused first
+    limited = bounded(request, MAX_MULTIPART_BYTES, too_large)  # a length over the limit: refused first
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise invalid("send multipart/form-data with a file field")
     try:
-        form = await bounded.form(max_files=1, max_fields=20, max_part_size=1024 * 1024)
+        form = await limited.form(max_files=1, max_fields=20, max_part_size=1024 * 1024)
     except V5Error:
         raise
     except Exception as exc:  # the parser's own errors: a malformed form
@@ -262,7 +235,7 @@ async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, b
         parsed, upload = await _multipart(request, models.FILE_FIELDS, multipart)
     else:
         too_large = invalid(f"the body is larger than {MAX_JSON_BYTES // (1024 * 1024)} MB")
-        parsed = _json_body(await _bounded(request, MAX_JSON_BYTES, too_large).body(), body, optional_body,
+        parsed = _json_body(await bounded(request, MAX_JSON_BYTES, too_large).body(), body, optional_body,
                             request.headers.get("content-type"))
     call = Call(face, key, ns, path, params, parsed, {k.lower(): v for k, v in request.headers.items()},
                 upload)

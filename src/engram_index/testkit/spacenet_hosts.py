@@ -21,6 +21,7 @@ from engram_index.engram.auth import httpsig, jwt
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.mint import mint_credential
 from engram_index.engram.auth.state import AuthState
+from engram_index.keys import bearer_token
 from engram_index.errors import BadRecord, EngramError
 from engram_index.engram.auth.errors import ExpiredToken, InvalidToken
 from engram_index.engram.identity.did import DidResolver, ResolveError
@@ -118,10 +119,10 @@ def _string(body: dict[str, Any], name: str) -> str:
 
 def _bearer(request: Request) -> str:
     values = request.headers.getlist("authorization")
-    scheme, _, token = (values[0] if len(values) == 1 else "").strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(values[0]) if len(values) == 1 else None
+    if token is None:
         raise HostError(401, "AuthenticationRequired", "send Authorization: Bearer <token>")
-    return token.strip()
+    return token
 
 
 def _check_space_uri(space: str) -> str:

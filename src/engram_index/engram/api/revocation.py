@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from engram_index.engram.auth.credentials import SpaceCredentials
 from engram_index.engram.auth.service_auth import ServiceAuth
+from engram_index.bodies import read_body
 from engram_index.errors import BadRecord, EngramError, InvalidInput, TooLarge, UnknownMethod
 from engram_index.engram.records import parse_space_uri
 
@@ -55,14 +56,9 @@ async def notify_credential_revoked(request: Request) -> dict[str, Any]:
 
 async def json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object body, at most MAX_BODY_BYTES."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise TooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
+    raw = await read_body(request, MAX_BODY_BYTES, TooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes"))
     try:
-        value = json.loads(b"".join(chunks))
+        value = json.loads(raw)
     except ValueError as exc:
         raise InvalidInput("the body is not JSON") from exc
     if not isinstance(value, dict):

@@ -13,6 +13,7 @@ from typing import Callable
 
 from starlette.requests import Request
 
+from engram_index.keys import bearer_token
 from engram_index.errors import AuthError
 from engram_index.engram.auth.errors import AuthorityUnreachable, ExpiredToken, InvalidToken
 from engram_index.engram.identity.did import DidResolver, ResolveError
@@ -44,10 +45,10 @@ class ServiceAuth:
         values = request.headers.getlist("authorization")
         if len(values) != 1:
             raise AuthError("send one Authorization: Bearer <service-auth JWT>")
-        scheme, _, token = values[0].strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_token(values[0])
+        if token is None:
             raise AuthError("Authorization must be 'Bearer <service-auth JWT>'")
-        return await self.verify_token(token.strip(), lxm)
+        return await self.verify_token(token, lxm)
 
     async def verify_token(self, token: str, lxm: str) -> str:
         """Check a service-auth token for method `lxm`; return its issuer DID."""
