@@ -152,3 +152,11 @@ def test_every_curl_request_of_the_readme_is_answered_by_make_runs_service(tmp_p
             r = httpx.get(target, timeout=30)
             assert r.status_code == 200, f"{line}: {r.text}"
             assert "error" not in r.json()
+
+
+def test_every_serve_option_is_in_the_readme() -> None:
+    serve = main.commands["serve"]
+    options = [name for param in serve.params for name in (*param.opts, *param.secondary_opts) if name.startswith("--")]
+    text = README.read_text()
+    missing = [name for name in options if f"`{name}`" not in text]
+    assert len(options) > 20 and missing == [], f"document these serve options in README.md: {missing}"
