@@ -43,6 +43,7 @@ from engram_index.supermemory.face import Face as SupermemoryFace
 from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
+from engram_index.settings import ServeSettings
 
 log = logging.getLogger("engram_index")
 # Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
@@ -86,6 +87,7 @@ def create_app(
     reranker: Reranker | None = None,
     store: str | None = None,
     face_embedder: Embedder | None = None,
+    allow_private_urls: bool = False,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
@@ -216,6 +218,7 @@ def create_app(
                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
     app.add_middleware(metrics.HttpMetrics, routes=routes)
     app.router.redirect_slashes = False  # a bodyless 307 is no JSON answer: a trailing slash gets the 404 envelope
+    app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL
     return app
 
 
@@ -241,39 +244,36 @@ def space_credentials(
 WORKER_CONFIG_ENV = "ENGRAM_SERVE_CONFIG"
 
 
+def app_from_settings(
+    settings: ServeSettings, *, embedding: QueryEmbedding, face_embedder: Embedder | None,
+    llm: LLM | None = None, reranker: Reranker | None = None, read_only: bool = False, sync: SyncConfig | None = None,
+) -> Starlette:
+    """The service `settings` describe, with the embedders and LLM parts already made from them."""
+    data = Path(settings.data)
+    authenticator: Authenticator = InsecureOpen() if settings.insecure_open else space_credentials(
+        data, settings.service_did, plc_url=settings.plc_url, allow_http_localhost=settings.did_web_http_localhost)
+    return create_app(
+        data, settings.service_did, authenticator=authenticator,
+        limits=SpaceLimits(settings.rate, settings.burst, settings.concurrent),
+        key_limits=Admission(settings.key_rate, settings.key_burst, settings.key_concurrent),
+        embedding=embedding, read_only=read_only, sync=sync, search_threads=settings.search_threads,
+        llm=llm, reranker=reranker, store=settings.store, face_embedder=face_embedder,
+        allow_private_urls=settings.allow_private_urls,
+    )
+
+
 def worker_app() -> Starlette:
-    """The app of one `serve --workers` process: read-only, configured by the parent via the environment."""
-    import json
+    """The app of one `serve --workers` process: read-only, with the parent's settings from the environment."""
     import os
 
-    from engram_index.embed.factory import FACE_DEFAULT, embedder_from_spec, face_embedder_from_spec
+    from engram_index.embed.factory import embedder_from_spec, face_embedder_from_spec
     from engram_index.llm.openai_compat import llm_from_spec
     from engram_index.rerank import reranker_from_spec
 
-    config = json.loads(os.environ[WORKER_CONFIG_ENV])
-    authenticator: Authenticator = InsecureOpen() if config["insecure_open"] else space_credentials(
-        Path(config["data"]), config["service_did"], plc_url=config["plc_url"],
-        allow_http_localhost=config["did_web_http_localhost"],
-    )
-    embedding = QueryEmbedding(
-        embedder_from_spec(config["embedder"]), frozenset(config["embed_authorities"]) or None
-    )
-    face_embedder = face_embedder_from_spec(config.get("face_embedder", FACE_DEFAULT), config["embedder"],
-                                            embedding.embedder)
-    llm = llm_from_spec(config["llm"]) if config.get("llm") else None
-    reranker = reranker_from_spec(config["rerank"], llm) if config.get("rerank") else None
-    return create_app(
-        Path(config["data"]),
-        config["service_did"],
-        authenticator=authenticator,
-        limits=SpaceLimits(config["rate"], config["burst"], config["concurrent"]),
-        key_limits=Admission(**{name: config[f"key_{name}"] for name in ("rate", "burst", "concurrent")
-                                if f"key_{name}" in config}),  # absent: the defaults
-        embedding=embedding,
-        read_only=True,
-        search_threads=config["search_threads"],
-        store=config.get("store"),
-        llm=llm,
-        reranker=reranker,
-        face_embedder=face_embedder,
-    )
+    settings = ServeSettings.from_json(os.environ[WORKER_CONFIG_ENV])
+    embedding = QueryEmbedding(embedder_from_spec(settings.embedder), frozenset(settings.embed_authorities) or None)
+    face_embedder = face_embedder_from_spec(settings.face_embedder, settings.embedder, embedding.embedder)
+    llm = llm_from_spec(settings.llm) if settings.llm else None
+    reranker = reranker_from_spec(settings.rerank, llm) if settings.rerank else None
+    return app_from_settings(settings, embedding=embedding, face_embedder=face_embedder, llm=llm, reranker=reranker,
+                             read_only=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
@@ -15,6 +14,7 @@ from engram_index.cli import main
 from engram_index.engram.auth import InsecureOpen
 from engram_index.llm.openai_compat import OpenAICompatibleLLM
 from engram_index.rerank import LLMReranker, RemoteReranker
+from engram_index.settings import ServeSettings
 from engram_index.testkit.fake_llm import FakeLLM
 from engram_index.testkit.serve import serving
 
@@ -42,12 +42,10 @@ def test_workers_get_the_llm_and_reranker_from_the_parents_config(tmp_path: Path
     data = tmp_path / "d"
     with serving(roomy_app(data, DID, authenticator=InsecureOpen())):
         pass  # the data directory a worker opens read-only
-    monkeypatch.setenv(WORKER_CONFIG_ENV, json.dumps({
-        "data": str(data), "service_did": DID, "insecure_open": True, "rate": 50.0, "burst": 100.0,
-        "concurrent": 8, "embedder": "none", "embed_authorities": [], "plc_url": "https://plc.directory",
-        "did_web_http_localhost": False, "search_threads": 1,
-        "llm": f"{fake.model}@{fake.url}", "rerank": f"url:{fake.rerank_url}#rerank-v3.5",
-    }))
+    monkeypatch.setenv(WORKER_CONFIG_ENV, ServeSettings(
+        data=str(data), service_did=DID, insecure_open=True, embedder="none", search_threads=1,
+        llm=f"{fake.model}@{fake.url}", rerank=f"url:{fake.rerank_url}#rerank-v3.5",
+    ).to_json())
     app = worker_app()
     with serving(app):
         assert isinstance(app.state.llm, OpenAICompatibleLLM) and app.state.llm.model == fake.model

@@ -107,9 +107,9 @@ def test_serve_takes_the_per_key_rate_and_burst_for_v5(tmp_path: Path) -> None:
 
 
 def test_workers_admit_per_key_as_the_parents_options_say(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import json
 
     from engram_index.app import WORKER_CONFIG_ENV, worker_app
+    from engram_index.settings import ServeSettings
     from tests.limits import roomy_app
     from engram_index.engram.auth import InsecureOpen
     from engram_index.keys import KeyStore
@@ -119,12 +119,10 @@ def test_workers_admit_per_key_as_the_parents_options_say(tmp_path: Path, monkey
     with serving(roomy_app(data, "did:web:localhost", authenticator=InsecureOpen())):
         pass  # the data directory (and the v5 tables) a worker opens read-only
     key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
-    monkeypatch.setenv(WORKER_CONFIG_ENV, json.dumps({
-        "data": str(data), "service_did": "did:web:localhost", "insecure_open": True, "rate": 50.0, "burst": 100.0,
-        "concurrent": 8, "key_rate": 0.1, "key_burst": 1, "key_concurrent": 8, "embedder": "none",
-        "embed_authorities": [], "plc_url": "https://plc.directory", "did_web_http_localhost": False,
-        "search_threads": 1, "llm": None, "rerank": None,
-    }))
+    monkeypatch.setenv(WORKER_CONFIG_ENV, ServeSettings(
+        data=str(data), service_did="did:web:localhost", insecure_open=True, key_rate=0.1, key_burst=1,
+        embedder="none", search_threads=1,
+    ).to_json())
     with serving(worker_app()) as url:
         statuses = [httpx.post(f"{url}/ns/n1/search", headers={"Authorization": f"Bearer {key}"},
                                json={"query": "bike"}).status_code for _ in range(2)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -88,13 +87,11 @@ def serve(
     import logging
 
     from engram_index.engram.api.embedding import QueryEmbedding
-    from engram_index.admission import Admission
-    from engram_index.engram.api.limits import SpaceLimits
-    from engram_index.app import create_app, space_credentials
-    from engram_index.engram.auth import Authenticator, InsecureOpen
+    from engram_index.app import app_from_settings
     from engram_index.heap import limit_arenas
     from engram_index.envelopes import envelope_for
     from engram_index.server import run, run_workers
+    from engram_index.settings import ServeSettings
 
     if malloc_arenas:  # before the threads start; worker processes read the variable when they start
         os.environ["MALLOC_ARENA_MAX"] = str(malloc_arenas)
@@ -122,6 +119,13 @@ def serve(
         raise click.UsageError("spaces synced from the network are served by one process: drop --workers")
     sync = SyncConfig(Account(sync_account, sync_password) if sync_account and sync_password else None,
                       plc_url, public_url, poll_interval, did_web_http_localhost, open_registration=open_registration)
+    settings = ServeSettings(
+        data=str(data), service_did=did, insecure_open=insecure_open, plc_url=plc_url,
+        did_web_http_localhost=did_web_http_localhost, rate=rate, burst=burst, concurrent=concurrent,
+        key_rate=key_rate, key_burst=key_burst, key_concurrent=key_concurrent, embedder=embedder_spec,
+        face_embedder=face_embedder_spec, embed_authorities=tuple(embed_authorities), search_threads=search_threads,
+        llm=llm_spec, rerank=rerank_spec, store=store, allow_private_urls=allow_private_urls,
+    )
     if workers > 1:
         from engram_index.app import WORKER_CONFIG_ENV
 
@@ -131,29 +135,11 @@ def serve(
             from engram_index.supermemory.tables import migrate
 
             migrate(spaces.store)  # the v5 face's tables, which read-only workers cannot create
-        os.environ[WORKER_CONFIG_ENV] = json.dumps({
-            "data": str(data), "service_did": did, "insecure_open": insecure_open, "rate": rate,
-            "burst": burst, "concurrent": concurrent, "key_rate": key_rate, "key_burst": key_burst,
-            "key_concurrent": key_concurrent, "embedder": embedder_spec, "face_embedder": face_embedder_spec,
-            "embed_authorities": list(embed_authorities), "plc_url": plc_url,
-            "did_web_http_localhost": did_web_http_localhost, "search_threads": search_threads,
-            "llm": llm_spec, "rerank": rerank_spec, "store": store,
-        })
+        os.environ[WORKER_CONFIG_ENV] = settings.to_json()  # each worker builds its app from the same settings
         run_workers("engram_index.app:worker_app", workers, host, port, access_log=access_log, envelopes=envelope_for)
         return
     embedding = QueryEmbedding(make_embedder(embedder_spec), frozenset(embed_authorities) or None)
     face_embedder = make_face_embedder(face_embedder_spec, embedder_spec, embedding.embedder)
-    authenticator: Authenticator = InsecureOpen() if insecure_open else space_credentials(
-        data, did, plc_url=plc_url, allow_http_localhost=did_web_http_localhost)
-    app = create_app(
-        data, did, authenticator=authenticator, limits=SpaceLimits(rate, burst, concurrent),
-        key_limits=Admission(key_rate, key_burst, key_concurrent), embedding=embedding,
-        sync=sync,
-        search_threads=search_threads,
-        llm=llm,
-        reranker=reranker,
-        store=store,
-        face_embedder=face_embedder,
-    )
-    app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL
+    app = app_from_settings(settings, embedding=embedding, face_embedder=face_embedder, llm=llm, reranker=reranker,
+                            sync=sync)
     run(app, host, port, access_log=access_log, envelopes=envelope_for)
