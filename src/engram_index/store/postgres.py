@@ -22,6 +22,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import InvalidInput, StorageError, StoreConflict, StoreUnavailable, UnknownSpace
+from engram_index.store.rows import (
+    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, row_to_document, row_to_space,
+)
 from engram_index.store.base import Change, SpaceInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.dialect import Dialect, parameters
 from engram_index.store.postgres_schema import MIGRATIONS
@@ -32,23 +35,11 @@ CHANNEL = "engram_changes"
 
 # Any one number, the same on every node: migrations wait for each other across nodes.
 _MIGRATION_LOCK = 0x656E6772616D
-_DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
-_DOC_COLUMNS_NO_VECTORS = _DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
-_CHANGES_SQL = (f"SELECT seq, deleted, {_DOC_COLUMNS} FROM documents"
+_CHANGES_SQL = (f"SELECT seq, deleted, {DOC_COLUMNS} FROM documents"
                 " WHERE space_id=%s AND (seq, ord) > (%s, %s) ORDER BY seq, ord LIMIT %s")
-_SPACE_SQL = ("SELECT id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord,"
-              " next_model, next_digest, next_dims FROM spaces WHERE uri=%s")
+_SPACE_SQL = f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri=%s"
 # Type codes whose values SQLite would hand back as integers: booleans, and numeric (sum of bigints).
 _BOOL, _NUMERIC = 16, 1700
-
-
-def _row_to_document(row: Sequence[Any]) -> tuple[int, Document]:
-    """Turn a row of _DOC_COLUMNS into (ord, Document)."""
-    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector, next_vector = row
-    return ord_, Document(
-        id=doc_id, author=author, text=text, tags=tuple(json.loads(tags)), source=source, created_ms=created,
-        indexed_ms=indexed, metadata=json.loads(metadata) if metadata else None, vector=vector,
-        next_vector=next_vector)
 
 
 def _sqlite_value(value: Any) -> Any:
@@ -58,7 +49,7 @@ def _sqlite_value(value: Any) -> Any:
     return int(value) if value == int(value) else float(value)
 
 
-class PostgresStore:
+class PostgresStore(ModelMoves):
     """The record store in a PostgreSQL database (`postgresql://…`), shared by any number of nodes."""
 
     def __init__(self, url: str, read_only: bool = False, *, pool_size: int = 8, timeout: float = 3.0) -> None:
@@ -230,26 +221,7 @@ class PostgresStore:
         row = self._read(lambda c: c.execute(_SPACE_SQL, (uri,)).fetchone())
         if row is None:
             raise UnknownSpace(f"space not indexed here: {uri}")
-        model = ModelIdentity(row[2], row[3], row[4]) if row[2] is not None else None
-        next_model = ModelIdentity(row[9], row[10], row[11]) if row[9] is not None else None
-        return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8], next_model)
-
-    def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
-        """Declare (or clear) the model a space is moving to."""
-        fields = (model.model, model.digest, model.dims) if model else (None, None, None)
-        self.execute([("UPDATE spaces SET next_model=?, next_digest=?, next_dims=? WHERE uri=?", (*fields, uri))])
-
-    def promote_next(self, uri: str) -> None:
-        """Switch a space to the model it was moving to: each memory's next vector becomes its vector."""
-        info = self.space(uri)
-        if info.next_model is None:
-            raise StorageError(f"{uri} is not moving to another model")
-        self.execute([
-            ("UPDATE documents SET vector=next_vector, next_vector=NULL, skip_reason=CASE WHEN next_vector IS NULL"
-             " THEN 'no vector for the new model' ELSE NULL END WHERE space_id=? AND deleted=0", (info.id,)),
-            ("UPDATE spaces SET model=next_model, model_digest=next_digest, dims=next_dims, next_model=NULL,"
-             " next_digest=NULL, next_dims=NULL WHERE id=?", (info.id,)),
-        ])
+        return row_to_space(row)
 
     def spaces(self) -> list[str]:
         """The URIs of every space in the store."""
@@ -280,18 +252,18 @@ class PostgresStore:
     def documents(self, space_id: int, ords: Iterable[int], vectors: bool = True) -> dict[int, Document]:
         """The live documents with these ordinals (without their vector blobs unless asked)."""
         wanted = list(ords)
-        columns = _DOC_COLUMNS if vectors else _DOC_COLUMNS_NO_VECTORS
+        columns = DOC_COLUMNS if vectors else DOC_COLUMNS_NO_VECTORS
         rows = self._read(lambda c: c.execute(
             f"SELECT {columns} FROM documents WHERE space_id=%s AND deleted=0 AND ord = ANY(%s)",
             (space_id, wanted)).fetchall())
-        return dict(_row_to_document(row) for row in rows)
+        return dict(row_to_document(row) for row in rows)
 
     def document_by_id(self, space_id: int, doc_id: str) -> tuple[int, Document] | None:
         """The live document with this id, with its ordinal, or None."""
         row = self._read(lambda c: c.execute(
-            f"SELECT {_DOC_COLUMNS} FROM documents WHERE space_id=%s AND doc_id=%s AND deleted=0",
+            f"SELECT {DOC_COLUMNS} FROM documents WHERE space_id=%s AND doc_id=%s AND deleted=0",
             (space_id, doc_id)).fetchone())
-        return _row_to_document(row) if row else None
+        return row_to_document(row) if row else None
 
     def changes_since(self, space_id: int, seq: int, batch: int = 2000) -> Iterator[list[Change]]:
         """Every document changed after `seq`, in sequence order, in batches (deletes as None)."""
@@ -303,7 +275,7 @@ class PostgresStore:
                 return
             out: list[Change] = []
             for row in rows:
-                ord_, doc = _row_to_document(row[2:])
+                ord_, doc = row_to_document(row[2:])
                 out.append(Change(ord_, row[0], None if row[1] else doc))
             yield out
             last_seq, last_ord = rows[-1][0], rows[-1][2]
@@ -330,10 +302,10 @@ class PostgresStore:
             args.append(tag)
         if with_vector:
             where.append("vector IS NOT NULL")
-        sql = (f"SELECT {_DOC_COLUMNS_NO_VECTORS} FROM documents WHERE {' AND '.join(where)}"
+        sql = (f"SELECT {DOC_COLUMNS_NO_VECTORS} FROM documents WHERE {' AND '.join(where)}"
                " ORDER BY created_ms DESC, doc_id DESC LIMIT %s")
         rows = self._read(lambda c: c.execute(sql, (*args, limit)).fetchall())
-        return [_row_to_document(row) for row in rows]
+        return [row_to_document(row) for row in rows]
 
     def execute(self, statements: Sequence[Statement]) -> None:
         """Run statements (in SQLite's dialect) in one write transaction."""

@@ -17,6 +17,9 @@ from typing import Any
 
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import StorageError, UnknownSpace
+from engram_index.store.rows import (
+    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, row_to_document, row_to_space,
+)
 from engram_index.store.base import Change, SpaceInfo, Statement, StoredDocument, WriteResult
 
 __all__ = ["PAGE_SIZE", "Change", "SpaceInfo", "Statement", "Store", "StoredDocument", "WriteResult"]
@@ -96,38 +99,18 @@ MIGRATIONS: tuple[str, ...] = (
 
 # The page size of new stores (an existing one keeps its own until `engram-index repack`).
 PAGE_SIZE = 16384
-_DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
-_DOC_COLUMNS_NO_VECTORS = _DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
 
 
 # One page of the change log. A row value, not an OR: SQLite then seeks the (space_id, seq)
 # index (whose entries end with the ordinal) to the page start, instead of scanning from the
 # space's first row for every page (quadratic: a 1M-memory space took minutes).
 _CHANGES_SQL = (
-    f"SELECT seq, deleted, {_DOC_COLUMNS} FROM documents"
+    f"SELECT seq, deleted, {DOC_COLUMNS} FROM documents"
     " WHERE space_id=? AND (seq, ord) > (?, ?) ORDER BY seq, ord LIMIT ?"
 )
 
 
-def _row_to_document(row: tuple[Any, ...]) -> tuple[int, Document]:
-    """Turn a row of _DOC_COLUMNS into (ord, Document)."""
-    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector, next_vector = row
-    doc = Document(
-        id=doc_id,
-        author=author,
-        text=text,
-        tags=tuple(json.loads(tags)),
-        source=source,
-        created_ms=created,
-        indexed_ms=indexed,
-        metadata=json.loads(metadata) if metadata else None,
-        vector=vector,
-        next_vector=next_vector,
-    )
-    return ord_, doc
-
-
-class Store:
+class Store(ModelMoves):
     """The SQLite record store: one writer (serialised by a lock), readers per thread."""
 
     def __init__(self, path: Path, read_only: bool = False) -> None:
@@ -313,33 +296,10 @@ class Store:
 
     def space(self, uri: str) -> SpaceInfo:
         """The space with this URI, or UnknownSpace."""
-        row = self._reader().execute(
-            "SELECT id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord,"
-            " next_model, next_digest, next_dims FROM spaces WHERE uri=?",
-            (uri,),
-        ).fetchone()
+        row = self._reader().execute(f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri=?", (uri,)).fetchone()
         if row is None:
             raise UnknownSpace(f"space not indexed here: {uri}")
-        model = ModelIdentity(row[2], row[3], row[4]) if row[2] is not None else None
-        next_model = ModelIdentity(row[9], row[10], row[11]) if row[9] is not None else None
-        return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8], next_model)
-
-    def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
-        """Declare (or clear) the model a space is moving to."""
-        fields = (model.model, model.digest, model.dims) if model else (None, None, None)
-        self.execute([("UPDATE spaces SET next_model=?, next_digest=?, next_dims=? WHERE uri=?", (*fields, uri))])
-
-    def promote_next(self, uri: str) -> None:
-        """Switch a space to the model it was moving to: each memory's next vector becomes its vector."""
-        info = self.space(uri)
-        if info.next_model is None:
-            raise StorageError(f"{uri} is not moving to another model")
-        self.execute([
-            ("UPDATE documents SET vector=next_vector, next_vector=NULL, skip_reason=CASE WHEN next_vector IS NULL"
-             " THEN 'no vector for the new model' ELSE NULL END WHERE space_id=? AND deleted=0", (info.id,)),
-            ("UPDATE spaces SET model=next_model, model_digest=next_digest, dims=next_dims, next_model=NULL,"
-             " next_digest=NULL, next_dims=NULL WHERE id=?", (info.id,)),
-        ])
+        return row_to_space(row)
 
     def spaces(self) -> list[str]:
         """The URIs of every space in the store."""
@@ -470,7 +430,7 @@ class Store:
         wanted = list(ords)
         out: dict[int, Document] = {}
         conn = self._reader()
-        columns = _DOC_COLUMNS if vectors else _DOC_COLUMNS_NO_VECTORS
+        columns = DOC_COLUMNS if vectors else DOC_COLUMNS_NO_VECTORS
         # SQLite caps bound parameters; 500 at a time stays well under every build's limit.
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
@@ -480,17 +440,17 @@ class Store:
                 f" WHERE space_id=? AND deleted=0 AND ord IN ({marks})",
                 (space_id, *chunk),
             ):
-                ord_, doc = _row_to_document(row)
+                ord_, doc = row_to_document(row)
                 out[ord_] = doc
         return out
 
     def document_by_id(self, space_id: int, doc_id: str) -> tuple[int, Document] | None:
         """The live document with this id, with its ordinal, or None."""
         row = self._reader().execute(
-            f"SELECT {_DOC_COLUMNS} FROM documents WHERE space_id=? AND doc_id=? AND deleted=0",
+            f"SELECT {DOC_COLUMNS} FROM documents WHERE space_id=? AND doc_id=? AND deleted=0",
             (space_id, doc_id),
         ).fetchone()
-        return _row_to_document(row) if row else None
+        return row_to_document(row) if row else None
 
     def changes_since(self, space_id: int, seq: int, batch: int = 2000) -> Iterator[list[Change]]:
         """Every document changed after `seq`, in sequence order, in batches (deletes as None)."""
@@ -503,7 +463,7 @@ class Store:
                 return
             out: list[Change] = []
             for row in rows:
-                ord_, doc = _row_to_document(row[2:])
+                ord_, doc = row_to_document(row[2:])
                 out.append(Change(ord_, row[0], None if row[1] else doc))
             yield out
             last_seq, last_ord = rows[-1][0], rows[-1][2]
@@ -546,13 +506,13 @@ class Store:
             args += [json.dumps(tag, ensure_ascii=False), tag]
         if with_vector:
             where.append("vector IS NOT NULL")
-        columns = _DOC_COLUMNS_NO_VECTORS
+        columns = DOC_COLUMNS_NO_VECTORS
         rows = self._reader().execute(
             f"SELECT {columns} FROM documents WHERE {' AND '.join(where)}"
             " ORDER BY created_ms DESC, doc_id DESC LIMIT ?",
             (*args, limit),
         ).fetchall()
-        return [_row_to_document(row) for row in rows]
+        return [row_to_document(row) for row in rows]
 
     def execute(self, statements: Sequence[Statement]) -> None:
         """Run statements in one write transaction (for state that is not documents)."""

@@ -1,0 +1,67 @@
+"""What both record stores share above their SQL dialect: the rows they read back, and a model move.
+
+The SQLite and PostgreSQL stores keep the same tables, so a document or a space reads back the
+same way from either; only placeholders and transactions differ, and stay in each store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from engram_index.engine.types import Document, ModelIdentity
+from engram_index.errors import StorageError
+from engram_index.store.base import SpaceInfo, Statement
+
+DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
+DOC_COLUMNS_NO_VECTORS = DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
+SPACE_COLUMNS = ("id, uri, model, model_digest, dims, document_prefix, query_prefix, seq, next_ord,"
+                 " next_model, next_digest, next_dims")
+
+
+def row_to_document(row: Sequence[Any]) -> tuple[int, Document]:
+    """Turn a row of DOC_COLUMNS into (ord, Document)."""
+    ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector, next_vector = row
+    return ord_, Document(
+        id=doc_id, author=author, text=text, tags=tuple(json.loads(tags)), source=source, created_ms=created,
+        indexed_ms=indexed, metadata=json.loads(metadata) if metadata else None, vector=vector,
+        next_vector=next_vector)
+
+
+def row_to_space(row: Sequence[Any]) -> SpaceInfo:
+    """Turn a row of SPACE_COLUMNS into a SpaceInfo."""
+    model = ModelIdentity(row[2], row[3], row[4]) if row[2] is not None else None
+    next_model = ModelIdentity(row[9], row[10], row[11]) if row[9] is not None else None
+    return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8], next_model)
+
+
+class _Spaces(Protocol):
+    """What a model move needs of a store."""
+
+    def space(self, uri: str) -> SpaceInfo:
+        """The space with this URI, or UnknownSpace."""
+
+    def execute(self, statements: Sequence[Statement]) -> None:
+        """Run statements in one write transaction."""
+
+
+class ModelMoves:
+    """A space's move to another embedding model, in statements either store runs (`?` placeholders)."""
+
+    def set_next_model(self: _Spaces, uri: str, model: ModelIdentity | None) -> None:
+        """Declare (or clear) the model a space is moving to."""
+        fields = (model.model, model.digest, model.dims) if model else (None, None, None)
+        self.execute([("UPDATE spaces SET next_model=?, next_digest=?, next_dims=? WHERE uri=?", (*fields, uri))])
+
+    def promote_next(self: _Spaces, uri: str) -> None:
+        """Switch a space to the model it was moving to: each memory's next vector becomes its vector."""
+        info = self.space(uri)
+        if info.next_model is None:
+            raise StorageError(f"{uri} is not moving to another model")
+        self.execute([
+            ("UPDATE documents SET vector=next_vector, next_vector=NULL, skip_reason=CASE WHEN next_vector IS NULL"
+             " THEN 'no vector for the new model' ELSE NULL END WHERE space_id=? AND deleted=0", (info.id,)),
+            ("UPDATE spaces SET model=next_model, model_digest=next_digest, dims=next_dims, next_model=NULL,"
+             " next_digest=NULL, next_dims=NULL WHERE id=?", (info.id,)),
+        ])
