@@ -8,6 +8,9 @@ built here; the tests of admission pass their own limits (which these helpers ke
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +72,27 @@ def serve_command(python: str, data: Path, port: int, *options: str) -> list[str
 # index load) before it fails: generous, so that a loaded or slow machine passes, while a passing test
 # never waits it out. Not for tests that check that something does NOT happen within a time.
 PATIENCE_S = 120.0
+
+
+@dataclass
+class KeyedServer:
+    """A served app (every face, open garden.engram spaces) and a bearer key for each of v5 and Kindgi."""
+
+    url: str
+    v5_key: str
+    kindgi_key: str
+
+
+@contextmanager
+def keyed_server(data: Path, **serving_options: Any) -> Iterator[KeyedServer]:
+    """Serve `data` with roomy limits, a v5 key reaching every namespace and a Kindgi key of acme/alice."""
+    from engram_index.engram.auth import InsecureOpen
+    from engram_index.keys import KeyStore
+    from engram_index.testkit.serve import serving
+
+    app = roomy_app(data, "did:web:index.example", authenticator=InsecureOpen())
+    v5_key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
+    grants = {"tenant": "acme", "user": "alice", "orgs": [], "projects": [], "admin": False}
+    kindgi_key, _ = KeyStore(data).create("kindgi", grants)
+    with serving(app, **serving_options) as url:
+        yield KeyedServer(url, v5_key, kindgi_key)

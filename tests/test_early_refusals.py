@@ -12,37 +12,21 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from engram_index.engram.auth import InsecureOpen
-from engram_index.keys import KeyStore
-from engram_index.testkit.serve import serving
-from tests.limits import roomy_app
+from tests.limits import KeyedServer, keyed_server
 
 BIG_BODY = b"[" + b"1," * (10 * 1024 * 1024) + b"1]"  # 20 MiB of valid JSON, over every face's body limit
 
 
-@dataclass
-class Served:
-    """The server's URL and a bearer key for each of the v5 and Kindgi faces."""
-
-    url: str
-    v5_key: str
-    kindgi_key: str
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    data = tmp_path_factory.mktemp("early")
-    app = roomy_app(data, "did:web:index.example", authenticator=InsecureOpen())
-    v5_key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
-    grants = {"tenant": "acme", "user": "alice", "orgs": [], "projects": [], "admin": False}
-    kindgi_key, _ = KeyStore(data).create("kindgi", grants)
-    with serving(app) as url:
-        yield Served(url, v5_key, kindgi_key)
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
+    with keyed_server(tmp_path_factory.mktemp("early")) as running:
+        yield running
 
 
 def body_first(url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
@@ -55,28 +39,28 @@ def body_first(url: str, body: bytes | None, headers: dict[str, str]) -> tuple[i
         return error.code, json.loads(error.read())
 
 
-def test_a_body_first_client_reads_kindgis_413_for_a_20_mib_retrieve(served: Served) -> None:
+def test_a_body_first_client_reads_kindgis_413_for_a_20_mib_retrieve(served: KeyedServer) -> None:
     status, answer = body_first(f"{served.url}/v1/memory/retrieve", BIG_BODY, {
         "authorization": f"Bearer {served.kindgi_key}", "content-type": "application/json"})
     assert status == 413
     assert answer["error"]["code"] == "request-too-large" and answer["error"]["requestId"]
 
 
-def test_a_body_first_client_reads_v5s_413_for_a_20_mib_search(served: Served) -> None:
+def test_a_body_first_client_reads_v5s_413_for_a_20_mib_search(served: KeyedServer) -> None:
     status, answer = body_first(f"{served.url}/ns/notes/search", BIG_BODY, {
         "authorization": f"Bearer {served.v5_key}", "content-type": "application/json"})
     assert status == 400  # v5 answers a body over its limit as its other bad requests
     assert answer["success"] is False and "16 MB" in answer["error"][0]["message"]
 
 
-def test_a_body_first_client_reads_kindgis_401_sent_before_the_body(served: Served) -> None:
+def test_a_body_first_client_reads_kindgis_401_sent_before_the_body(served: KeyedServer) -> None:
     status, answer = body_first(f"{served.url}/v1/memory/retrieve", BIG_BODY[: 4 * 1024 * 1024] + b"]", {
         "authorization": "Bearer not-a-key", "content-type": "application/json"})
     assert status == 401
     assert answer["error"]["code"] == "auth-missing"
 
 
-def test_a_body_first_client_reads_the_431_for_a_300_kib_header_on_xrpc(served: Served) -> None:
+def test_a_body_first_client_reads_the_431_for_a_300_kib_header_on_xrpc(served: KeyedServer) -> None:
     status, answer = body_first(f"{served.url}/xrpc/garden.engram.searchMemories?space=x&q=y", None,
                                 {"x-padding": "p" * (300 * 1024)})
     assert status == 431

@@ -17,10 +17,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.limits import roomy_app, PATIENCE_S
-from engram_index.engram.auth import InsecureOpen
-from engram_index.keys import KeyStore
-from engram_index.testkit.serve import serving
+from tests.limits import PATIENCE_S, KeyedServer, keyed_server
 
 from .rawhttp import RawResponse, closed_by_server, connect, read_response
 
@@ -29,24 +26,12 @@ BODY_MIN_RATE = 1000.0  # bytes a second a body must keep up after that (each by
 SPACE = "at://did:plc:slowslowslowslowslowslow/space/garden.engram.space/slow"
 
 
-@dataclass
-class Served:
-    """The server's URL and a bearer key for each of the v5 and Kindgi faces."""
-
-    url: str
-    v5_key: str
-    kindgi_key: str
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    data = tmp_path_factory.mktemp("slow")
-    app = roomy_app(data, "did:web:index.example", authenticator=InsecureOpen())
-    v5_key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
-    grants = {"tenant": "acme", "user": "alice", "orgs": [], "projects": [], "admin": False}
-    kindgi_key, _ = KeyStore(data).create("kindgi", grants)
-    with serving(app, body_timeout=BODY_TIMEOUT, body_min_rate=BODY_MIN_RATE) as url:
-        yield Served(url, v5_key, kindgi_key)
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
+    with keyed_server(tmp_path_factory.mktemp("slow"), body_timeout=BODY_TIMEOUT, body_min_rate=BODY_MIN_RATE) as running:
+        yield running
 
 
 @dataclass(frozen=True)
@@ -57,7 +42,7 @@ class Route:
     path: str
     body: bytes
 
-    def headers(self, served: Served) -> dict[str, str]:
+    def headers(self, served: KeyedServer) -> dict[str, str]:
         """The credentials the face wants before it reads a body (garden.engram is served open)."""
         key = {"v5": served.v5_key, "kindgi": served.kindgi_key}.get(self.face)
         return {"authorization": f"Bearer {key}"} if key else {}
@@ -71,7 +56,7 @@ ROUTES = [
 ]
 
 
-def head(served: Served, route: Route, length: int, extra: dict[str, str] | None = None) -> bytes:
+def head(served: KeyedServer, route: Route, length: int, extra: dict[str, str] | None = None) -> bytes:
     """A POST head announcing a body of `length` bytes."""
     fields = {"host": "127.0.0.1", "content-type": "application/json", "content-length": str(length),
               **route.headers(served), **(extra or {})}
@@ -122,7 +107,7 @@ def assert_envelope(face: str, response: RawResponse) -> None:
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.face)
 def test_a_body_trickled_slower_than_the_deadline_gets_a_408_in_the_faces_envelope_and_is_closed(
-        served: Served, route: Route, caplog: pytest.LogCaptureFixture) -> None:
+        served: KeyedServer, route: Route, caplog: pytest.LogCaptureFixture) -> None:
     padded = route.body + b" " * 200  # far more bytes than the deadline lets through at this pace
     with connect(served.url) as sock:
         sock.sendall(head(served, route, len(padded)))
@@ -135,7 +120,7 @@ def test_a_body_trickled_slower_than_the_deadline_gets_a_408_in_the_faces_envelo
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
-def test_a_head_whose_body_never_comes_gets_a_408(served: Served) -> None:
+def test_a_head_whose_body_never_comes_gets_a_408(served: KeyedServer) -> None:
     route = ROUTES[0]
     with connect(served.url) as sock:
         sock.sendall(head(served, route, len(route.body)))
@@ -145,13 +130,13 @@ def test_a_head_whose_body_never_comes_gets_a_408(served: Served) -> None:
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.face)
-def test_a_normal_body_is_served_as_before(served: Served, route: Route) -> None:
+def test_a_normal_body_is_served_as_before(served: KeyedServer, route: Route) -> None:
     response = httpx.post(served.url + route.path, content=route.body,
                           headers={"content-type": "application/json", **route.headers(served)})
     assert response.status_code != 408 and response.status_code < 500, response.text
 
 
-def test_a_large_fast_body_is_read_whole_and_answered_by_its_route(served: Served) -> None:
+def test_a_large_fast_body_is_read_whole_and_answered_by_its_route(served: KeyedServer) -> None:
     # 8 MiB of content: longer than v5 takes, so the answer is its validation error, which needs the whole body.
     body = json.dumps({"content": "x" * (8 * 1024 * 1024)}).encode()
     route = ROUTES[1]
@@ -160,7 +145,7 @@ def test_a_large_fast_body_is_read_whole_and_answered_by_its_route(served: Serve
     assert response.status_code == 400, response.text[:300]
 
 
-def test_a_chunked_body_that_stalls_gets_a_408(served: Served) -> None:
+def test_a_chunked_body_that_stalls_gets_a_408(served: KeyedServer) -> None:
     route = ROUTES[2]
     with connect(served.url) as sock:
         fields = head(served, route, 0).replace(b"content-length: 0", b"transfer-encoding: chunked")
@@ -170,7 +155,7 @@ def test_a_chunked_body_that_stalls_gets_a_408(served: Served) -> None:
     assert_envelope(route.face, response)
 
 
-def test_a_body_that_keeps_up_the_minimum_rate_may_take_longer_than_the_grace_period(served: Served) -> None:
+def test_a_body_that_keeps_up_the_minimum_rate_may_take_longer_than_the_grace_period(served: KeyedServer) -> None:
     route = ROUTES[1]
     body = route.body + b" " * 8000
     with connect(served.url) as sock:
@@ -183,7 +168,7 @@ def test_a_body_that_keeps_up_the_minimum_rate_may_take_longer_than_the_grace_pe
     assert response.status == 200, response
 
 
-def test_a_client_waiting_for_100_continue_is_not_timed_before_it_is_asked_for_its_body(served: Served) -> None:
+def test_a_client_waiting_for_100_continue_is_not_timed_before_it_is_asked_for_its_body(served: KeyedServer) -> None:
     route = ROUTES[1]
     with connect(served.url) as sock:
         sock.sendall(head(served, route, len(route.body), {"expect": "100-continue"}))
@@ -194,7 +179,7 @@ def test_a_client_waiting_for_100_continue_is_not_timed_before_it_is_asked_for_i
     assert response.status == 200, response
 
 
-def test_a_body_still_trickling_after_its_answer_is_cut_off_at_the_deadline(served: Served) -> None:
+def test_a_body_still_trickling_after_its_answer_is_cut_off_at_the_deadline(served: KeyedServer) -> None:
     route = ROUTES[1]
     with connect(served.url) as sock:
         # No key: v5 answers 401 before it reads the body, which keeps coming a byte at a time.
@@ -218,7 +203,7 @@ def test_a_body_still_trickling_after_its_answer_is_cut_off_at_the_deadline(serv
     assert closed
 
 
-def test_the_server_answers_others_while_slow_bodies_are_held(served: Served) -> None:
+def test_the_server_answers_others_while_slow_bodies_are_held(served: KeyedServer) -> None:
     route = ROUTES[0]
     slow = [connect(served.url) for _ in range(20)]
     try:
@@ -243,7 +228,7 @@ def test_the_served_default_deadline_is_thirty_seconds_at_a_minimum_rate() -> No
     assert options["body_min_rate"] == DEFAULT_RATE > 0
 
 
-def test_a_normal_body_after_a_keep_alive_request_is_timed_afresh(served: Served) -> None:
+def test_a_normal_body_after_a_keep_alive_request_is_timed_afresh(served: KeyedServer) -> None:
     route = ROUTES[1]
     with connect(served.url) as sock:
         for _ in range(2):  # two requests on one connection, each with its own body, a pause between
