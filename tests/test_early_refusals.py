@@ -21,8 +21,6 @@ from tests.limits import KeyedServer, keyed_server
 BIG_BODY = b"[" + b"1," * (10 * 1024 * 1024) + b"1]"  # 20 MiB of valid JSON, over every face's body limit
 
 
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
     with keyed_server(tmp_path_factory.mktemp("early")) as running:

@@ -26,8 +26,6 @@ BODY_MIN_RATE = 1000.0  # bytes a second a body must keep up after that (each by
 SPACE = "at://did:plc:slowslowslowslowslowslow/space/garden.engram.space/slow"
 
 
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
     with keyed_server(tmp_path_factory.mktemp("slow"), body_timeout=BODY_TIMEOUT, body_min_rate=BODY_MIN_RATE) as running:
