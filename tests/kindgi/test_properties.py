@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 import pydantic
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kindgi.client import _models, _resources
 
@@ -231,16 +230,9 @@ def _send(world: World, call: Call) -> httpx.Response:
 @pytest.mark.parametrize("route", ROUTES, ids=[r.name for r in ROUTES])
 def test_no_request_drawn_from_a_routes_schema_gets_a_5xx_or_leaves_the_envelope_or_the_sdks_model(
         world: World, route: Route) -> None:
-    @settings(derandomize=True, max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(st.data())
-    def run(data: st.DataObject) -> None:
-        call = data.draw(requests(route, world), label="request")
-        answer = _send(world, call)
-        found = problems(route, call, answer)
-        assert not found, f"{call} -> {answer.status_code} {answer.text[:300]}: {found}"
-
-    run()
+    schemagen.check_drawn(lambda data: data.draw(requests(route, world), label="request"),
+                          lambda call: _send(world, call), lambda call, answer: problems(route, call, answer),
+                          EXAMPLES)
 
 
 def test_every_memory_route_of_the_app_has_a_generator(world: World) -> None:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 Schema = dict[str, Any]
@@ -296,3 +298,18 @@ def encode(value: Any) -> bytes:
 QUERY_EDGES = ["", "abc", "-1", "0", "1", "1.5", "1e3", "²", " 1", "٣", "9" * 30, "9" * 5000, "true", "false",
                "\ud800", "[]", "{", '{"tenantId": 5}', '{"a\\"b": 1}', '{"x": %s}' % json.dumps(_deep(300)),
                '{"x": 18446744073709551615}', *TIMES_OUT_OF_RANGE, *TIMES_IN_RANGE[:2], *map(str, BIG)]
+
+
+def check_drawn(draw: Callable[[st.DataObject], Any], send: Callable[[Any], Any],
+                problems: Callable[[Any, Any], list[str]], examples: int) -> None:
+    """Draw `examples` requests (deterministic seed), send each and fail on the first whose answer has problems."""
+    @settings(derandomize=True, max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        call = draw(data)
+        answer = send(call)
+        found = problems(call, answer)
+        assert not found, f"{call} -> {answer.status_code} {answer.text[:300]}: {found}"
+
+    run()

@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from supermemory.content_management.types.post_ns_by_namespace_list_documents_memory_counts_response import (
     PostNsByNamespaceListDocumentsMemoryCountsResponse as MemoryCounts,
@@ -265,16 +264,9 @@ IDS = [f"{r.method} {r.path}" for r in ROUTES]
 @pytest.mark.parametrize("route", ROUTES, ids=IDS)
 def test_no_request_drawn_from_a_routes_schema_gets_a_5xx_or_leaves_the_error_bodies_or_the_sdks_model(
         world: World, route: Route) -> None:
-    @settings(derandomize=True, max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(st.data())
-    def run(data: st.DataObject) -> None:
-        call = data.draw(requests(route, world), label="request")
-        answer = _send(world, call)
-        found = problems(route, call, answer)
-        assert not found, f"{call} -> {answer.status_code} {answer.text[:300]}: {found}"
-
-    run()
+    schemagen.check_drawn(lambda data: data.draw(requests(route, world), label="request"),
+                          lambda call: _send(world, call), lambda call, answer: problems(route, call, answer),
+                          EXAMPLES)
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=IDS)
