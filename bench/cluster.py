@@ -20,10 +20,8 @@ its own cache directory) in this process. Measures:
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +34,7 @@ import httpx
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent / "src"))
+sys.path.insert(0, str(_HERE.parent))  # the test suite's serve process (roomy limits)
 
 from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine.types import Document, SearchRequest  # noqa: E402
@@ -43,6 +42,7 @@ from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.store.postgres import PostgresStore  # noqa: E402
 from engram_index.store.base import StoredDocument  # noqa: E402
 from engram_index.testkit.postgres import PostgresServer  # noqa: E402
+from tests.kindgi.server import ServeProcess  # noqa: E402
 
 URI = "at://did:plc:bench234bench234bench234be/space/garden.engram.space/s"
 WORDS = ("harbour", "lantern", "ledger", "compass", "violin", "orchard", "quilt", "atlas", "kettle", "garden")
@@ -68,39 +68,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-class Node:
-    """One `engram-index serve --store` process on a free loopback port."""
-
-    def __init__(self, cache: Path, url: str) -> None:
-        """A node caching into `cache`, started by start()."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.argv = [sys.executable, "-m", "engram_index.cli", "serve", "--data", str(cache), "--store", url,
-                     "--port", str(self.port), "--insecure-open", "--no-access-log", "--embedder", "hashing:64",
-                     "--key-rate", "1000000", "--key-burst", "1000000"]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start the process and wait until it answers."""
-        env = {**os.environ, "PYTHONPATH": str(_HERE.parent / "src")}
-        self.proc = subprocess.Popen(self.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while True:
-            try:
-                httpx.get(f"{self.url}/xrpc/_health")
-                return
-            except httpx.TransportError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("the node did not start") from None
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        """SIGKILL the process."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
+def cluster_node(cache: Path, url: str) -> ServeProcess:
+    """One `engram-index serve --store` process on a free loopback port (limits lifted), started by start()."""
+    return ServeProcess(cache, "--store", url, "--embedder", "hashing:64")
 
 
 def kills(root: Path, url: str, count: int) -> tuple[int, int, int]:
@@ -110,7 +80,7 @@ def kills(root: Path, url: str, count: int) -> tuple[int, int, int]:
                                                        "projects": ["web"], "admin": False})
     store.close()
     headers = {"Authorization": f"Bearer {token}"}
-    nodes = [Node(root / f"proc-{name}", url) for name in "abc"]
+    nodes = [cluster_node(root / f"proc-{name}", url) for name in "abc"]
     for node in nodes:
         node.start()
     a, b, c = nodes

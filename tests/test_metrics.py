@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +16,9 @@ from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engram.api.limits import SpaceLimits
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
-from engram_index.testkit.serve import free_port, serving
-from tests.limits import PATIENCE_S, roomy_app, roomy_embedding, serve_command
+from engram_index.testkit.serve import serving
+from tests.kindgi.server import ServeProcess
+from tests.limits import roomy_app, roomy_embedding
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 NO_SPACE = "at://did:plc:nobodynobodynobodynobody/space/garden.engram.space/none"
@@ -106,35 +105,21 @@ def test_the_counters_move_with_requests_by_route_template_face_and_result(serve
     assert value(after, "engram_http_requests_in_flight") == 1  # the scrape itself
 
 
-def test_serve_with_workers_counts_the_requests_of_every_worker(tmp_path: Path) -> None:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": SRC}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    proc = subprocess.Popen(
-        serve_command(sys.executable, tmp_path, port, "--insecure-open", "--embedder", "none", "--no-access-log",
-                      "--workers", "2"),
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    describe = f"{url}/xrpc/garden.engram.describeService"
+def test_serve_with_workers_counts_the_requests_of_every_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)  # serve makes its own for its workers
+    server = ServeProcess(tmp_path, "--embedder", "none", "--workers", "2")
+    describe = f"{server.url}/xrpc/garden.engram.describeService"
+    server.start()
     try:
-        deadline = time.monotonic() + PATIENCE_S
-        while True:
-            try:
-                httpx.get(f"{url}/xrpc/_health")
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.1)
         for _ in range(8):
             # A new connection each time: the two workers share the listening socket.
             assert httpx.get(describe).status_code == 200
         for _ in range(6):  # whichever worker answers the scrape, it adds up both workers' counts
-            samples = scrape(url)
+            samples = scrape(server.url)
             assert value(samples, "engram_http_requests_total", route="/xrpc/garden.engram.describeService",
                          method="GET", code="200") == 8
     finally:
-        proc.terminate()
-        proc.wait(20)
+        server.stop()
 
 
 def test_route_labels_stay_bounded_whatever_paths_clients_send(served: tuple[str, str]) -> None:

@@ -97,6 +97,13 @@ class ServeProcess:
                 assert time.monotonic() < deadline and self.proc.poll() is None, "the server did not start"
                 time.sleep(0.05)
 
+    def stop(self) -> None:
+        """Stop the server as an operator would (SIGTERM: workers shut down) and reap it."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(PATIENCE_S)
+            self.proc = None
+
     def kill(self) -> None:
         """SIGKILL the server (no shutdown of any kind) and reap it."""
         if self.proc is not None:
