@@ -28,13 +28,11 @@ import tantivy
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from synth import make_queries, make_space  # noqa: E402
+from synth import keyword_collection, make_queries, make_space  # noqa: E402
 
 from engram_index.engine.analyzer import query_words  # noqa: E402
 from engram_index.engine.keyword import query_terms, searchable_words  # noqa: E402
-from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
 from engram_index.collections import Collections  # noqa: E402
-from engram_index.store.sqlite import StoredDocument  # noqa: E402
 
 SPACE = "at://did:plc:kwbench/space/garden.engram.space/kw"
 
@@ -113,14 +111,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     candidates = [rng.choice(args.n, 200, replace=False).tolist() for _ in range(200)]
     with tempfile.TemporaryDirectory() as tmp:
-        spaces = Collections(Path(tmp), commit_interval=0.25)
-        spaces.ensure_space(SPACE, ModelIdentity("m", "d", 384))
-        spaces.index(SPACE)
-        for start in range(0, args.n, 1000):
-            spaces.write(SPACE, [StoredDocument(Document(id=f"m{i}", author=synth.authors[i], text=synth.texts[i],
-                                                         tags=synth.tags[i], created_ms=int(synth.created_ms[i])))
-                                 for i in range(start, min(args.n, start + 1000))])
-        spaces.commit()
+        spaces = keyword_collection(Path(tmp), SPACE, synth, args.n)
         before = measure(spaces, words, candidates)
         spaces.maintain()
         after = measure(spaces, words, candidates)

@@ -24,13 +24,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers_common import cpu_model  # noqa: E402
-from synth import make_queries, make_space  # noqa: E402
+from synth import keyword_collection, make_queries, make_space  # noqa: E402
 
-from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine.analyzer import QueryWord, query_words  # noqa: E402
 from engram_index.engine.search import SpaceIndex  # noqa: E402
-from engram_index.engine.types import Document, ModelIdentity  # noqa: E402
-from engram_index.store.sqlite import StoredDocument  # noqa: E402
 
 SPACE = "at://did:plc:kwbench/space/garden.engram.space/exact"
 
@@ -74,14 +71,7 @@ def main() -> None:
     model, usable = cpu_model()
     print(f"CPU: {model} ({usable} usable cores); {args.n:,} memories, {len(words)} SciFact claims")
     with tempfile.TemporaryDirectory() as tmp:
-        spaces = Collections(Path(tmp), commit_interval=0.25)
-        spaces.ensure_space(SPACE, ModelIdentity("m", "d", 384))
-        spaces.index(SPACE)
-        for start in range(0, args.n, 1000):
-            spaces.write(SPACE, [StoredDocument(Document(id=f"m{i}", author=synth.authors[i], text=synth.texts[i],
-                                                         tags=synth.tags[i], created_ms=int(synth.created_ms[i])))
-                                 for i in range(start, min(args.n, start + 1000))])
-        spaces.commit()
+        spaces = keyword_collection(Path(tmp), SPACE, synth, args.n)
         spaces.maintain()
         index = spaces.index(SPACE)
         counts = index.keyword.counts

@@ -26,8 +26,12 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engram_index.collections import Collections
 
 ROOT = Path(__file__).resolve().parents[1]
 YEAR_START_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
@@ -187,6 +191,23 @@ def make_queries(space: SynthSpace, m: int, seed: int) -> tuple[list[str], np.nd
         v = data.corpus[docs] + 0.8 * (z @ _noise_basis(data.corpus))
         vectors.append(v / np.linalg.norm(v, axis=1, keepdims=True))
     return texts, np.concatenate(vectors).astype(np.float16)
+
+
+def keyword_collection(data: Path, uri: str, space: SynthSpace, n: int) -> Collections:
+    """A data directory holding the first `n` synthetic memories as `uri` (text, authors, tags; no vectors)."""
+    from engram_index.collections import Collections
+    from engram_index.engine.types import Document, ModelIdentity
+    from engram_index.store.base import StoredDocument
+
+    spaces = Collections(data, commit_interval=0.25)
+    spaces.ensure_space(uri, ModelIdentity("m", "d", 384))
+    spaces.index(uri)
+    for start in range(0, n, 1000):
+        spaces.write(uri, [StoredDocument(Document(id=f"m{i}", author=space.authors[i], text=space.texts[i],
+                                                   tags=space.tags[i], created_ms=int(space.created_ms[i])))
+                           for i in range(start, min(n, start + 1000))])
+    spaces.commit()
+    return spaces
 
 
 def _exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
