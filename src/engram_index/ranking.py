@@ -257,7 +257,7 @@ def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None 
     else:
         scores = bm25
     keep = [i for i in range(ctx.ords.size) if bm25[i] > 0 or found.mode == "hybrid"]
-    keep.sort(key=lambda i: (-float(scores[i]), *index.columns.tie_key(int(ctx.ords[i]))))
+    keep.sort(key=lambda i: (-float(scores[i]), int(ctx.ords[i])))  # ties: insertion order, as the engine's
     hits: list[Hit] = []
     for i in keep[:req.limit]:
         doc = ctx.docs.get(int(ctx.ords[i]))

@@ -172,6 +172,3 @@ class Columns:
             mask &= self.created[:n] < filters.until_ms
         return mask
 
-    def tie_key(self, ord_: int) -> tuple[int, str]:
-        """The tie-break key: older first, then id."""
-        return int(self.created[ord_]), self.ids[ord_] or ""
