@@ -43,12 +43,10 @@ from engram_index.supermemory.face import Face as SupermemoryFace
 from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
+from engram_index.search_pool import SEARCH_THREADS
 from engram_index.settings import ServeSettings
 
 log = logging.getLogger("engram_index")
-# Measured with bench/http_load.py at 8 and 32 clients: two threads beat both one and the
-# shared 40-thread pool, which spent more CPU per search contending for the GIL.
-SEARCH_THREADS = 2
 
 
 def did_document(service_did: str, endpoint: str) -> dict[str, Any]:

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from engram_index.search_pool import SEARCH_THREADS
+
 
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
@@ -26,7 +28,7 @@ class ServeSettings:
     embedder: str = "auto"  # the query embedder (garden.engram)
     face_embedder: str = "auto"  # the v5 and Kindgi faces' embedder
     embed_authorities: tuple[str, ...] = ()  # () : every authority
-    search_threads: int = 2
+    search_threads: int = SEARCH_THREADS
     llm: str | None = None
     rerank: str | None = None
     store: str | None = None  # postgresql://... (None: the data directory's own SQLite store)
