@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
-from starlette.responses import JSONResponse
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
@@ -33,6 +32,7 @@ sys.path.insert(0, str(_HERE.parent / "src"))
 
 import http_load  # noqa: E402
 
+from engram_index.endpoints import JSONAnswer  # noqa: E402
 from engram_index.engram.api import lexicon, search as api_search, xrpc  # noqa: E402
 from engram_index.engram.api.limits import SpaceLimits  # noqa: E402
 from engram_index.app import create_app, space_credentials  # noqa: E402
@@ -93,7 +93,7 @@ PARTS = [
     (lexicon.Lexicons, "params", "api: lexicon validation of params"),
     (api_search, "build_request", "api: request (vector decoding, mode rules)"),
     (api_search, "hit_view", "api: JSON views of the hits"),
-    (getattr(xrpc, "XrpcResponse", JSONResponse), "render", "api: JSON encoding"),
+    (JSONAnswer, "render", "api: JSON encoding"),
     # The compiled calls inside the parts above: what no change to the Python around them can save.
     (_kernels, "nearest", "compiled: coarse scan (C)"),
     (_kernels, "cosines", "compiled: exact cosines (C)"),

@@ -14,6 +14,7 @@ FACES = ("engram_index.engram", "engram_index.supermemory", "engram_index.kindgi
 # The shared core: the engine, the store, embedders, LLM clients, extraction and the HTTP layer.
 CORE_PACKAGES = ("engine", "store", "embed", "llm", "extract")
 CORE_MODULES = ("collections.py", "errors.py", "server.py", "protocol.py", "admission.py", "http_answers.py", "bodies.py",
+                "endpoints.py",
                 "keys.py", "search_pool.py", "settings.py",
                 "metrics.py", "shortfall.py", "ranking.py")
 
@@ -158,3 +159,47 @@ def test_one_body_reader_one_bearer_parse_and_one_retry_loop_serve_every_face() 
     assert sources_containing(".stream()") == []
     assert sources_containing('!= "bearer"') + sources_containing('== "bearer"') == ["engram_index/keys.py"]
     assert sources_containing("2**attempt") == ["engram_index/http_answers.py"]
+
+
+CATCH_ALL = {"Exception", "BaseException", None}
+
+
+def catch_all_endpoints(tree: ast.AST) -> list[str]:
+    """The request handlers (async functions taking a `Request`) in a module that catch every exception
+    and answer it: an endpoint wrapper turning a route's failures into responses itself."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.AsyncFunctionDef):
+            continue
+        if not any(arg.annotation is not None and ast.unparse(arg.annotation) == "Request" for arg in node.args.args):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Try) and any(
+                    (None if h.type is None else ast.unparse(h.type)) in CATCH_ALL
+                    and any(isinstance(inner, ast.Return) for inner in ast.walk(h)) for h in sub.handlers):
+                found.append(node.name)
+    return found
+
+
+def endpoint_wrappers() -> list[str]:
+    """The modules of the package with a request handler that catches every exception."""
+    return sorted(path.relative_to(SRC).as_posix() for path in PACKAGE.rglob("*.py")
+                  if catch_all_endpoints(ast.parse(path.read_text(encoding="utf-8"))))
+
+
+def test_the_wrapper_finder_sees_a_handler_that_catches_everything_and_passes_one_that_does_not() -> None:
+    wrapper = ("async def run(request: Request) -> Response:\n    try:\n        return await work(request)\n"
+               "    except EngramError as exc:\n        return envelope(exc)\n    except Exception:\n"
+               "        return internal()\n")
+    narrow = "async def run(request: Request) -> Response:\n    try:\n        return 1\n    except KeyError:\n        return 2\n"
+    reraises = ("async def run(request: Request) -> Response:\n    try:\n        return 1\n"
+                "    except Exception as exc:\n        raise Invalid() from exc\n")
+    assert catch_all_endpoints(ast.parse(wrapper)) == ["run"]
+    assert catch_all_endpoints(ast.parse(narrow)) == catch_all_endpoints(ast.parse(reraises)) == []
+
+
+def test_one_endpoint_wrapper_answers_every_faces_failures_in_its_envelope() -> None:
+    # endpoints.endpoint runs every face's routes: a face hands in its Answers (envelope, 500), and a
+    # second wrapper that catches a route's failures and answers them itself fails here.
+    assert endpoint_wrappers() == ["engram_index/endpoints.py"]
+    assert sources_containing('"request %s failed"') == ["engram_index/endpoints.py"]

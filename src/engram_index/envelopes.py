@@ -7,22 +7,19 @@ error a client sees is its face's JSON envelope.
 
 from __future__ import annotations
 
-import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from engram_index.endpoints import Answers, failed
 from engram_index.engram.api import xrpc
 from engram_index.errors import EngramError, WrongMethod
 from engram_index.protocol import Envelope
 from engram_index.kindgi import routes as kindgi_routes
 from engram_index.kindgi import wire as kindgi_wire
 from engram_index.supermemory import http as supermemory_http
-
-log = logging.getLogger("engram_index")
 
 
 def error_response(envelope: Envelope, exc: EngramError, headers: dict[str, str] | None = None) -> Response:
@@ -46,15 +43,9 @@ class FaceErrors:
     internal: Callable[[Request, Exception], Response]
 
 
-def _logged_internal(envelope: Envelope) -> Callable[[Request, Exception], Response]:
-    """A 500 in `envelope` naming a request id that is in the log with the traceback."""
-
-    def internal(request: Request, exc: Exception) -> Response:
-        request_id = uuid.uuid4().hex[:16]
-        log.error("request %s failed", request_id, exc_info=exc)
-        return error_response(envelope, EngramError(f"internal error (request id {request_id})"))
-
-    return internal
+def _logged_internal(answers: Answers) -> Callable[[Request, Exception], Response]:
+    """A 500 in a face's envelope naming a request id that is in the log with the traceback."""
+    return lambda request, exc: failed(answers, request, exc)
 
 
 def _wrong_method(envelope: Envelope) -> Callable[[Request, str], Response]:
@@ -77,23 +68,19 @@ def _json_not_found(request: Request) -> Response:
     return JSONResponse({"error": "NotFound", "message": f"nothing at {request.url.path}"}, status_code=404)
 
 
-def _v5_internal(request: Request, exc: Exception) -> Response:
-    """A 500 as v5's ErrorResponse (the face logs it with its request id)."""
-    return supermemory_http.error_response(exc)
-
-
 XRPC = FaceErrors("garden.engram", lambda path: path.startswith("/xrpc/"), xrpc.error_body, _xrpc_not_found,
-                  _wrong_method(xrpc.error_body), _logged_internal(xrpc.error_body))
+                  _wrong_method(xrpc.error_body), _logged_internal(xrpc.ANSWERS))
 KINDGI = FaceErrors("kindgi", lambda path: path.startswith(kindgi_routes.PREFIX), kindgi_wire.error_body,
                     lambda request: kindgi_routes.not_found(request, 404),
                     lambda request, allowed: kindgi_routes.not_found(request, 405),
-                    _logged_internal(kindgi_wire.error_body))
+                    _logged_internal(kindgi_wire.ANSWERS))
 V5 = FaceErrors("v5", supermemory_http.owns, supermemory_http.error_body,
                 lambda request: supermemory_http.http_error(request, 404),
-                lambda request, allowed: supermemory_http.http_error(request, 405), _v5_internal)
+                lambda request, allowed: supermemory_http.http_error(request, 405),
+                _logged_internal(supermemory_http.ANSWERS))
 # Paths of no face: XRPC's envelope (a head whose target cannot be read gets it too), a plain JSON 404.
 NO_FACE = FaceErrors("none", lambda path: True, xrpc.error_body, _json_not_found,
-                     _wrong_method(xrpc.error_body), _logged_internal(xrpc.error_body))
+                     _wrong_method(xrpc.error_body), _logged_internal(xrpc.ANSWERS))
 
 # One entry per face; a path belongs to the first that owns it, else to NO_FACE.
 FACES: tuple[FaceErrors, ...] = (XRPC, KINDGI, V5)

@@ -7,7 +7,6 @@ handler in a worker thread, and every error as the envelope.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from engram_index.admission import Admission
-from engram_index.errors import EngramError
+from engram_index import endpoints
+from engram_index.endpoints import Endpoint
 from engram_index.kindgi import models, why_fewer
 from engram_index.kindgi.auth import Principal, authenticate
 from engram_index.kindgi.errors import KindgiError, unsupported
@@ -28,10 +28,9 @@ from engram_index.kindgi.facts import DEFAULT_PAGE, MAX_PAGE, decode_cursor
 from engram_index.kindgi.idempotency import HEADER, METHODS, REPLAY_HEADER, Claim, Replay
 from engram_index.kindgi.scope import check_tenant, parse_scope
 from engram_index.kindgi.wire import (
-    MAX_DEPTH, error_response, json_response, nesting, parse_object, read_body, request_id,
+    ANSWERS, MAX_DEPTH, error_response, json_response, nesting, parse_object, read_body, request_id,
 )
 
-log = logging.getLogger("engram_index.kindgi")
 # The opt-in for "why it matched" on retrieve results (a header: request bodies are closed models).
 EXPLAIN_HEADER = "X-Kindgi-Explain"
 
@@ -69,13 +68,13 @@ class Call:
 Handler = Callable[[Call], tuple[int, dict[str, Any]]]
 
 
-def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], Awaitable[Response]]:
+def endpoint(handler: Handler, *, changes: bool = True) -> Endpoint:
     """A route: everything but the handler's own work, done the same way for each.
 
     A route that `changes` nothing (retrieve) keeps its idempotent answer behind the response.
     """
 
-    async def run(request: Request) -> Response:
+    async def work(request: Request) -> Response:
         """Answer one request."""
         rid = request_id(request)
         face: KindgiFace = request.app.state.kindgi
@@ -87,8 +86,7 @@ def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], A
             # The caller's admission before its body is read or parsed: a refusal costs little, and a
             # 429 always means nothing ran (the SDK retries a POST on it with the same key).
             admission: Admission = request.app.state.key_limits
-            admission.take(principal.key_id)
-            async with admission.slot(principal.key_id):
+            async with admission.admit(principal.key_id):
                 body = await read_body(request)
                 key = request.headers.get(HEADER)
                 if key and request.method in METHODS:
@@ -113,16 +111,11 @@ def endpoint(handler: Handler, *, changes: bool = True) -> Callable[[Request], A
                     assert face.idempotency is not None
                     await run_in_threadpool(face.idempotency.keep, claim, status, answer)
                 return json_response(status, answer, rid)
-        except EngramError as exc:
-            return error_response(exc, rid)
-        except Exception:
-            log.exception("request %s failed", rid)
-            return error_response(KindgiError("internal-server-error", "internal error"), rid)
         finally:
             if claim is not None and face.idempotency is not None:
                 face.idempotency.release(claim)
 
-    return run
+    return endpoints.endpoint(ANSWERS, work)
 
 
 def _facts(call: Call) -> Any:

@@ -6,6 +6,7 @@ an error's `requestId` is the same value. Errors are `{"error": {code, message, 
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from typing import Any
@@ -15,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engram_index import bodies
+from engram_index.endpoints import Answers
 from engram_index.errors import EngramError, InvalidInput, RateLimited, TooLarge, Unavailable
 from engram_index.kindgi.errors import STATUS, KindgiError
 
@@ -74,6 +76,21 @@ def error_response(exc: EngramError, rid: str) -> Response:
     if isinstance(retry, int):
         headers["Retry-After"] = str(retry)
     return json_response(STATUS.get(err.code, err.status), dumps({"error": inner}), rid, headers)
+
+
+def _error(request: Request, exc: EngramError) -> Response:
+    """An error of the package in the envelope, with the request's id."""
+    return error_response(exc, request_id(request))
+
+
+def _internal(request: Request, rid: str) -> Response:
+    """An unexpected failure, with the request id it is logged under."""
+    return error_response(KindgiError("internal-server-error", "internal error"), rid)
+
+
+# How this face answers what its routes raise (endpoints.py runs every route): the caller's request id
+# (else a new one) names an unexpected failure in the log too.
+ANSWERS = Answers(logging.getLogger("engram_index.kindgi"), _error, _internal, request_id)
 
 
 def error_body(exc: EngramError) -> tuple[bytes, list[tuple[bytes, bytes]]]:

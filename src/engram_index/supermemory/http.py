@@ -4,8 +4,7 @@ that turns errors into the spec's two error bodies (never a traceback, never pla
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +12,11 @@ import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from engram_index.admission import Admission
+from engram_index import endpoints
+from engram_index.endpoints import Answers, Endpoint, JSONAnswer as V5Response, answer
 from engram_index.errors import EngramError, RateLimited
 from engram_index.bodies import bounded
 from engram_index.keys import KeyRecord, KeyState, bearer
@@ -30,14 +31,6 @@ MAX_MULTIPART_BYTES = 60 * 1024 * 1024
 EXPLAIN_HEADER = "x-engram-explain"
 # Every path this face answers under (the app's 404 and 405 answer in this face's body there).
 PREFIXES = ("/ns", "/namespaces", "/organization", "/feedback")
-
-
-class V5Response(JSONResponse):
-    """A JSON response encoded by orjson."""
-
-    def render(self, content: Any) -> bytes:
-        """Encode the body."""
-        return orjson.dumps(content)
 
 
 @dataclass
@@ -75,19 +68,34 @@ def owns(path: str) -> bool:
     return any(path == p or path.startswith(p + "/") for p in PREFIXES)
 
 
-def error_response(exc: Exception) -> Response:
-    """The one place errors become responses: V5Error bodies, other EngramErrors as ErrorResponse."""
+def _tells(exc: EngramError) -> bool:
+    """Whether the face answers an error as it is: its own, a client's, a 503 (any other is a logged 500)."""
+    return isinstance(exc, V5Error) or exc.status < 500 or exc.status == 503
+
+
+def _error(request: Request, exc: EngramError) -> Response:
+    """An error this face tells: V5Error bodies, other EngramErrors as ErrorResponse."""
     if isinstance(exc, V5Error):
         return V5Response(exc.body(), status_code=exc.status)
     if isinstance(exc, RateLimited):  # no 429 in the spec; the SDK raises RateLimitError and retries after the wait
         headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
         return V5Response({"error": "rate limit exceeded", "details": exc.message}, status_code=429, headers=headers)
-    if isinstance(exc, EngramError) and exc.status < 500 or isinstance(exc, EngramError) and exc.status == 503:
-        return V5Response({"error": exc.message}, status_code=exc.status)
-    request_id = uuid.uuid4().hex[:16]
-    log.error("supermemory request %s failed", request_id, exc_info=exc)
+    return V5Response({"error": exc.message}, status_code=exc.status)
+
+
+def _internal(request: Request, request_id: str) -> Response:
+    """An unexpected failure as ErrorResponse, naming the request id it is logged under."""
     return V5Response({"error": "internal error", "details": f"request {request_id} (in the server's log)"},
                       status_code=500)
+
+
+# The one place errors become responses (endpoints.py runs every route; envelopes.py the app's 500s).
+ANSWERS = Answers(log, _error, _internal, tells=_tells)
+
+
+def error_response(request: Request, exc: Exception) -> Response:
+    """The answer to anything a request raised, in this face's bodies."""
+    return answer(ANSWERS, request, exc)
 
 
 def error_body(exc: EngramError) -> tuple[bytes, list[tuple[bytes, bytes]]]:
@@ -189,32 +197,28 @@ Handler = Callable[[Call], Any]
 
 def endpoint(handler: Handler, *, body: Obj | None = None, query: dict[str, Check] | None = None,
              repeatable: frozenset[str] = frozenset(), optional_body: bool = False,
-             multipart: bool | None = None) -> Callable[[Request], Awaitable[Response]]:
+             multipart: bool | None = None) -> Endpoint:
     """An ASGI endpoint: authenticate, check the namespace's reach, parse, run off the loop, shape errors.
 
     `multipart`: None for JSON, else a multipart route whose file is required (True) or optional.
     """
 
-    async def run(request: Request) -> Response:
-        try:
-            face: Face = request.app.state.supermemory
-            # On the loop, as the Kindgi face does: one indexed read of keys.sqlite (~80 us) costs less
-            # than a thread hop (~300 us), and every refusal pays for it.
-            key = authenticate(face, request)
-            # The key's admission before the query, the body or the upload is parsed: a refusal costs little.
-            admission: Admission = request.app.state.key_limits
-            admission.take(key.id)
-            async with admission.slot(key.id):
-                result = await _run(request, face, key, handler, body, query, repeatable, optional_body, multipart)
-        except Exception as exc:
-            return error_response(exc)
+    async def work(request: Request) -> Response:
+        face: Face = request.app.state.supermemory
+        # On the loop, as the Kindgi face does: one indexed read of keys.sqlite (~80 us) costs less
+        # than a thread hop (~300 us), and every refusal pays for it.
+        key = authenticate(face, request)
+        # The key's admission before the query, the body or the upload is parsed: a refusal costs little.
+        admission: Admission = request.app.state.key_limits
+        async with admission.admit(key.id):
+            result = await _run(request, face, key, handler, body, query, repeatable, optional_body, multipart)
         if isinstance(result, Response):
             return result
         if isinstance(result, tuple):
             return V5Response(result[1], status_code=result[0])
         return V5Response(result)
 
-    return run
+    return endpoints.endpoint(ANSWERS, work)
 
 
 async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, body: Obj | None,

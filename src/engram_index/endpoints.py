@@ -1,0 +1,78 @@
+"""The one endpoint wrapper every face's routes run in: what a route raises, answered in its face's envelope.
+
+A face hands in its `Answers` (how it spells an error of the package, and a 500); an error the face
+answers is given to it as it is, anything else is a 500 naming a request id that is in the log with
+the traceback. Never a traceback, never plain text. The app's own 500s (envelopes.py) answer here too.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from engram_index.errors import EngramError
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class JSONAnswer(JSONResponse):
+    """A JSON response encoded by orjson: the same compact UTF-8 bytes as the standard library's, ~20x sooner."""
+
+    def render(self, content: Any) -> bytes:
+        """Encode the body (non-finite floats and lone surrogates fail here, as they did before)."""
+        return orjson.dumps(content)
+
+
+def new_request_id(request: Request) -> str:
+    """A fresh id to name a failure by in the log and in its answer."""
+    return uuid.uuid4().hex[:16]
+
+
+def _every_error(exc: EngramError) -> bool:
+    """Every error of the package is answered as it is."""
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """How one face answers what its routes raise."""
+
+    log: logging.Logger
+    error: Callable[[Request, EngramError], Response]  # an error of the package, in the face's envelope
+    internal: Callable[[Request, str], Response]  # an unexpected failure, named by the id it was logged under
+    request_id: Callable[[Request], str] = new_request_id  # that id
+    # Which errors of the package the face answers as they are; the rest are unexpected (a logged 500).
+    tells: Callable[[EngramError], bool] = _every_error
+
+
+def answer(answers: Answers, request: Request, exc: Exception) -> Response:
+    """The face's answer to an exception: an error it tells in its envelope, anything else a logged 500."""
+    if isinstance(exc, EngramError) and answers.tells(exc):
+        return answers.error(request, exc)
+    return failed(answers, request, exc)
+
+
+def failed(answers: Answers, request: Request, exc: BaseException) -> Response:
+    """A 500 in the face's envelope naming a request id, logged under that id with the traceback."""
+    request_id = answers.request_id(request)
+    answers.log.error("request %s failed", request_id, exc_info=exc)
+    return answers.internal(request, request_id)
+
+
+def endpoint(answers: Answers, work: Endpoint) -> Endpoint:
+    """An ASGI endpoint running `work`, whose exceptions are answered as the face answers them."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await work(request)
+        except Exception as exc:  # every failure gets the face's envelope, never a traceback
+            return answer(answers, request, exc)
+
+    return run
