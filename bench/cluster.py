@@ -42,7 +42,7 @@ from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.store.postgres import PostgresStore  # noqa: E402
 from engram_index.store.base import StoredDocument  # noqa: E402
 from engram_index.testkit.postgres import PostgresServer  # noqa: E402
-from tests.kindgi.server import ServeProcess  # noqa: E402
+from tests.limits import ServeProcess  # noqa: E402
 
 URI = "at://did:plc:bench234bench234bench234be/space/garden.engram.space/s"
 WORDS = ("harbour", "lantern", "ledger", "compass", "violin", "orchard", "quilt", "atlas", "kettle", "garden")

@@ -8,12 +8,17 @@ built here; the tests of admission pass their own limits (which these helpers ke
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 
 from engram_index.admission import Admission
@@ -21,6 +26,7 @@ from engram_index.app import create_app
 from engram_index.embed.base import Embedder
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
+from engram_index.testkit.serve import free_port
 
 # Far above what any fixture sends, and slots enough for every request a test makes at once.
 UNREACHABLE_RATE = 1e9
@@ -68,10 +74,51 @@ def serve_command(python: str, data: Path, port: int, *options: str) -> list[str
     return [python, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
             *ROOMY_SERVE_OPTIONS, *options]
 
+
 # How long a test waits for what must happen (a server's start, a sync, a document's processing, an
 # index load) before it fails: generous, so that a loaded or slow machine passes, while a passing test
 # never waits it out. Not for tests that check that something does NOT happen within a time.
 PATIENCE_S = 120.0
+REPO = Path(__file__).resolve().parents[1]
+
+
+class ServeProcess:
+    """`engram-index serve` as its own process (to kill with SIGKILL), restartable on the same port: the
+    suite's one starter of a served process (with roomy limits, through serve_command)."""
+
+    def __init__(self, data: Path, *extra: str) -> None:
+        """Serve `data` on a free loopback port with these extra options, once `start` is called."""
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = serve_command(sys.executable, data, self.port, "--insecure-open", "--no-access-log", *extra)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it answers."""
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + PATIENCE_S
+        while True:
+            try:
+                httpx.get(f"{self.url}/xrpc/_health")
+                return
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and self.proc.poll() is None, "the server did not start"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the server as an operator would (SIGTERM: workers shut down) and reap it."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(PATIENCE_S)
+            self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (no shutdown of any kind) and reap it."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
 
 
 @dataclass

@@ -17,7 +17,7 @@ from engram_index.engram.api.limits import SpaceLimits
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
 from engram_index.testkit.serve import serving
-from tests.kindgi.server import ServeProcess
+from tests.limits import ServeProcess
 from tests.limits import roomy_app, roomy_embedding
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

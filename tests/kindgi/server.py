@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from kindgi.client import Kindgi
 
 from engram_index.admission import Admission
-from tests.limits import roomy_app, roomy_embedding, serve_command, PATIENCE_S
+from tests.limits import roomy_app, roomy_embedding
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
-from engram_index.testkit.serve import free_port, serving
+from engram_index.testkit.serve import serving
 
 DID = "did:web:localhost"
 DIMS = 64
@@ -69,44 +64,3 @@ def kindgi_server(data: Path, embedder: Embedder | None | object = None,
                      key_limits=key_limits, store=store)
     with serving(app) as url:
         yield Server(url, data, app, store)
-
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-class ServeProcess:
-    """`engram-index serve` as its own process (to kill with SIGKILL), restartable on the same port."""
-
-    def __init__(self, data: Path, *extra: str) -> None:
-        """Serve `data` on a free loopback port with these extra options, once `start` is called."""
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.command = serve_command(sys.executable, data, self.port, "--insecure-open", "--no-access-log", *extra)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start the server and wait until it answers."""
-        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-        self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + PATIENCE_S
-        while True:
-            try:
-                httpx.get(f"{self.url}/xrpc/_health")
-                return
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and self.proc.poll() is None, "the server did not start"
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        """Stop the server as an operator would (SIGTERM: workers shut down) and reap it."""
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(PATIENCE_S)
-            self.proc = None
-
-    def kill(self) -> None:
-        """SIGKILL the server (no shutdown of any kind) and reap it."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None

@@ -7,7 +7,7 @@ from pathlib import Path
 from kindgi.client import Kindgi
 
 from engram_index.keys import KeyStore
-from tests.kindgi.server import ServeProcess
+from tests.limits import ServeProcess
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 

@@ -14,7 +14,8 @@ from kindgi.client import ConflictError, Kindgi
 from engram_index.embed.ollama import OllamaEmbedder
 from engram_index.keys import KeyStore
 from tests.embed.fake_provider import FakeProvider
-from tests.kindgi.server import ServeProcess, Server, kindgi_server
+from tests.kindgi.server import Server, kindgi_server
+from tests.limits import ServeProcess
 from tests.limits import PATIENCE_S
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}

@@ -14,7 +14,8 @@ import pytest
 from kindgi.client import Kindgi, RateLimitedError
 
 from engram_index.admission import Admission
-from tests.kindgi.server import ServeProcess, Server, kindgi_server
+from tests.kindgi.server import Server, kindgi_server
+from tests.limits import ServeProcess
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 FACTS = "/v1/memory/facts"

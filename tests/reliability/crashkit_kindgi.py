@@ -30,7 +30,7 @@ import orjson
 from kindgi.client import Kindgi
 
 from engram_index.keys import KeyStore
-from tests.kindgi.server import ServeProcess
+from tests.limits import ServeProcess
 
 from .crashkit_v5 import UNLIMITED, kill_while_writing, word
 

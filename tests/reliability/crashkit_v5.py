@@ -32,7 +32,7 @@ from supermemory import Supermemory
 from supermemory.core.api_error import ApiError
 
 from engram_index.keys import KeyStore
-from tests.kindgi.server import ServeProcess
+from tests.limits import ServeProcess
 
 from . import crashkit_v5_checks as checks
 

@@ -15,7 +15,7 @@ from kindgi.client import Kindgi
 
 from engram_index.keys import KeyStore
 from engram_index.store.postgres import PostgresStore
-from tests.kindgi.server import ServeProcess
+from tests.limits import ServeProcess
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 KILLS = 3

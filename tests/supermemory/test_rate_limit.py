@@ -19,7 +19,7 @@ from supermemory import Supermemory
 from engram_index.admission import Admission
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.testkit.serve import free_port
-from tests.kindgi.server import ServeProcess
+from tests.limits import ServeProcess
 from tests.supermemory.conftest import Server, running
 
 
