@@ -20,17 +20,15 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
-import sys
 from collections.abc import Callable
 from typing import Any, cast
 
 import h11
-import h11._connection
 import orjson
 import regex
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn._types import ASGI3Application, ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable, Scope
 from uvicorn.server import ServerState
 
 from engram_index.errors import (
@@ -47,13 +45,13 @@ BODY_MIN_RATE = 16 * 1024.0  # bytes a second a body must average beyond that gr
 # valid request reaches the app and an oversized one gets the face's own 413 (uvicorn's h11 default
 # of 16 KiB rejects valid vectors whenever a request arrives in pieces).
 MAX_REQUEST_HEAD_BYTES = 256 * 1024
+H11_DEFAULT_HEAD_BYTES = 16 * 1024  # h11's documented default max_incomplete_event_size
 LINGER_SECONDS = 5.0  # how long a closing connection's remaining input is read and dropped
 LINGER_BYTES = 64 * 1024 * 1024  # and how much of it (more than the largest body a face takes: 60 MB uploads)
 _START_BYTES = 512  # what is kept of a request's first bytes, to know its path
 _HEAD_END = regex.compile(rb"\r?\n\r?\n")
 _REQUEST_LINE = regex.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+ (/[!-~]*)")
 MAX_LOGGED_MESSAGE = 200
-_TIMED_OUT = "engram.body_timed_out"  # a scope extension: the body deadline passed before the app answered
 
 
 # An error as (JSON body, extra headers), and which envelope a request path's error is answered in:
@@ -81,6 +79,7 @@ class ServeConfig(uvicorn.Config):
                  **kwargs: Any) -> None:
         """Every uvicorn option, plus `head_timeout` and `body_timeout` (seconds), `body_min_rate` (bytes/s)
         and `envelopes` (a path's error envelope, for what is answered before any route runs)."""
+        kwargs.setdefault("h11_max_incomplete_event_size", MAX_REQUEST_HEAD_BYTES)
         super().__init__(app, **kwargs)
         self.head_timeout = head_timeout
         self.body_timeout = body_timeout
@@ -95,11 +94,14 @@ class JsonH11Protocol(H11Protocol):
                  _loop: asyncio.AbstractEventLoop | None = None) -> None:
         """As uvicorn's, with the cap taken from `limit_concurrency` and applied per connection."""
         super().__init__(config, server_state, app_state, _loop)
+        self.head_limit = config.h11_max_incomplete_event_size or H11_DEFAULT_HEAD_BYTES
+        # h11's public Connection, keeping the protocol error it raises (uvicorn's send_400_response is
+        # not told which it was).
+        self.conn = _RecordingConnection(h11.SERVER, self.head_limit)
         # uvicorn would answer requests over the limit with a plain-text 503; connections are capped here.
         self.max_connections = self.limit_concurrency
         self.limit_concurrency = None
         self.head_timeout: float = getattr(config, "head_timeout", HEAD_TIMEOUT)
-        self.head_limit = config.h11_max_incomplete_event_size or h11._connection.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
         self.head_timer: asyncio.TimerHandle | None = None
         self.start = b""  # the first bytes of the request being read
         self.head_seen = 0  # bytes of the request head being read, so far
@@ -110,7 +112,8 @@ class JsonH11Protocol(H11Protocol):
         self.body_timer: asyncio.TimerHandle | None = None
         self.body_since = 0.0  # when the body being timed began (or the server last held it back)
         self.body_bytes = 0  # bytes received since then
-        self.app = _quiet_after_timeout(self.app)
+        self.body_timed_out = False  # the body deadline passed and was answered for the app
+        self.app = _quiet_after_timeout(self.app, lambda: self.body_timed_out)
         self.lingering = -1  # bytes dropped since the connection began to close; -1 while open
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -179,8 +182,8 @@ class JsonH11Protocol(H11Protocol):
         self.refuse(self._protocol_error())
 
     def _protocol_error(self) -> EngramError:
-        """The error for what h11 refused, from the h11 exception being handled."""
-        exc = sys.exc_info()[1]  # called by uvicorn inside its `except h11.RemoteProtocolError`
+        """The error for what h11 refused (the one its connection last raised)."""
+        exc = self.conn.refused if isinstance(self.conn, _RecordingConnection) else None
         hint = exc.error_status_hint if isinstance(exc, h11.RemoteProtocolError) else 400
         limit = self.head_limit
         if hint == 431:
@@ -196,7 +199,7 @@ class JsonH11Protocol(H11Protocol):
     def refuse(self, error: EngramError) -> None:
         """Answer `error` in the face's envelope and close gracefully (a lingering close)."""
         self._cancel_head_timer()
-        self._unset_keepalive_if_required()
+        self._stop_keep_alive_timer()
         if self.transport.is_closing():
             return
         match = _REQUEST_LINE.match(self.start)
@@ -223,6 +226,12 @@ class JsonH11Protocol(H11Protocol):
             self.transport.write_eof()
         self.transport.resume_reading()  # keep reading, to drop it, so the client gets no reset
         self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+    def _stop_keep_alive_timer(self) -> None:
+        """Cancel the idle keep-alive timer (uvicorn's, armed after each answer)."""
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
 
     def timeout_keep_alive_handler(self) -> None:
         """An idle keep-alive connection closes (uvicorn's)."""
@@ -275,8 +284,8 @@ class JsonH11Protocol(H11Protocol):
         self.body_timer = None
         if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY or self.lingering >= 0:
             return
-        cycle = self.cycle
-        if self.flow.read_paused or (cycle.waiting_for_100_continue and not cycle.response_started):
+        answering = self.conn.our_state is not h11.SEND_RESPONSE  # the app's answer has begun
+        if not self.transport.is_reading() or (self.conn.they_are_waiting_for_100_continue and not answering):
             # The server holds the body back (its buffer is full, or the app has not asked for it yet):
             # the client is not the slow one, so its clock starts again.
             self._restart_body_clock()
@@ -286,17 +295,16 @@ class JsonH11Protocol(H11Protocol):
         if left > 0:
             self.body_timer = self.loop.call_later(left, self._check_body)
             return
-        if not cycle.response_started:
+        if not answering:
             # Answer for the app, in the face's envelope; the app's receive then ends (quietly: see
             # _quiet_after_timeout) and whatever it answers is dropped.
-            cycle.scope.setdefault("extensions", {})[_TIMED_OUT] = {}
+            self.body_timed_out = True
             rate = f", then at least {self.body_min_rate:g} bytes a second" if self.body_min_rate > 0 else ""
             self.refuse(RequestTimeout(f"the request body did not arrive in time ({self.body_timeout:g} s{rate})"))
-            cycle.disconnected = True
-            cycle.message_event.set()
-        elif cycle.response_complete:
+            _end_app_receive(self)
+        elif self.conn.our_state in (h11.DONE, h11.MUST_CLOSE):
             log.warning("the rest of a request body did not arrive in time: closing after the answer")
-            self._unset_keepalive_if_required()
+            self._stop_keep_alive_timer()
             self._linger()
         else:
             self.transport.close()  # mid-answer: no answer can be given any more
@@ -375,7 +383,41 @@ class _LingeringTransport(asyncio.Transport):
         return self._transport.get_protocol()
 
 
-def _quiet_after_timeout(app: ASGI3Application) -> ASGI3Application:
+class _RecordingConnection(h11.Connection):
+    """h11's connection, keeping the protocol error it last raised (to answer it with the right status)."""
+
+    refused: h11.RemoteProtocolError | None = None
+
+    def next_event(self) -> Any:
+        """h11's next event; a protocol error is kept before it is raised."""
+        try:
+            return super().next_event()
+        except h11.RemoteProtocolError as exc:
+            self.refused = exc
+            raise
+
+
+# -- uvicorn's own internals: the one place this module reaches past uvicorn's public API ------------
+# uvicorn offers no public way to end an app's wait for a request body it has answered for (the body
+# deadline's 408): its request cycle's `disconnected` flag and `message_event` do it, as uvicorn's own
+# connection_lost does. tests/test_http_internals.py fails, naming what is gone, when the pinned
+# uvicorn no longer has them (docs/design/service.md, "What the HTTP layer takes from uvicorn").
+UVICORN_PROTOCOL_ATTRIBUTES = ("conn", "cycle", "transport", "connections", "limit_concurrency", "app", "loop",
+                               "timeout_keep_alive_task")
+UVICORN_CYCLE_ATTRIBUTES = ("disconnected", "message_event")
+UVICORN_HOOKS = ("send_400_response", "on_response_complete", "timeout_keep_alive_handler", "data_received",
+                 "connection_made", "connection_lost")
+
+
+def _end_app_receive(protocol: JsonH11Protocol) -> None:
+    """End the app's wait for the rest of the body (its receive then answers a disconnect)."""
+    cycle = protocol.cycle
+    if cycle is not None:
+        cycle.disconnected = True
+        cycle.message_event.set()
+
+
+def _quiet_after_timeout(app: ASGIApp, timed_out: Callable[[], bool]) -> Any:
     """The app, whose reads end with RequestTimeout (an EngramError) once the body deadline answered for it.
 
     Without this, the app would see a client disconnect and each face would log it as an internal
@@ -383,14 +425,13 @@ def _quiet_after_timeout(app: ASGI3Application) -> ASGI3Application:
     answer goes nowhere: the connection has been answered and is closing).
     """
 
-    async def guarded(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-        async def read() -> ASGIReceiveEvent:
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        async def read() -> Message:
             message = await receive()
-            extensions = scope.get("extensions")
-            if message["type"] == "http.disconnect" and isinstance(extensions, dict) and _TIMED_OUT in extensions:
+            if message["type"] == "http.disconnect" and timed_out():
                 raise RequestTimeout("the request body did not arrive in time")
             return message
 
         await app(scope, read, send)
 
-    return cast(ASGI3Application, guarded)
+    return guarded
