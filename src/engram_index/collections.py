@@ -134,8 +134,9 @@ class Collections:
                 loaded.close()
         return info
 
-    def drop(self, uri: str) -> None:
-        """Forget a space: its records, its sync positions and its index files."""
+    def drop(self, uri: str, also: Sequence[Statement] = ()) -> None:
+        """Forget a collection: its records and its index files, with `also` (a face's rows of it) in the
+        same transaction."""
         if self.read_only:
             raise StorageError("this data directory is open read-only")
         with self._space_lock(uri):
@@ -143,7 +144,7 @@ class Collections:
             self._next.pop(uri, None)
             if index is not None:
                 index.close(save_counts=False)  # its files are deleted below
-            space_id = self.store.drop_space(uri)
+            space_id = self.store.drop_space(uri, also)
             self._last_write.pop(uri, None)
             if space_id is not None:
                 shutil.rmtree(self.data_dir / "spaces" / str(space_id), ignore_errors=True)

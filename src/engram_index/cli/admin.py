@@ -83,10 +83,11 @@ def spaces_remove(space: str, data: Path, drop: bool) -> None:
     from engram_index.engram.syncstate import SyncState
 
     with open_data(data) as opened:
-        if not SyncState(opened.store).remove_space(space):
+        state = SyncState(opened.store)
+        if not state.remove_space(space):
             raise click.ClickException(f"{space} is not synced here")
         if drop:
-            opened.drop(space)
+            opened.drop(space, state.forget_space(space))
     click.echo(f"stopped syncing {space}" + (" and dropped its data" if drop else ""))
 
 

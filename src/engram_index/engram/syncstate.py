@@ -8,9 +8,57 @@ bookkeeping that changes no records (configuration, problems).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
+from engram_index.store import migrations
 from engram_index.store.base import RecordStore, Statement
+
+# The garden face's own tables, by numbered, append-only migrations (counted in `sync_schema`): the
+# spaces to keep current, each member repo's verified position (revision and set-hash state) and
+# every path of the repo with its CID (the set hash covers all records, memories or not), with why a
+# record is not indexed, if so. Stores written before these were the face's own made the same tables
+# in the store's own migrations: IF NOT EXISTS adopts them as they are.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE IF NOT EXISTS sync_spaces (
+            space TEXT PRIMARY KEY,
+            added_ms INTEGER NOT NULL DEFAULT 0,
+            space_rev TEXT,
+            notify_until_ms INTEGER NOT NULL DEFAULT 0,
+            synced_ms INTEGER NOT NULL DEFAULT 0,
+            problem TEXT
+        ) WITHOUT ROWID""",
+        """CREATE TABLE IF NOT EXISTS sync_repos (
+            space TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            rev TEXT,
+            state BLOB,
+            problem TEXT,
+            checked_ms INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (space, repo)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE IF NOT EXISTS sync_paths (
+            space TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            path TEXT NOT NULL,
+            cid TEXT NOT NULL,
+            problem TEXT,
+            PRIMARY KEY (space, repo, path)
+        ) WITHOUT ROWID""",
+    ),
+)
+_MIGRATED: weakref.WeakSet[RecordStore] = weakref.WeakSet()  # the stores whose sync tables are current
+_MIGRATING = threading.Lock()
+
+
+def migrate(store: RecordStore) -> None:
+    """Run the sync migrations this store has not run yet (once per opened store)."""
+    with _MIGRATING:
+        if store not in _MIGRATED:
+            migrations.run(store, "sync", MIGRATIONS)
+            _MIGRATED.add(store)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +82,7 @@ class SyncState:
     """Reads and statement builders over the sync tables of a record store."""
 
     def __init__(self, store: RecordStore) -> None:
+        migrate(store)
         self.store = store
 
     # -- configured spaces ------------------------------------------------------------------
@@ -115,6 +164,10 @@ class SyncState:
                     (space, repo, path, change.cid, change.problem),
                 ))
         return out
+
+    def forget_space(self, space: str) -> list[Statement]:
+        """Statements forgetting every repo position and path of a space (dropped with its records)."""
+        return [("DELETE FROM sync_repos WHERE space=?", (space,)), ("DELETE FROM sync_paths WHERE space=?", (space,))]
 
     def forget_repo(self, space: str, repo: str) -> list[Statement]:
         """Statements removing a repo's position and paths (a member who left)."""

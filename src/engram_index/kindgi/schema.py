@@ -7,7 +7,8 @@ answer kept for its Idempotency-Key commit in one transaction.
 
 from __future__ import annotations
 
-from engram_index.store.base import RecordStore, Statement
+from engram_index.store import migrations
+from engram_index.store.base import RecordStore
 
 # Append-only: a store at kindgi version N has run migrations [0, N).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -71,11 +72,4 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 def migrate(store: RecordStore) -> None:
     """Run the Kindgi migrations this store has not run yet (each in one transaction)."""
-    store.execute([("CREATE TABLE IF NOT EXISTS kindgi_schema (version INTEGER NOT NULL)", ())])
-    rows = store.query("SELECT version FROM kindgi_schema")
-    version = int(rows[0][0]) if rows else 0
-    for number in range(version, len(MIGRATIONS)):
-        statements: list[Statement] = [(sql, ()) for sql in MIGRATIONS[number]]
-        statements.append(("DELETE FROM kindgi_schema", ()))
-        statements.append(("INSERT INTO kindgi_schema(version) VALUES (?)", (number + 1,)))
-        store.execute(statements)
+    migrations.run(store, "kindgi", MIGRATIONS)

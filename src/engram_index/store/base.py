@@ -80,8 +80,9 @@ class RecordStore(Protocol):
     ) -> SpaceInfo:
         """Create the space when new; update its model and prefixes when given."""
 
-    def drop_space(self, uri: str) -> int | None:
-        """Delete a space with every record and sync position it has; returns its id (None when absent)."""
+    def drop_space(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
+        """Delete a space with every record it has, and run `also` in the same transaction (a face's rows
+        of it); returns its id (None when absent)."""
 
     def space(self, uri: str) -> SpaceInfo:
         """The space with this URI, or UnknownSpace."""

@@ -204,15 +204,16 @@ class PostgresStore(ModelMoves):
         self._transaction(run)
         return self.space(uri)
 
-    def drop_space(self, uri: str) -> int | None:
-        """Delete a space with every record and sync position it has; returns its id (None when absent)."""
+    def drop_space(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
+        """Delete a space with every record it has, and run `also` in the same transaction (a face's rows
+        of it); returns its id (None when absent)."""
         def run(conn: psycopg.Connection[Any]) -> int | None:
             row = conn.execute("SELECT id FROM spaces WHERE uri=%s FOR UPDATE", (uri,)).fetchone()
             if row is not None:
                 conn.execute("DELETE FROM documents WHERE space_id=%s", (row[0],))
                 conn.execute("DELETE FROM spaces WHERE id=%s", (row[0],))
-            for table in ("sync_repos", "sync_paths"):
-                conn.execute(f"DELETE FROM {table} WHERE space=%s", (uri,))
+            for sql, params in also:
+                conn.execute(self.dialect.sql(sql), parameters(params))
             return None if row is None else int(row[0])
         return self._transaction(run)
 

@@ -41,23 +41,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX documents_by_id ON documents(space_id, doc_id);
     CREATE INDEX documents_by_seq ON documents(space_id, seq, ord);
     CREATE INDEX documents_by_created ON documents(space_id, deleted, created_ms);
-    CREATE TABLE sync_spaces (
-        space TEXT PRIMARY KEY,
-        added_ms BIGINT NOT NULL DEFAULT 0,
-        space_rev TEXT,
-        notify_until_ms BIGINT NOT NULL DEFAULT 0,
-        synced_ms BIGINT NOT NULL DEFAULT 0,
-        problem TEXT
-    );
-    CREATE TABLE sync_repos (
-        space TEXT NOT NULL, repo TEXT NOT NULL, rev TEXT, state BYTEA, problem TEXT,
-        checked_ms BIGINT NOT NULL DEFAULT 0,
-        PRIMARY KEY (space, repo)
-    );
-    CREATE TABLE sync_paths (
-        space TEXT NOT NULL, repo TEXT NOT NULL, path TEXT NOT NULL, cid TEXT NOT NULL, problem TEXT,
-        PRIMARY KEY (space, repo, path)
-    );
+    -- The garden face's sync tables are its own migrations (engram/syncstate.py); databases made
+    -- before that have them from here, and the face adopts them as they are.
     -- The bearer keys of the supermemory and Kindgi faces (keys.py), hashes only.
     CREATE TABLE keys (
         id TEXT PRIMARY KEY,

@@ -58,36 +58,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX documents_by_seq ON documents(space_id, seq);
     CREATE INDEX documents_by_created ON documents(space_id, deleted, created_ms);
     """,
-    # Sync (store/syncstate.py): the spaces to keep current, each member repo's verified position
-    # (revision and set-hash state) and every path of the repo with its CID (the set hash covers
-    # all records, memories or not), with why a record is not indexed, if so.
-    """
-    CREATE TABLE sync_spaces (
-        space TEXT PRIMARY KEY,
-        added_ms INTEGER NOT NULL DEFAULT 0,
-        space_rev TEXT,
-        notify_until_ms INTEGER NOT NULL DEFAULT 0,
-        synced_ms INTEGER NOT NULL DEFAULT 0,
-        problem TEXT
-    ) WITHOUT ROWID;
-    CREATE TABLE sync_repos (
-        space TEXT NOT NULL,
-        repo TEXT NOT NULL,
-        rev TEXT,
-        state BLOB,
-        problem TEXT,
-        checked_ms INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (space, repo)
-    ) WITHOUT ROWID;
-    CREATE TABLE sync_paths (
-        space TEXT NOT NULL,
-        repo TEXT NOT NULL,
-        path TEXT NOT NULL,
-        cid TEXT NOT NULL,
-        problem TEXT,
-        PRIMARY KEY (space, repo, path)
-    ) WITHOUT ROWID;
-    """,
+    # Was the garden face's sync tables, which are its own migrations now (engram/syncstate.py, which
+    # adopts the tables that stores migrated before it made): kept, empty, so that the numbering holds.
+    "SELECT 1",
     # A space moving to a new model: the model it moves to, and each memory's vector for it.
     """
     ALTER TABLE documents ADD COLUMN next_vector BLOB;
@@ -276,8 +249,9 @@ class Store(ModelMoves):
                 raise
         return self.space(uri)
 
-    def drop_space(self, uri: str) -> int | None:
-        """Delete a space with every record and sync position it has; returns its id (None when absent)."""
+    def drop_space(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
+        """Delete a space with every record it has, and run `also` in the same transaction (a face's rows
+        of it); returns its id (None when absent)."""
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
@@ -286,8 +260,8 @@ class Store(ModelMoves):
                 if row is not None:
                     conn.execute("DELETE FROM documents WHERE space_id=?", (row[0],))
                     conn.execute("DELETE FROM spaces WHERE id=?", (row[0],))
-                for table in ("sync_repos", "sync_paths"):
-                    conn.execute(f"DELETE FROM {table} WHERE space=?", (uri,))
+                for sql, params in also:
+                    conn.execute(sql, params)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

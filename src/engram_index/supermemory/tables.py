@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from engram_index.store.base import RecordStore, Statement
+from engram_index.store import migrations
+from engram_index.store.base import RecordStore
 
 # Append-only: a store whose sm_schema says N has run migrations [0, N).
 MIGRATIONS: tuple[str, ...] = (
@@ -109,14 +110,7 @@ MIGRATIONS: tuple[str, ...] = (
 
 def migrate(store: RecordStore) -> None:
     """Run the face's migrations the store has not run yet (each in one transaction)."""
-    store.execute([("CREATE TABLE IF NOT EXISTS sm_schema (version INTEGER NOT NULL)", ())])
-    rows = store.query("SELECT version FROM sm_schema")
-    version = int(rows[0][0]) if rows else 0
-    for number in range(version, len(MIGRATIONS)):
-        statements: list[Statement] = [(s, ()) for s in MIGRATIONS[number].split(";") if s.strip()]
-        statements.append(("DELETE FROM sm_schema", ()))
-        statements.append(("INSERT INTO sm_schema(version) VALUES (?)", (number + 1,)))
-        store.execute(statements)
+    migrations.run(store, "sm", [migrations.statements(script) for script in MIGRATIONS])
 
 
 def now_ms() -> int:

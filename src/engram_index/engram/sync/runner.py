@@ -142,7 +142,7 @@ class SyncRunner:
                 await self._renew_notifications()
             for space in list(self._deleting - self._running):
                 self._deleting.discard(space)
-                self.spaces.drop(space)
+                self.spaces.drop(space, self.syncer.state.forget_space(space))
                 log.info("space %s deleted by its authority: its data is gone", space)
             for space in list(self._pending):
                 if len(self._running) >= self.config.concurrent_spaces:
@@ -190,7 +190,7 @@ class SyncRunner:
         """A space deleted by its authority: stop syncing it and drop its data once no sync of it runs."""
         self.syncer.state.remove_space(space)
         if self._loop is None:
-            self.spaces.drop(space)
+            self.spaces.drop(space, self.syncer.state.forget_space(space))
             return
         self._loop.call_soon_threadsafe(self._enqueue_delete, space)
 

@@ -260,8 +260,8 @@ class Syncer:
         return RepoOutcome(repo, True, changed=len(result.changes))
 
     def drop_space(self, space: str) -> None:
-        """A deleted space: every copy of its data goes."""
-        self.spaces.drop(space)
+        """A deleted space: every copy of its data goes (its records and its repos' positions, together)."""
+        self.spaces.drop(space, self.state.forget_space(space))
 
 
 def _model(value: Any) -> ModelIdentity | None:
