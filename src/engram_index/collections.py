@@ -19,28 +19,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, cast
 
-from engram_index.engine.keyword import KeywordIndex, staging_path, swap_in
-from engram_index.engine.search import SpaceIndex, decode_vector
+from engram_index.collection_loading import Closing, Progress, apply_next, build_next, load_index, vectors_path
+from engram_index.compaction import Compaction
+from engram_index.engine.search import SpaceIndex
 from engram_index.engine.vector import VectorIndex
 from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
 from engram_index.errors import IndexLoading, StorageError
 from engram_index.heap import Trimmer
-from engram_index.store.base import (Change, RecordStore, SharedStore, SpaceInfo, Statement, StoredDocument,
+from engram_index.store.base import (RecordStore, SharedStore, SpaceInfo, Statement, StoredDocument,
                                      WriteResult)
 from engram_index.store.opening import open_store
 from engram_index.store.sqlite import PAGE_SIZE, Store
 from engram_index.search_pool import SEARCH_THREADS, SearchPool
 
-Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
 
 # A node over a shared store looks for other nodes' writes at least this often (and whenever
 # PostgreSQL NOTIFYs one): what bounds cross-node visibility when a notification is missed.
 TAIL_POLL_S = 1.0
-# More segments than this, and no write for QUIET_S seconds, and the committer compacts.
-COMPACT_SEGMENTS = 4
-QUIET_S = 10.0
-_COMPACT_HEAP = 256 * 1024 * 1024
 
 
 def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
@@ -58,7 +54,7 @@ def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
     return lock
 
 
-class Collections:
+class Collections(Compaction):
     """Every space of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
@@ -173,7 +169,10 @@ class Collections:
             index = self._indexes.get(uri)
             if index is None:
                 info = self.store.space(uri)
-                index = self._load(info, progress)
+                index = load_index(self.store, self.data_dir, info, read_only=self.read_only,
+                                   locked=self._dir_lock is not None, stopping=self._stop, progress=progress)
+                if info.next_model is not None:
+                    self._next[info.uri] = build_next(self.store, info)
                 self._indexes[uri] = index
                 self._ids[uri] = info.id
         return index
@@ -209,7 +208,7 @@ class Collections:
         try:
             index = self.index(uri, report)
             log.info("loaded %s: %d memories in %.1f s", uri, len(index), time.monotonic() - began)
-        except _Closing:
+        except Closing:
             log.info("stopped loading %s: the data directory is closing", uri)
         except Exception:
             log.exception("loading %s failed", uri)
@@ -217,62 +216,6 @@ class Collections:
             with self._lock:
                 self._loading.discard(uri)
                 self._loaders.discard(threading.current_thread())
-
-    def _load(self, info: SpaceInfo, progress: Progress | None) -> SpaceIndex:
-        """Build a space's index from its records and its keyword files."""
-        dims = info.model.dims if info.model else None
-        # Results and explanations need text and fields, not the vector blobs.
-        fetch = lambda ords: self.store.documents(info.id, ords, vectors=False)  # noqa: E731
-        try:
-            index = SpaceIndex(self.data_dir / "spaces" / str(info.id), dims, fetch, read_only=self.read_only)
-            if self.read_only and index.keyword.committed_seq != info.seq:
-                index.close(save_counts=False)
-                raise StorageError(f"the keyword index of {info.uri} is behind its records: open it for writing first")
-        except StorageError:
-            if self._dir_lock is not None:
-                raise
-            # A one-off reader beside the directory's owner, whose keyword index is not (yet) on
-            # disk at this sequence: build one in memory from the records, as a load after a crash would.
-            log.info("the keyword index of %s is not current on disk: building it in memory", info.uri)
-            index = SpaceIndex(None, dims, fetch)
-        # Read-only processes share one copy of the vectors the writer saved for this sequence
-        # (serve --workers); without one, each rebuilds its own from the records.
-        mapped = VectorIndex.open(self._vectors_path(info), info.seq) if self.read_only and dims else None
-        shared = mapped is not None and mapped.dims == dims
-        if shared:
-            index.vectors = mapped
-        total = self.store.count(info.id)
-        kw_seq = index.keyword.committed_seq
-        if kw_seq > info.seq:
-            # The keyword files are ahead of the records (a restored backup): start them over.
-            index.keyword.reset()
-            kw_seq = 0
-        counts_seq = index.keyword.counts_seq  # the term counts may have been saved before that
-        done = 0
-        replayed = False
-        for batch in self.store.changes_since(info.id, 0):
-            if self._stop.is_set():
-                # Closing: stop before the store closes under this read (its uncommitted keyword
-                # writes are dropped; the next open replays them from the change log).
-                raise _Closing(info.uri)
-            live = [(c.ord, c.document) for c in batch if c.document is not None]
-            # Columns and vectors are rebuilt from every record; the keyword index keeps its own.
-            index.apply(live, index.seq, keyword=False, vectors=not shared)
-            index.keyword.count_only((c.ord, c.document) for c in batch if counts_seq < c.seq <= kw_seq)
-            missed = [c for c in batch if c.seq > kw_seq]
-            replayed = replayed or bool(missed)
-            _replay(index.keyword, missed)
-            done += len(live)
-            if progress is not None:
-                progress(info.uri, done, total)
-        index.seq = info.seq
-        if not self.read_only and index.keyword.counts_seq != info.seq:
-            index.save_counts()  # commits too
-        elif replayed or index.keyword.committed_seq != info.seq:
-            index.commit()
-        if info.next_model is not None:
-            self._next[info.uri] = self._build_next(info)
-        return index
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -308,7 +251,7 @@ class Collections:
                     applied = True
                     shadow = self._next.get(uri)
                     if shadow is not None:
-                        _apply_next(shadow, result.changes)
+                        apply_next(shadow, result.changes)
             if applied and self.on_searchable is not None:
                 self.on_searchable(time.monotonic() - acknowledged)
         return results
@@ -322,7 +265,7 @@ class Collections:
             index.apply(((c.ord, c.document) for c in batch), batch[-1].seq)
             shadow = self._next.get(uri)
             if shadow is not None:
-                _apply_next(shadow, batch)
+                apply_next(shadow, batch)
             applied += len(batch)
         if applied:
             self._last_write[uri] = time.monotonic()
@@ -362,15 +305,7 @@ class Collections:
             self.store.set_next_model(uri, model)
             self._next.pop(uri, None)
             if model is not None and uri in self._indexes:
-                self._next[uri] = self._build_next(self.store.space(uri))
-
-    def _build_next(self, info: SpaceInfo) -> VectorIndex:
-        """The next model's vectors of every live memory, from the store."""
-        assert info.next_model is not None
-        shadow = VectorIndex(info.next_model.dims)
-        for batch in self.store.changes_since(info.id, 0):
-            _apply_next(shadow, batch)
-        return shadow
+                self._next[uri] = build_next(self.store, self.store.space(uri))
 
     def switch_model(self, uri: str) -> None:
         """Make the model a space was moving to its model, swapping the vectors in without a reload.
@@ -386,7 +321,7 @@ class Collections:
             if index is None:
                 self.store.promote_next(uri)
                 return
-            shadow = self._next.pop(uri, None) or self._build_next(info)
+            shadow = self._next.pop(uri, None) or build_next(self.store, info)
             with index.exclusive():
                 self.store.promote_next(uri)
                 index.vectors = shadow
@@ -434,88 +369,6 @@ class Collections:
             except Exception:  # pragma: no cover - logged, retried at the next tick
                 log.exception("keyword commit failed; will retry")
 
-    # -- compaction ---------------------------------------------------------------------------
-
-    def compact(self, uri: str) -> None:
-        """Rebuild a space's keyword index as one segment, then swap it in.
-
-        Each segment adds a fixed cost to every query term, and incremental commits leave
-        many small ones that tantivy merges only down to about eight per size level. The
-        copy is built from the records up to a snapshot sequence while writes go on; the
-        writes after it are replayed into the copy under the index's lock before the swap.
-        """
-        with self._compaction_lock:  # one at a time: they share the staging directory
-            self._compact_locked(uri)
-
-    def _compact_locked(self, uri: str) -> None:
-        """Build, catch up and swap in the compacted copy (the caller holds the compaction lock)."""
-        index = self.index(uri)
-        info = self.store.space(uri)
-        path = index.keyword.path
-        if path is None:
-            return
-        snapshot = info.seq
-        shutil.rmtree(staging_path(path), ignore_errors=True)
-        fresh = KeywordIndex(staging_path(path), heap_bytes=_COMPACT_HEAP)
-        for batch in self.store.changes_since(info.id, 0):
-            # Rows changed after the snapshot come back in the replay below.
-            fresh.write((c.ord, c.document, False) for c in batch if c.document is not None and c.seq <= snapshot)
-        fresh.commit(snapshot)
-        # Saved before searches are held off (a large space's counts take a while to write); the
-        # writes after the snapshot are counted in memory below and saved later, or counted
-        # again from the records after a crash.
-        fresh.save_counts(snapshot)
-        with self._space_lock(uri), index.exclusive():
-            for batch in self.store.changes_since(info.id, snapshot):
-                _replay(fresh, batch)
-            fresh.commit(index.seq)
-            fresh.close(save_counts=False)
-            index.keyword.commit(index.seq)
-            index.keyword.close(save_counts=False)  # its directory is about to be retired
-            swap_in(path)
-            index.keyword = KeywordIndex(path, counts=(fresh.counts, snapshot))
-        log.info("compacted the keyword index of %s", uri)
-
-    def _due(self, quiet_s: float) -> list[str]:
-        """The spaces whose keyword index has many segments and no write for `quiet_s` seconds."""
-        if self.read_only:
-            return []
-        now = time.monotonic()
-        return [
-            uri
-            for uri, index in list(self._indexes.items())
-            if now - self._last_write.get(uri, 0.0) >= quiet_s
-            and index.keyword.segments() > COMPACT_SEGMENTS
-        ]
-
-    def maintain(self, quiet_s: float = 0.0) -> list[str]:
-        """Compact the keyword index of every space with many segments and no recent writes."""
-        done = []
-        for uri in self._due(quiet_s):
-            with self._compaction_lock:
-                # Another pass may have compacted it while this one waited (a background pass
-                # started while a caller's compaction ran would rebuild it all over again).
-                if uri in self._due(quiet_s):
-                    self._compact_locked(uri)
-                    done.append(uri)
-        return done
-
-    def _maintain_in_background(self) -> None:
-        """Start a compaction pass when one is due and none runs (it must not hold up commits)."""
-        if self._maintainer is not None and self._maintainer.is_alive():
-            return
-        if not self._due(QUIET_S):
-            return  # the common case at every tick: no thread to start
-
-        def run() -> None:
-            try:
-                self.maintain(QUIET_S)
-            except Exception:
-                log.exception("keyword compaction failed; the old index stays in use")
-
-        self._maintainer = threading.Thread(target=run, daemon=True, name="compaction")
-        self._maintainer.start()
-
     # -- reads ------------------------------------------------------------------------------
 
     def search(self, uri: str, req: SearchRequest) -> SearchResult:
@@ -533,11 +386,7 @@ class Collections:
                 index = self.index(uri)
                 index.save_counts()
                 if index.vectors is not None:
-                    index.vectors.save(self._vectors_path(self.store.space(uri)), index.seq)
-
-    def _vectors_path(self, info: SpaceInfo) -> Path:
-        """Where a space's saved vectors live."""
-        return self.data_dir / "spaces" / str(info.id) / "vectors"
+                    index.vectors.save(vectors_path(self.data_dir, self.store.space(uri)), index.seq)
 
     def close(self) -> None:
         """Stop the committer, commit everything and close the store."""
@@ -559,22 +408,3 @@ class Collections:
         self.store.close()
         if self._dir_lock is not None:
             self._dir_lock.close()  # releases the lock
-
-
-class _Closing(Exception):
-    """A background load stopped because the data directory is closing."""
-
-
-def _apply_next(shadow: VectorIndex, changes: Sequence[Change]) -> None:
-    """Apply changes to the vectors of the model a space moves to."""
-    for change in changes:
-        vec = decode_vector(change.document.next_vector, shadow.dims) if change.document is not None else None
-        if vec is None:
-            shadow.remove(change.ord)
-        else:
-            shadow.put(change.ord, vec)
-
-
-def _replay(keyword: KeywordIndex, changes: Sequence[Change]) -> None:
-    """Apply changes from the log to a keyword index: deletes and (re)writes, in order."""
-    keyword.write((change.ord, change.document, True) for change in changes)

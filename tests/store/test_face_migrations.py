@@ -16,7 +16,8 @@ from engram_index.kindgi import schema as kindgi_schema
 from engram_index.store import migrations
 from engram_index.store.base import RecordStore, StoredDocument
 from engram_index.store.opening import open_store
-from engram_index.store.sqlite import MIGRATIONS, Store
+from engram_index.store.sqlite import Store
+from engram_index.store.sqlite_schema import MIGRATIONS
 from engram_index.supermemory import tables as sm_tables
 
 OLD_STORE = Path(__file__).parent / "data" / "store_before_face_migrations.sql"
