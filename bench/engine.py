@@ -134,7 +134,7 @@ def run_size(n: int, scifact: Path, queries: int, bandwidth: float) -> dict[str,
     try:
         rss_before = rss_mb()
         spaces = Collections(tmp)
-        spaces.ensure_space(SPACE, MODEL)
+        spaces.ensure_collection(SPACE, MODEL)
         index = spaces.index(SPACE)
         seconds = ingest(spaces, synth, n)
         segments = index.keyword.segments()

@@ -76,7 +76,7 @@ def build(data: Path, n: int, scifact: Path) -> None:
                 return
         except UnknownSpace:
             pass
-        spaces.ensure_space(SPACE, MODEL)
+        spaces.ensure_collection(SPACE, MODEL)
         for batch in memory_batches(make_space(n, scifact_dir=scifact, seed=1)):
             spaces.write(SPACE, batch)
         spaces.index(SPACE)

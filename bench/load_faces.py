@@ -133,7 +133,7 @@ def build(face: str, data: Path, n: int, writes: float) -> Workload:
     if face == "engram":
         spaces = Collections(data)
         try:
-            spaces.ensure_space(SPACE, MODEL)
+            spaces.ensure_collection(SPACE, MODEL)
             for start in range(0, n, 5000):
                 spaces.write(SPACE, _memories(SPACE, "did:plc:a", MODEL, rng, range(start, min(n, start + 5000))))
         finally:
@@ -184,7 +184,7 @@ def _embed_space_reads(data: Path, n: int, rng: np.random.Generator) -> list[byt
     try:
         for k in range(EMBED_AUTHORITIES):
             space = embed_space(k)
-            spaces.ensure_space(space, model)
+            spaces.ensure_collection(space, model)
             spaces.write(space, _memories(space, space.split("/")[2], model, rng, range(n // EMBED_AUTHORITIES)))
     finally:
         spaces.close()

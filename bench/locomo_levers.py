@@ -80,7 +80,7 @@ def main() -> None:
                 for c in convs:
                     uri = f"at://did:plc:locomolevers000000000000/space/garden.engram.space/{c.name}-{len(names)}{layout[0]}"
                     names[c.name] = uri
-                    spaces.ensure_space(uri, MINILM)
+                    spaces.ensure_collection(uri, MINILM)
                     spaces.write(uri, [StoredDocument(Document(
                         id=t.dia_id, author="did:plc:locomolevers000000000000", text=text_of(c, i),
                         created_ms=i, vector=vecs_of[layout][c.name][i].astype("<f2").tobytes())) for i, t in enumerate(c.turns)])

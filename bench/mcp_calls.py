@@ -56,7 +56,7 @@ def fill(data: Path, count: int) -> None:
     spaces = Collections(data)
     embedder = HashingEmbedder(64)
     try:
-        spaces.ensure_space(SPACE, embedder.identity)
+        spaces.ensure_collection(SPACE, embedder.identity)
         path = data / "mcp.jsonl"
         with open(path, "w") as fh:
             for i in range(count):

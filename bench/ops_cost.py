@@ -85,7 +85,7 @@ def shortfall(docs: int, rounds: int) -> tuple[float, float]:
     """Best milliseconds of one keyword search and of its whyFewer, on a space of `docs` memories."""
     with tempfile.TemporaryDirectory() as tmp:
         spaces = Collections(Path(tmp))
-        spaces.ensure_space(SPACE)
+        spaces.ensure_collection(SPACE)
         batch = []
         for i in range(docs):
             text = " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7)) + f" note {i}"

@@ -30,7 +30,7 @@ class Engram(Peer):
     def load(self, corpus: Corpus) -> None:
         """Write through the real write path in batches of 1,000, then compact the keyword index."""
         self.spaces = Collections(self.workdir)
-        self.spaces.ensure_space(SPACE, MODEL)
+        self.spaces.ensure_collection(SPACE, MODEL)
         self.spaces.index(SPACE)
         ingest(self.spaces, corpus, len(corpus))
         self.spaces.maintain()

@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="engram-sqlite-path-") as tmp:
         spaces = Collections(Path(tmp))
-        spaces.ensure_space(URI)
+        spaces.ensure_collection(URI)
         spaces.index(URI)
         began = time.perf_counter()
         for i in range(args.writes):

@@ -40,7 +40,7 @@ def fill(path: Path, page_size: int, synth: SynthSpace) -> tuple[Store, int, flo
     conn.execute("PRAGMA journal_mode=WAL")
     conn.close()
     store = Store(path)
-    sid = store.ensure_space(http_load.SPACE, http_load.MODEL).id
+    sid = store.ensure_collection(http_load.SPACE, http_load.MODEL).id
     began = time.perf_counter()
     for batch in http_load.memory_batches(synth):
         store.write(sid, batch)

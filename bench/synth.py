@@ -200,7 +200,7 @@ def keyword_collection(data: Path, uri: str, space: SynthSpace, n: int) -> Colle
     from engram_index.store.base import StoredDocument
 
     spaces = Collections(data, commit_interval=0.25)
-    spaces.ensure_space(uri, ModelIdentity("m", "d", 384))
+    spaces.ensure_collection(uri, ModelIdentity("m", "d", 384))
     spaces.index(uri)
     for start in range(0, n, 1000):
         spaces.write(uri, [StoredDocument(Document(id=f"m{i}", author=space.authors[i], text=space.texts[i],

@@ -47,7 +47,7 @@ def main() -> None:
     judged = [(i, q) for i, q in enumerate(queries) if q["_id"] in qrels]
     with tempfile.TemporaryDirectory() as tmp:
         spaces = Collections(Path(tmp))
-        spaces.ensure_space(EVAL_SPACE, MINILM)
+        spaces.ensure_collection(EVAL_SPACE, MINILM)
         spaces.write(EVAL_SPACE, [
             StoredDocument(Document(id=d["_id"], author="did:plc:eval", text=(d["title"] + " " + d["text"]).strip(),
                                     created_ms=i, vector=doc_vecs[i].astype("<f2").tobytes()))

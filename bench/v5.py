@@ -212,7 +212,7 @@ def relabel(data: Path, ns: str, model: ModelIdentity) -> None:
     spaces = Collections(data)
     try:
         for name in (chunks_collection(ns), memories_collection(ns)):
-            spaces.ensure_space(name, model)
+            spaces.ensure_collection(name, model)
     finally:
         spaces.close()
 

@@ -18,7 +18,7 @@ N = 20_000
 
 def test_closing_during_a_background_load_stops_the_load_first_and_loses_nothing(tmp_path: Path) -> None:
     spaces = Collections(tmp_path)
-    spaces.ensure_space(SPACE, ModelIdentity("m", "sha256:00", 4))
+    spaces.ensure_collection(SPACE, ModelIdentity("m", "sha256:00", 4))
     vectors = np.random.default_rng(1).standard_normal((N, 4)).astype("<f2")
     spaces.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a",
                                                  text=f"memory {i}", created_ms=i, vector=vectors[i].tobytes()))

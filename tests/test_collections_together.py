@@ -27,7 +27,7 @@ def test_writes_to_two_collections_in_one_call_are_both_stored_and_searchable(tm
     spaces = Collections(tmp_path)
     try:
         for uri in (A, B):
-            spaces.ensure_space(uri, ModelIdentity("m", "d", 8))
+            spaces.ensure_collection(uri, ModelIdentity("m", "d", 8))
         spaces.write_many([(A, [put("a1", "the qubblefit chunk")], []), (B, [put("b1", "the qubblefit memory")], [])])
         assert found(spaces, A, "qubblefit") == ["a1"] and found(spaces, B, "qubblefit") == ["b1"]
         results = spaces.write_many([(A, [], ["a1"]), (B, [], ["b1"])])
@@ -41,7 +41,7 @@ def test_a_write_to_two_collections_whose_last_statement_fails_leaves_both_as_th
     spaces = Collections(tmp_path)
     try:
         for uri in (A, B):
-            spaces.ensure_space(uri, ModelIdentity("m", "d", 8))
+            spaces.ensure_collection(uri, ModelIdentity("m", "d", 8))
         spaces.write_many([(A, [put("a1", "the zimbrox chunk")], []), (B, [put("b1", "the zimbrox memory")], [])])
         with pytest.raises(sqlite3.OperationalError):
             spaces.write_many([(A, [], ["a1"]), (B, [], ["b1"])], also=[("DELETE FROM no_such_table", ())])

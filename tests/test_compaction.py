@@ -26,7 +26,7 @@ def found(spaces: Collections, q: str) -> list[str]:
 
 def many_segments(tmp_path: Path) -> Collections:
     spaces = Collections(tmp_path, commit_interval=3600)
-    spaces.ensure_space(URI, ModelIdentity("m", "d", 4))
+    spaces.ensure_collection(URI, ModelIdentity("m", "d", 4))
     spaces.index(URI)
     for batch in range(8):
         spaces.write(URI, [put(batch * 10 + i, "common") for i in range(10)])
@@ -134,7 +134,7 @@ def test_a_write_becomes_searchable_by_keyword_without_an_explicit_commit(tmp_pa
 
     spaces = Collections(tmp_path)  # the default committer interval
     try:
-        spaces.ensure_space(URI)
+        spaces.ensure_collection(URI)
         spaces.index(URI)
         spaces.write(URI, [put(1, "freshly")])
         deadline = time.monotonic() + PATIENCE_S  # the committer runs every 0.25 s

@@ -32,7 +32,7 @@ WRITER = textwrap.dedent(
     from engram_index.store.sqlite import StoredDocument
 
     spaces = Collections(Path(sys.argv[1]), commit_interval=0.05)
-    spaces.ensure_space(sys.argv[2], ModelIdentity("m", "d", 8))
+    spaces.ensure_collection(sys.argv[2], ModelIdentity("m", "d", 8))
     spaces.index(sys.argv[2])
     rng = np.random.default_rng(int(sys.argv[3]))
     n = 0

@@ -63,7 +63,7 @@ def talk(tmp_path: Path) -> Iterator[Collections]:
              ("s1", "Mel: Cool, tell me more."), ("s2", "Caroline: My research paper is done."),
              ("s2", "Mel: Adoption is a big step.")]
     spaces = Collections(tmp_path)
-    spaces.ensure_space(SPACE)
+    spaces.ensure_collection(SPACE)
     spaces.write(SPACE, [StoredDocument(Document(f"t{i}", "did:plc:ranking00000000000000000", text, source=src,
                                                  created_ms=i)) for i, (src, text) in enumerate(turns)])
     yield spaces
@@ -95,7 +95,7 @@ def test_search_gives_a_memory_the_context_of_the_one_before_it_from_the_same_so
 def test_search_without_any_context_is_the_engines_own_answer(tmp_path: Path) -> None:
     spaces = Collections(tmp_path)
     try:
-        spaces.ensure_space(SPACE)
+        spaces.ensure_collection(SPACE)
         spaces.write(SPACE, [StoredDocument(Document(f"d{i}", "did:plc:ranking00000000000000000", text, created_ms=i))
                              for i, text in enumerate(["red apples", "green apples", "apple pie recipe", "pears"])])
         index = spaces.index(SPACE)

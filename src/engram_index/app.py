@@ -133,7 +133,7 @@ def create_app(
         if app.state.supermemory_pipeline is not None:
             app.state.supermemory_pipeline.start()
         # Only the garden.engram spaces: other faces keep collections of their own in the same store.
-        for uri in filter(is_space_uri, app.state.spaces.store.spaces()):
+        for uri in filter(is_space_uri, app.state.spaces.store.collections()):
             try:
                 app.state.spaces.index_if_loaded(uri)
             except Exception:

@@ -16,7 +16,7 @@ from engram_index.engine.keyword import KeywordIndex
 from engram_index.engine.search import SpaceIndex, decode_vector
 from engram_index.engine.vector import VectorIndex
 from engram_index.errors import StorageError
-from engram_index.store.base import Change, SpaceInfo, RecordStore
+from engram_index.store.base import Change, CollectionInfo, RecordStore
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger("engram_index.collections")
@@ -26,12 +26,12 @@ class Closing(Exception):
     """A background load stopped because the data directory is closing."""
 
 
-def vectors_path(data_dir: Path, info: SpaceInfo) -> Path:
+def vectors_path(data_dir: Path, info: CollectionInfo) -> Path:
     """Where a collection's saved vectors live (for read-only processes to map)."""
     return data_dir / "spaces" / str(info.id) / "vectors"
 
 
-def load_index(store: RecordStore, data_dir: Path, info: SpaceInfo, *, read_only: bool, locked: bool,
+def load_index(store: RecordStore, data_dir: Path, info: CollectionInfo, *, read_only: bool, locked: bool,
                stopping: threading.Event, progress: Progress | None) -> SpaceIndex:
     """A collection's index built from its records and its keyword files.
 
@@ -91,7 +91,7 @@ def load_index(store: RecordStore, data_dir: Path, info: SpaceInfo, *, read_only
     return index
 
 
-def build_next(store: RecordStore, info: SpaceInfo) -> VectorIndex:
+def build_next(store: RecordStore, info: CollectionInfo) -> VectorIndex:
     """The vectors of every live record for the model a collection moves to, from the store."""
     assert info.next_model is not None
     shadow = VectorIndex(info.next_model.dims)

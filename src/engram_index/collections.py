@@ -1,4 +1,4 @@
-"""The spaces of one data directory: the record store and each space's index, kept in step.
+"""The collections of one data directory: the record store and each collection's index, kept in step.
 
 A write is acknowledged once SQLite has committed it; the index is updated right after, and a
 background thread commits keyword writes every `commit_interval` seconds so that they become
@@ -26,7 +26,7 @@ from engram_index.engine.vector import VectorIndex
 from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
 from engram_index.errors import IndexLoading, StorageError
 from engram_index.heap import Trimmer
-from engram_index.store.base import (RecordStore, SharedStore, SpaceInfo, Statement, StoredDocument,
+from engram_index.store.base import (RecordStore, SharedStore, CollectionInfo, Statement, StoredDocument,
                                      WriteResult)
 from engram_index.store.opening import open_store
 from engram_index.store.sqlite import PAGE_SIZE, Store
@@ -55,14 +55,14 @@ def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
 
 
 class Collections(Compaction):
-    """Every space of a data directory, opened lazily, with a background committer."""
+    """Every collection of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
                  lock: bool = True, store: str | None = None, search_threads: int = SEARCH_THREADS) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
-        every space's keyword index must already have caught up with its records. Read-only
+        every collection's keyword index must already have caught up with its records. Read-only
         without the lock: a one-off reader beside the process that owns the directory (SQLite's
         WAL and tantivy's committed segments both let a reader in while a writer works). `store`: a
         postgresql:// URL whose records this directory caches (None: its own SQLite file).
@@ -82,11 +82,11 @@ class Collections(Compaction):
                         self.store.path, self.store.page_size() // 1024, data_dir)
         self.searches = SearchPool(search_threads)
         self._indexes: dict[str, SpaceIndex] = {}
-        # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
+        # While a collection moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
         self._loading: set[str] = set()
         self._loaders: set[threading.Thread] = set()  # background loads, joined by close()
-        self._space_locks: dict[str, threading.RLock] = {}
+        self._collection_locks: dict[str, threading.RLock] = {}
         self._last_write: dict[str, float] = {}
         # Told how long each acknowledged write waited to become searchable (the service's metrics).
         self.on_searchable: Callable[[float], None] | None = None
@@ -111,18 +111,18 @@ class Collections(Compaction):
         """The PostgreSQL store these collections cache (None: the data directory's own SQLite)."""
         return self.store if self.store_url is not None else None
 
-    # -- spaces ---------------------------------------------------------------------------
+    # -- collections ---------------------------------------------------------------------------
 
-    def ensure_space(
+    def ensure_collection(
         self,
         uri: str,
         model: ModelIdentity | None = None,
         document_prefix: str | None = None,
         query_prefix: str | None = None,
-    ) -> SpaceInfo:
-        """Create or update a space's declaration."""
-        with self._space_lock(uri):
-            info = self.store.ensure_space(uri, model, document_prefix, query_prefix)
+    ) -> CollectionInfo:
+        """Create or update a collection's declaration."""
+        with self._collection_lock(uri):
+            info = self.store.ensure_collection(uri, model, document_prefix, query_prefix)
             loaded = self._indexes.get(uri)
             if loaded is not None and loaded.dims != (info.model.dims if info.model else None):
                 # The model's dimensions changed: the loaded vectors are no longer comparable.
@@ -135,40 +135,43 @@ class Collections(Compaction):
         same transaction."""
         if self.read_only:
             raise StorageError("this data directory is open read-only")
-        with self._space_lock(uri):
+        with self._collection_lock(uri):
             index = self._indexes.pop(uri, None)
             self._next.pop(uri, None)
             if index is not None:
                 index.close(save_counts=False)  # its files are deleted below
-            space_id = self.store.drop_space(uri, also)
+            space_id = self.store.drop_collection(uri, also)
             self._last_write.pop(uri, None)
             if space_id is not None:
                 shutil.rmtree(self.data_dir / "spaces" / str(space_id), ignore_errors=True)
 
-    def info(self, uri: str) -> SpaceInfo:
-        """The store's view of a space (UnknownSpace when absent)."""
-        return self.store.space(uri)
+    # The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
+    ensure_space = ensure_collection
 
-    def _space_lock(self, uri: str) -> threading.RLock:
-        """The lock that orders a space's writes, its loading and its index swaps.
+    def info(self, uri: str) -> CollectionInfo:
+        """The store's view of a collection (UnknownSpace when absent)."""
+        return self.store.collection(uri)
+
+    def _collection_lock(self, uri: str) -> threading.RLock:
+        """The lock that orders a collection's writes, its loading and its index swaps.
 
         Holding it from the store's commit to the index's apply keeps the index applying
         changes in sequence order, and no write is ever committed but not yet applied while
         a load or a compaction reads the change log.
         """
         with self._lock:
-            return self._space_locks.setdefault(uri, threading.RLock())
+            return self._collection_locks.setdefault(uri, threading.RLock())
 
     def index(self, uri: str, progress: Progress | None = None) -> SpaceIndex:
-        """The space's index, loading it (and catching up on missed writes) on first use."""
+        """The collection's index, loading it (and catching up on missed writes) on first use."""
         index = self._indexes.get(uri)
         if index is not None:
             return index
-        self.store.space(uri)  # UnknownSpace before any lock is made for it
-        with self._space_lock(uri):
+        self.store.collection(uri)  # UnknownSpace before any lock is made for it
+        with self._collection_lock(uri):
             index = self._indexes.get(uri)
             if index is None:
-                info = self.store.space(uri)
+                info = self.store.collection(uri)
                 index = load_index(self.store, self.data_dir, info, read_only=self.read_only,
                                    locked=self._dir_lock is not None, stopping=self._stop, progress=progress)
                 if info.next_model is not None:
@@ -178,15 +181,15 @@ class Collections(Compaction):
         return index
 
     def loaded(self, uri: str) -> SpaceIndex | None:
-        """The space's index if it is loaded, else None (nothing is started)."""
+        """The collection's index if it is loaded, else None (nothing is started)."""
         return self._indexes.get(uri)
 
     def index_if_loaded(self, uri: str) -> SpaceIndex:
-        """The space's index if loaded; else start loading it in the background and say so."""
+        """The collection's index if loaded; else start loading it in the background and say so."""
         index = self._indexes.get(uri)
         if index is not None:
             return index
-        info = self.store.space(uri)
+        info = self.store.collection(uri)
         with self._lock:
             if uri not in self._loading and not self._stop.is_set():
                 self._loading.add(uri)
@@ -196,7 +199,7 @@ class Collections(Compaction):
         raise IndexLoading(f"the index of {uri} is loading")
 
     def _load_background(self, uri: str) -> None:
-        """Load a space's index off the request path, logging progress every few seconds."""
+        """Load a collection's index off the request path, logging progress every few seconds."""
         last = [time.monotonic()]
 
         def report(space: str, done: int, total: int) -> None:
@@ -231,10 +234,10 @@ class Collections(Compaction):
         """Writes to several collections (and `also`) in one transaction, then applied to each loaded index."""
         if self.read_only:
             raise StorageError("this data directory is open read-only")
-        infos = [self.store.space(uri) for uri, _, _ in writes]
+        infos = [self.store.collection(uri) for uri, _, _ in writes]
         with ExitStack() as held:
             for uri in sorted({uri for uri, _, _ in writes}):  # one order for every caller: no deadlock
-                held.enter_context(self._space_lock(uri))
+                held.enter_context(self._collection_lock(uri))
             results = self.store.write_many([(info.id, puts, deletes) for info, (_, puts, deletes)
                                              in zip(infos, writes)], also)
             acknowledged = time.monotonic()
@@ -259,7 +262,7 @@ class Collections(Compaction):
     # -- other nodes' writes ----------------------------------------------------------------------
 
     def _apply_since(self, uri: str, index: SpaceIndex, space_id: int) -> int:
-        """Apply every change after the index's sequence (the space's lock held); how many."""
+        """Apply every change after the index's sequence (the collection's lock held); how many."""
         applied = 0
         for batch in self.store.changes_since(space_id, index.seq):
             index.apply(((c.ord, c.document) for c in batch), batch[-1].seq)
@@ -273,7 +276,7 @@ class Collections(Compaction):
 
     def refresh(self, uri: str) -> int:
         """Bring a loaded index up to the store's latest sequence (other nodes' writes); changes applied."""
-        with self._space_lock(uri):
+        with self._collection_lock(uri):
             index, space_id = self._indexes.get(uri), self._ids.get(uri)
             if index is None or space_id is None:
                 return 0
@@ -300,21 +303,21 @@ class Collections(Compaction):
     # -- moving to a new model ----------------------------------------------------------------
 
     def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
-        """Declare (or clear) the model a space moves to; its vectors are kept ready beside the index."""
-        with self._space_lock(uri):
+        """Declare (or clear) the model a collection moves to; its vectors are kept ready beside the index."""
+        with self._collection_lock(uri):
             self.store.set_next_model(uri, model)
             self._next.pop(uri, None)
             if model is not None and uri in self._indexes:
-                self._next[uri] = build_next(self.store, self.store.space(uri))
+                self._next[uri] = build_next(self.store, self.store.collection(uri))
 
     def switch_model(self, uri: str) -> None:
-        """Make the model a space was moving to its model, swapping the vectors in without a reload.
+        """Make the model a collection was moving to its model, swapping the vectors in without a reload.
 
         The store's promotion and the swap happen while the index is held exclusively, so every
         search runs on one model's vectors or the other's, never a mix, and none waits for a load.
         """
-        with self._space_lock(uri):
-            info = self.store.space(uri)
+        with self._collection_lock(uri):
+            info = self.store.collection(uri)
             if info.next_model is None:
                 raise StorageError(f"{uri} is not moving to another model")
             index = self._indexes.get(uri)
@@ -341,7 +344,7 @@ class Collections(Compaction):
         return committed
 
     def _save_due_counts(self) -> None:
-        """Write the term counts of the spaces where a save is due, copied while writes wait."""
+        """Write the term counts of the collections where a save is due, copied while writes wait."""
         # Not during a compaction, which swaps the directory they are written into.
         if not self._compaction_lock.acquire(blocking=False):
             return
@@ -372,21 +375,21 @@ class Collections(Compaction):
     # -- reads ------------------------------------------------------------------------------
 
     def search(self, uri: str, req: SearchRequest) -> SearchResult:
-        """Search a space (loading its index first when needed) on the search pool, within its deadline."""
+        """Search a collection (loading its index first when needed) on the search pool, within its deadline."""
         return self.searches.run_sync(self.index(uri).search, req)
 
     def catch_up(self) -> None:
-        """Load every space (replaying what its keyword index missed), compact where due, and save
-        each space's vectors for read-only processes to map."""
-        for uri in self.store.spaces():
+        """Load every collection (replaying what its keyword index missed), compact where due, and save
+        each collection's vectors for read-only processes to map."""
+        for uri in self.store.collections():
             self.index(uri)
         self.maintain()
-        for uri in self.store.spaces():
-            with self._space_lock(uri):
+        for uri in self.store.collections():
+            with self._collection_lock(uri):
                 index = self.index(uri)
                 index.save_counts()
                 if index.vectors is not None:
-                    index.vectors.save(vectors_path(self.data_dir, self.store.space(uri)), index.seq)
+                    index.vectors.save(vectors_path(self.data_dir, self.store.collection(uri)), index.seq)
 
     def close(self) -> None:
         """Stop the committer, commit everything and close the store."""

@@ -40,11 +40,11 @@ class Compaction:
         def index(self, uri: str) -> SpaceIndex:
             """The collection's index, loaded when needed (Collections')."""
 
-        def _space_lock(self, uri: str) -> threading.RLock:
+        def _collection_lock(self, uri: str) -> threading.RLock:
             """The lock ordering the collection's writes and index swaps (Collections')."""
 
     def compact(self, uri: str) -> None:
-        """Rebuild a space's keyword index as one segment, then swap it in.
+        """Rebuild a collection's keyword index as one segment, then swap it in.
 
         Each segment adds a fixed cost to every query term, and incremental commits leave
         many small ones that tantivy merges only down to about eight per size level. The
@@ -57,7 +57,7 @@ class Compaction:
     def _compact_locked(self, uri: str) -> None:
         """Build, catch up and swap in the compacted copy (the caller holds the compaction lock)."""
         index = self.index(uri)
-        info = self.store.space(uri)
+        info = self.store.collection(uri)
         path = index.keyword.path
         if path is None:
             return
@@ -72,7 +72,7 @@ class Compaction:
         # writes after the snapshot are counted in memory below and saved later, or counted
         # again from the records after a crash.
         fresh.save_counts(snapshot)
-        with self._space_lock(uri), index.exclusive():
+        with self._collection_lock(uri), index.exclusive():
             for batch in self.store.changes_since(info.id, snapshot):
                 replay(fresh, batch)
             fresh.commit(index.seq)
@@ -84,7 +84,7 @@ class Compaction:
         log.info("compacted the keyword index of %s", uri)
 
     def _due(self, quiet_s: float) -> list[str]:
-        """The spaces whose keyword index has many segments and no write for `quiet_s` seconds."""
+        """The collections whose keyword index has many segments and no write for `quiet_s` seconds."""
         if self.read_only:
             return []
         now = time.monotonic()
@@ -96,7 +96,7 @@ class Compaction:
         ]
 
     def maintain(self, quiet_s: float = 0.0) -> list[str]:
-        """Compact the keyword index of every space with many segments and no recent writes."""
+        """Compact the keyword index of every collection with many segments and no recent writes."""
         done = []
         for uri in self._due(quiet_s):
             with self._compaction_lock:

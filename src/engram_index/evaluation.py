@@ -80,7 +80,7 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="engram-eval-") as tmp:
         spaces = Collections(Path(tmp), store=store)
         try:
-            spaces.ensure_space(EVAL_SPACE, MINILM)
+            spaces.ensure_collection(EVAL_SPACE, MINILM)
             batch = [
                 StoredDocument(
                     Document(

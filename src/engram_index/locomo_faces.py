@@ -76,7 +76,7 @@ def import_garden(data: Path, conversations: list[Conversation], embedder: Embed
     try:
         for conv in conversations:
             uri = space_uri(conv.name)
-            spaces.ensure_space(uri, embedder.identity if embedder is not None else None)
+            spaces.ensure_collection(uri, embedder.identity if embedder is not None else None)
             with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8", delete=False) as fh:
                 for t in conv.turns:
                     fh.write(json.dumps({"rkey": rkey_of(t.dia_id), "text": t.text, "createdAt": iso(t.date_ms),

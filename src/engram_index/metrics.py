@@ -185,7 +185,7 @@ def observe_lag(seconds: float) -> None:
 
 def set_loaded(spaces: Any) -> None:
     """Set the collection gauges from a `Collections` (what this process has loaded)."""
-    names = spaces.store.spaces()
+    names = spaces.store.collections()
     loaded = [index for index in map(spaces.loaded, names) if index is not None]
     COLLECTIONS.set(len(names))
     COLLECTIONS_LOADED.set(len(loaded))

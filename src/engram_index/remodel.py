@@ -23,7 +23,7 @@ from engram_index.collections import Collections
 from engram_index.embed.base import Embedder
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import ModelMismatch, UnknownSpace
-from engram_index.store.sqlite import SpaceInfo, StoredDocument
+from engram_index.store.sqlite import CollectionInfo, StoredDocument
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def describe(model: ModelIdentity | None) -> str:
     return "no model" if model is None else f"{model.model} ({model.digest}, {model.dims} dimensions)"
 
 
-def check_model(info: SpaceInfo, model: ModelIdentity | None) -> None:
+def check_model(info: CollectionInfo, model: ModelIdentity | None) -> None:
     """Refuse (ModelMismatch) a query vector of `model` for a collection of another model."""
     if info.model != model:
         raise ModelMismatch(f"the collection {info.uri} holds vectors of {describe(info.model)}; this server"
@@ -43,7 +43,7 @@ def check_model(info: SpaceInfo, model: ModelIdentity | None) -> None:
 
 
 def declare_model(collections: Collections, uri: str, embedder: Embedder | None,
-                  text_of: Callable[[Document], str] = lambda doc: doc.text) -> SpaceInfo:
+                  text_of: Callable[[Document], str] = lambda doc: doc.text) -> CollectionInfo:
     """Create the collection with the embedder's model, or re-embed an existing one of another model.
 
     `text_of` gives the text a stored document was embedded from. Without an embedder the
@@ -53,21 +53,21 @@ def declare_model(collections: Collections, uri: str, embedder: Embedder | None,
     try:
         info = collections.info(uri)
     except UnknownSpace:
-        return collections.ensure_space(uri, model)
+        return collections.ensure_collection(uri, model)
     if embedder is None or info.model == model:
         return info
     if info.model is None and collections.store.count(info.id) == 0:
-        return collections.ensure_space(uri, model)
+        return collections.ensure_collection(uri, model)
     return reembed(collections, uri, embedder, text_of)
 
 
 def reembed(collections: Collections, uri: str, embedder: Embedder,
-            text_of: Callable[[Document], str] = lambda doc: doc.text) -> SpaceInfo:
+            text_of: Callable[[Document], str] = lambda doc: doc.text) -> CollectionInfo:
     """Embed every live document again with `embedder` as the collection's next model, then switch."""
     model = embedder.identity
     # The collection's own lock, held for the whole move: a face's write in between would carry no
     # vector of the new model (it reenters this lock, so it simply waits).
-    with collections._space_lock(uri):
+    with collections._collection_lock(uri):
         before = collections.info(uri)
         if before.model == model:  # moved meanwhile (the face's first write and its opening both ask)
             return before
@@ -102,7 +102,7 @@ def reembed_all(collections: Collections, prefix: str, embedder: Embedder | None
     embedder's (None when there is none to move)."""
     if embedder is None:
         return None
-    stale = [uri for uri in collections.store.spaces() if uri.startswith(prefix)
+    stale = [uri for uri in collections.store.collections() if uri.startswith(prefix)
              and collections.info(uri).model not in (None, embedder.identity)]
     if not stale:
         return None

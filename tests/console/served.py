@@ -49,7 +49,7 @@ def fill(data: Path) -> None:
     embedder = HashingEmbedder(DIMS)
     spaces = Collections(data)
     try:
-        spaces.ensure_space(SPACE, embedder.identity)
+        spaces.ensure_collection(SPACE, embedder.identity)
         lines = data / "notes.jsonl"
         with open(lines, "w", encoding="utf-8") as fh:
             for i, (text, tags) in enumerate(MEMORIES):

@@ -76,8 +76,8 @@ def serve_engram(data: Path) -> Iterator[Served]:
     """A data directory with a space of RECORDS memories and one without a model, served."""
     spaces = Collections(data)
     try:
-        spaces.ensure_space(SPACE, ModelIdentity(*MODEL))
-        spaces.ensure_space(BARE)
+        spaces.ensure_collection(SPACE, ModelIdentity(*MODEL))
+        spaces.ensure_collection(BARE)
         import_jsonl(spaces, SPACE, write_file(data / "fuzz.jsonl", RECORDS))
         import_jsonl(spaces, BARE, write_file(data / "bare.jsonl", 20))
     finally:

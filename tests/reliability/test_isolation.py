@@ -76,7 +76,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[
     store = Collections(data)
     try:
         for s in spaces:
-            store.ensure_space(s.uri, MODEL)
+            store.ensure_collection(s.uri, MODEL)
             store.write(s.uri, [StoredDocument(d) for d in s.docs.values()])
     finally:
         store.close()

@@ -27,21 +27,21 @@ def put(i: int, text: str = "t", **kw: object) -> StoredDocument:
 @pytest.fixture
 def store(tmp_path: Path, store_url: str | None) -> Iterator[RecordStore]:
     opened = open_store(tmp_path, store_url)
-    opened.ensure_space(URI, ModelIdentity("m", "d", 4), "doc: ", "query: ")
+    opened.ensure_collection(URI, ModelIdentity("m", "d", 4), "doc: ", "query: ")
     yield opened
     opened.close()
 
 
 def test_an_unknown_space_is_an_error_and_a_declared_one_round_trips(store: RecordStore) -> None:
     with pytest.raises(UnknownSpace):
-        store.space("at://did:plc:zzz/space/garden.engram.space/none")
-    info = store.space(URI)
+        store.collection("at://did:plc:zzz/space/garden.engram.space/none")
+    info = store.collection(URI)
     assert (info.model, info.document_prefix, info.query_prefix) == (ModelIdentity("m", "d", 4), "doc: ", "query: ")
-    assert store.spaces() == [URI]
+    assert store.collections() == [URI]
 
 
 def test_writes_assign_dense_ordinals_and_one_sequence_per_batch(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     first = store.write(sid, [put(0), put(1)])
     second = store.write(sid, [put(2)])
     assert [c.ord for c in first.changes] == [0, 1] and first.seq == 1
@@ -49,22 +49,22 @@ def test_writes_assign_dense_ordinals_and_one_sequence_per_batch(store: RecordSt
 
 
 def test_rewriting_the_same_content_changes_nothing(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0, tags=("a",))])
     again = store.write(sid, [put(0, tags=("a",), indexed_ms=99)])
-    assert again.changes == [] and again.unchanged == 1 and store.space(URI).seq == 1
+    assert again.changes == [] and again.unchanged == 1 and store.collection(URI).seq == 1
 
 
 def test_the_same_id_twice_in_one_batch_keeps_one_ordinal_and_the_last_content(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     result = store.write(sid, [put(0, "a"), put(0, "b")])
     assert [c.ord for c in result.changes] == [0, 0]
     found = store.document_by_id(sid, "d0")
-    assert found is not None and found[1].text == "b" and store.space(URI).next_ord == 1
+    assert found is not None and found[1].text == "b" and store.collection(URI).next_ord == 1
 
 
 def test_replacing_keeps_the_ordinal_and_deleting_leaves_a_tombstone_in_the_log(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0), put(1)])
     store.write(sid, [put(0, "new")], deletes=["d1", "never-there"])
     changes = [c for batch in store.changes_since(sid, 1) for c in batch]
@@ -73,7 +73,7 @@ def test_replacing_keeps_the_ordinal_and_deleting_leaves_a_tombstone_in_the_log(
 
 
 def test_changes_since_pages_through_everything_after_a_sequence(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(i) for i in range(5)])
     store.write(sid, [put(i) for i in range(5, 9)])
     pages = list(store.changes_since(sid, 0, batch=3))
@@ -83,7 +83,7 @@ def test_changes_since_pages_through_everything_after_a_sequence(store: RecordSt
 
 
 def test_documents_round_trip_every_field(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     doc = Document(id="x", author="did:plc:q", text="héllo 🌍", tags=("a", "b"), source="src",
                    created_ms=1_764_000_000_000, indexed_ms=6, metadata={"cid": "bafy", "n": [1, 2]},
                    vector=b"\x00\x3c" * 4, next_vector=b"\x01" * 8)
@@ -94,7 +94,7 @@ def test_documents_round_trip_every_field(store: RecordStore) -> None:
 
 
 def test_recent_pages_newest_first_by_keyset_with_author_tag_and_vector_filters(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(i, created_ms=i // 2, tags=("even",) if i % 2 == 0 else ("odd", "x y"),
                           vector=b"\x00\x3c" * 4 if i < 3 else None) for i in range(6)])
     ids = [d.id for _, d in store.recent(sid, 10)]
@@ -107,18 +107,18 @@ def test_recent_pages_newest_first_by_keyset_with_author_tag_and_vector_filters(
 
 
 def test_skipped_counts_unindexed_vectors_by_author_and_reason(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [StoredDocument(Document(id=f"s{i}", author="did:plc:a", text="t"), "too long") for i in range(3)])
     assert store.skipped(sid) == [("did:plc:a", "too long", 3)]
 
 
 def test_a_move_to_a_new_model_promotes_each_next_vector(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0, vector=b"\x00" * 8, next_vector=b"\x01" * 16), put(1, vector=b"\x00" * 8)])
     store.set_next_model(URI, ModelIdentity("m2", "d2", 8))
-    assert store.space(URI).next_model == ModelIdentity("m2", "d2", 8)
+    assert store.collection(URI).next_model == ModelIdentity("m2", "d2", 8)
     store.promote_next(URI)
-    info = store.space(URI)
+    info = store.collection(URI)
     assert info.model == ModelIdentity("m2", "d2", 8) and info.next_model is None
     docs = store.documents(sid, [0, 1])
     assert docs[0].vector == b"\x01" * 16 and docs[1].vector is None
@@ -126,18 +126,18 @@ def test_a_move_to_a_new_model_promotes_each_next_vector(store: RecordStore) -> 
 
 
 def test_a_failing_statement_rolls_the_whole_write_back(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.execute([("CREATE TABLE t_once (k TEXT PRIMARY KEY)", ())])
     store.write(sid, [put(0)], also=[("INSERT INTO t_once(k) VALUES (?)", ("a",))])
     with pytest.raises(Exception):
         store.write(sid, [put(1)], also=[("INSERT INTO t_once(k) VALUES (?)", ("a",))])
-    assert store.count(sid) == 1 and store.space(URI).seq == 1
+    assert store.count(sid) == 1 and store.collection(URI).seq == 1
     assert store.query("SELECT k FROM t_once") == [("a",)]
 
 
 def test_write_many_commits_several_collections_together(store: RecordStore) -> None:
-    other = store.ensure_space("supermemory:n:chunks")
-    sid = store.space(URI).id
+    other = store.ensure_collection("supermemory:n:chunks")
+    sid = store.collection(URI).id
     results = store.write_many([(sid, [put(0)], []), (other.id, [put(0), put(1)], [])])
     assert [r.seq for r in results] == [1, 1]
     assert store.count(sid) == 1 and store.count(other.id) == 2
@@ -145,14 +145,14 @@ def test_write_many_commits_several_collections_together(store: RecordStore) -> 
 
 def test_a_nul_character_is_kept_by_sqlite_and_refused_as_bad_input_by_postgresql(
         store: RecordStore, store_url: str | None) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     if store_url is None:
         store.write(sid, [put(0, "a\x00b")])
         assert store.documents(sid, [0])[0].text == "a\x00b"
     else:
         with pytest.raises(InvalidInput, match="NUL"):
             store.write(sid, [put(0, "a\x00b")])
-        assert store.count(sid) == 0 and store.space(URI).seq == 0
+        assert store.count(sid) == 0 and store.collection(URI).seq == 0
 
 
 def test_a_duplicate_key_from_a_racing_writer_is_a_retryable_503_on_postgresql(
@@ -164,11 +164,11 @@ def test_a_duplicate_key_from_a_racing_writer_is_a_retryable_503_on_postgresql(
 
 
 def test_dropping_a_space_removes_its_records(store: RecordStore) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0)])
-    assert store.drop_space(URI) == sid and store.drop_space(URI) is None
+    assert store.drop_collection(URI) == sid and store.drop_collection(URI) is None
     with pytest.raises(UnknownSpace):
-        store.space(URI)
+        store.collection(URI)
 
 
 def test_faces_sql_reads_alike_upserts_blobs_json_and_booleans(store: RecordStore) -> None:
@@ -217,7 +217,7 @@ def test_keys_are_kept_hashed_and_revocable_on_either_store(tmp_path: Path, stor
 def test_a_collection_written_and_reopened_is_searchable_from_its_records(tmp_path: Path, store_url: str | None) -> None:
     data = tmp_path / "data"
     spaces = Collections(data, store=store_url)
-    spaces.ensure_space(URI)
+    spaces.ensure_collection(URI)
     spaces.write(URI, [put(0, "the quick brown fox"), put(1, "lazy dogs sleep")])
     assert [h.document.id for h in spaces.search(URI, SearchRequest(q="fox", mode="keyword")).hits] == ["d0"]
     spaces.close()

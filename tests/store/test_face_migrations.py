@@ -55,7 +55,7 @@ def test_a_store_made_before_the_sync_tables_were_the_garden_faces_opens_with_it
                        " ORDER BY name") == old_tables  # unchanged, not made again
     assert state.spaces() == [(URI, None, 0)]
     assert state.position(URI, REPO) is not None and state.paths(URI, REPO) == {"garden.engram.memory/r0": "bafycid"}
-    info = store.space(URI)
+    info = store.collection(URI)
     assert store.document_by_id(info.id, MEMORY) is not None
     store.close()
     reopened = Store(path)
@@ -84,11 +84,11 @@ def test_every_faces_migrations_run_once_on_either_store(store: RecordStore) -> 
 
 
 def test_dropping_a_collection_runs_the_faces_statements_in_its_transaction(store: RecordStore) -> None:
-    info = store.ensure_space(URI, ModelIdentity("m", "d", 4))
+    info = store.ensure_collection(URI, ModelIdentity("m", "d", 4))
     store.write(info.id, [StoredDocument(Document(id=MEMORY, author=REPO, text="t"))])
     state = SyncState(store)
     store.execute(state.advance(URI, REPO, "rev1", b"\x01", {"garden.engram.memory/r0": PathChange("cid")}, 1))
-    assert store.drop_space(URI, state.forget_space(URI)) == info.id
+    assert store.drop_collection(URI, state.forget_space(URI)) == info.id
     assert state.repos(URI) == [] and state.paths(URI, REPO) == {}
 
 

@@ -45,7 +45,7 @@ def test_the_supermemory_sdk_adds_a_document_and_finds_its_memory(tmp_path: Path
 def test_garden_engram_search_answers_from_records_written_to_the_store(tmp_path: Path, store_url: str | None) -> None:
     data = tmp_path / "data"
     spaces = Collections(data, store=store_url)
-    spaces.ensure_space(SPACE)
+    spaces.ensure_collection(SPACE)
     spaces.write(SPACE, [StoredDocument(Document(
         id=f"{SPACE}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a", text=text,
         created_ms=1_700_000_000_000 + i, metadata={"cid": "bafyreiexample"}))

@@ -37,7 +37,7 @@ def eventually(check: Callable[[], bool], within_s: float = 30.0) -> bool:
 def nodes(tmp_path: Path, postgres_server: object) -> Iterator[tuple[Collections, Collections]]:
     url = postgres_server.database()  # type: ignore[attr-defined]
     first = Collections(tmp_path / "node-a", store=url)
-    first.ensure_space(URI)
+    first.ensure_collection(URI)
     second = Collections(tmp_path / "node-b", store=url)
     first.index(URI), second.index(URI)
     yield first, second

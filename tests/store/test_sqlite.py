@@ -19,23 +19,23 @@ def put(i: int, text: str = "t", **kw: object) -> StoredDocument:
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     s = Store(tmp_path / "records.sqlite")
-    s.ensure_space(URI, ModelIdentity("m", "d", 4), "doc: ", "query: ")
+    s.ensure_collection(URI, ModelIdentity("m", "d", 4), "doc: ", "query: ")
     return s
 
 
 def test_unknown_space_is_an_error(store: Store) -> None:
     with pytest.raises(UnknownSpace):
-        store.space("at://did:plc:zzz/space/garden.engram.space/none")
+        store.collection("at://did:plc:zzz/space/garden.engram.space/none")
 
 
 def test_space_declaration_round_trips(store: Store) -> None:
-    info = store.space(URI)
+    info = store.collection(URI)
     assert info.model == ModelIdentity("m", "d", 4)
     assert (info.document_prefix, info.query_prefix) == ("doc: ", "query: ")
 
 
 def test_writes_assign_dense_ordinals_and_one_sequence_per_batch(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     first = store.write(sid, [put(0), put(1)])
     second = store.write(sid, [put(2)])
     assert [c.ord for c in first.changes] == [0, 1] and first.seq == 1
@@ -43,15 +43,15 @@ def test_writes_assign_dense_ordinals_and_one_sequence_per_batch(store: Store) -
 
 
 def test_rewriting_the_same_content_changes_nothing(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0, tags=("a",))])
     again = store.write(sid, [put(0, tags=("a",), indexed_ms=99)])
     assert again.changes == [] and again.unchanged == 1
-    assert store.space(URI).seq == 1
+    assert store.collection(URI).seq == 1
 
 
 def test_replacing_keeps_the_ordinal_and_deleting_leaves_a_tombstone_in_the_log(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0), put(1)])
     store.write(sid, [put(0, "new")], deletes=["d1"])
     changes = [c for batch in store.changes_since(sid, 1) for c in batch]
@@ -61,7 +61,7 @@ def test_replacing_keeps_the_ordinal_and_deleting_leaves_a_tombstone_in_the_log(
 
 
 def test_changes_since_pages_through_everything_after_a_sequence(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(i) for i in range(5)])
     store.write(sid, [put(i) for i in range(5, 9)])
     pages = list(store.changes_since(sid, 0, batch=3))
@@ -71,7 +71,7 @@ def test_changes_since_pages_through_everything_after_a_sequence(store: Store) -
 
 
 def test_documents_round_trip_every_field(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     doc = Document(id="x", author="did:plc:q", text="héllo", tags=("a", "b"), source="src",
                    created_ms=5, indexed_ms=6, metadata={"cid": "bafy"}, vector=b"\x00\x3c" * 4)
     store.write(sid, [StoredDocument(doc)])
@@ -80,11 +80,11 @@ def test_documents_round_trip_every_field(store: Store) -> None:
 
 
 def test_a_reopened_store_keeps_everything(store: Store, tmp_path: Path) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0)])
     store.close()
     again = Store(tmp_path / "records.sqlite")
-    assert again.count(sid) == 1 and again.space(URI).seq == 1
+    assert again.count(sid) == 1 and again.collection(URI).seq == 1
 
 
 def test_paging_the_change_log_seeks_the_index_instead_of_scanning(store: Store) -> None:
@@ -99,7 +99,7 @@ def listed(store: Store, sid: int, limit: int = 100, **kw: object) -> list[str]:
 
 
 def test_recent_lists_live_documents_newest_first_then_by_id_descending(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0, created_ms=5), put(1, created_ms=7), put(2, created_ms=7), put(3, created_ms=1)])
     store.write(sid, [], deletes=["d3"])
     assert listed(store, sid) == ["d2", "d1", "d0"]
@@ -110,7 +110,7 @@ def test_recent_lists_live_documents_newest_first_then_by_id_descending(store: S
 
 
 def test_recent_filters_by_author_every_tag_and_having_a_vector(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [
         put(0, tags=("a", "b"), created_ms=1, vector=b"\0" * 8),
         put(1, tags=("a",), created_ms=2),
@@ -127,7 +127,7 @@ def test_recent_filters_by_author_every_tag_and_having_a_vector(store: Store) ->
 
 
 def test_listing_pages_seek_the_creation_time_index(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     seen: list[str] = []
     conn = store._reader()
     conn.set_trace_callback(seen.append)
@@ -139,7 +139,7 @@ def test_listing_pages_seek_the_creation_time_index(store: Store) -> None:
 
 
 def test_skipped_counts_live_documents_by_author_and_reason(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     other = Document(id="d9", author="did:plc:b", text="t")
     store.write(sid, [
         StoredDocument(put(0).document, skip_reason="model mismatch"),
@@ -172,8 +172,8 @@ def test_a_new_store_uses_pages_large_enough_for_a_memory_with_its_vector(tmp_pa
 def test_a_store_made_with_small_pages_still_opens_and_keeps_its_pages(old_data_dir: Path) -> None:
     path = old_data_dir / "records.sqlite"
     store = Store(path)
-    store.ensure_space(URI, ModelIdentity("m", "d", 4))
-    sid = store.space(URI).id
+    store.ensure_collection(URI, ModelIdentity("m", "d", 4))
+    sid = store.collection(URI).id
     store.write(sid, [put(0, "kept")])
     assert store.documents(sid, [0])[0].text == "kept"
     store.close()
@@ -183,8 +183,8 @@ def test_a_store_made_with_small_pages_still_opens_and_keeps_its_pages(old_data_
 def test_repacking_a_store_with_small_pages_moves_it_to_large_pages_and_keeps_everything(old_data_dir: Path) -> None:
     path = old_data_dir / "records.sqlite"
     store = Store(path)
-    store.ensure_space(URI, ModelIdentity("m", "d", 4))
-    sid = store.space(URI).id
+    store.ensure_collection(URI, ModelIdentity("m", "d", 4))
+    sid = store.collection(URI).id
     store.write(sid, [put(i, f"memory {i} " * 40, vector=bytes(768)) for i in range(300)])
     assert store.page_size() == 4096
     before, after = store.repack()
@@ -198,7 +198,7 @@ def test_repacking_a_store_with_small_pages_moves_it_to_large_pages_and_keeps_ev
 
 
 def test_repacking_a_store_that_already_has_large_pages_changes_nothing(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     store.write(sid, [put(0, "kept")])
     assert store.repack() is None
     assert store.documents(sid, [0])[0].text == "kept"

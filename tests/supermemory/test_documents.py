@@ -277,14 +277,14 @@ def test_a_chunk_vector_pools_its_sentences_vectors_when_memories_are_the_senten
                  "Sea otters use stones as tools."]
     doc_id = add_done(client, ns, " ".join(sentences))
     store = server.app.state.spaces.store
-    chunk = store.document_by_id(store.space(chunks_collection(ns)).id, f"{doc_id}c0")
+    chunk = store.document_by_id(store.collection(chunks_collection(ns)).id, f"{doc_id}c0")
     assert chunk is not None
     embedder = HashingEmbedder(256)
     vectors, weights = embed_weighted(embedder, sentences)
     expected = pool(vectors, weights, 256)
     stored = np.frombuffer(chunk[1].vector or b"", "<f2").astype(np.float32)
     assert np.array_equal(stored, expected.astype("<f2").astype(np.float32))
-    memories = store.space(memories_collection(ns)).id
+    memories = store.collection(memories_collection(ns)).id
     rows = dict(store.query("SELECT memory, id FROM sm_memories WHERE ns=? AND doc_id=?", (ns, doc_id)))
     for text, vector in zip(sentences, vectors):  # each memory's vector is its sentence's, embedded once
         found = store.document_by_id(memories, rows[text])

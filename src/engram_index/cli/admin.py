@@ -35,7 +35,7 @@ def spaces_add(space: str, data: Path) -> None:
     except BadRecord as exc:
         raise click.ClickException(exc.message) from exc
     with open_data(data) as opened:
-        opened.ensure_space(uri)
+        opened.ensure_collection(uri)
         SyncState(opened.store).add_space(uri, int(time.time() * 1000))
     click.echo(f"syncing {uri}")
 

@@ -59,7 +59,7 @@ def dev_network(data: Path, host: str, port: int, query: str, embedder_spec: str
     try:
         opened = Collections(data)
         try:
-            space_list = [s for s in opened.store.spaces() if is_space_uri(s)]
+            space_list = [s for s in opened.store.collections() if is_space_uri(s)]
         finally:
             opened.close()
     except EngramError as exc:

@@ -80,7 +80,7 @@ def import_cmd(
                 identity = embedder.identity
                 console.print(f"the space's model is the embedder's: {identity.model} ({identity.digest},"
                               f" {identity.dims} dims)")
-            spaces.ensure_space(space_uri, identity, document_prefix, query_prefix)
+            spaces.ensure_collection(space_uri, identity, document_prefix, query_prefix)
             with Progress(
                 TextColumn("[bold]importing"), BarColumn(), TaskProgressColumn(),
                 TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[durable]}"),

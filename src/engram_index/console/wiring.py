@@ -29,7 +29,7 @@ def open_spaces(app: Starlette) -> list[str] | None:
     """The garden.engram spaces of an app that checks no credentials (--insecure-open); None when it checks them."""
     if not isinstance(getattr(app.state, "authenticator", None), InsecureOpen):
         return None
-    return sorted(filter(is_space_uri, app.state.spaces.store.spaces()))
+    return sorted(filter(is_space_uri, app.state.spaces.store.collections()))
 
 
 def app_console(app: Starlette, credential: str | None, space_headers: dict[str, str] | None = None) -> Console:

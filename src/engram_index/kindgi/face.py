@@ -34,7 +34,7 @@ class KindgiFace:
         if collections.read_only:
             return cls(keys, None, None, None, None, read_only=True)
         migrate(collections.store)
-        for name in collections.store.spaces():
+        for name in collections.store.collections():
             if name.startswith(SPACE_PREFIX):
                 try:  # load each tenant's index in the background, so that no first retrieve waits for it
                     collections.index_if_loaded(name)

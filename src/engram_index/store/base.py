@@ -19,8 +19,8 @@ Statement = tuple[str, tuple[Any, ...]]
 
 
 @dataclass(frozen=True, slots=True)
-class SpaceInfo:
-    """A space as the store knows it: its id, URI, model and prefixes, and its sequence."""
+class CollectionInfo:
+    """A collection as the store knows it: its id, URI, model and prefixes, and its sequence."""
 
     id: int
     uri: str
@@ -30,6 +30,10 @@ class SpaceInfo:
     seq: int
     next_ord: int
     next_model: ModelIdentity | None = None
+
+
+# The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
+SpaceInfo = CollectionInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,31 +74,31 @@ class RecordStore(Protocol):
     def truncate_log(self, attempts: int = 50) -> bool:
         """Leave no older image of a deleted row in the write-ahead log; False when that could not be done."""
 
-    def ensure_space(
+    def ensure_collection(
         self,
         uri: str,
         model: ModelIdentity | None = None,
         document_prefix: str | None = None,
         query_prefix: str | None = None,
         now_ms: int = 0,
-    ) -> SpaceInfo:
-        """Create the space when new; update its model and prefixes when given."""
+    ) -> CollectionInfo:
+        """Create the collection when new; update its model and prefixes when given."""
 
-    def drop_space(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
-        """Delete a space with every record it has, and run `also` in the same transaction (a face's rows
+    def drop_collection(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
+        """Delete a collection with every record it has, and run `also` in the same transaction (a face's rows
         of it); returns its id (None when absent)."""
 
-    def space(self, uri: str) -> SpaceInfo:
-        """The space with this URI, or UnknownSpace."""
+    def collection(self, uri: str) -> CollectionInfo:
+        """The collection with this URI, or UnknownSpace."""
 
     def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
-        """Declare (or clear) the model a space is moving to."""
+        """Declare (or clear) the model a collection is moving to."""
 
     def promote_next(self, uri: str) -> None:
-        """Switch a space to the model it was moving to."""
+        """Switch a collection to the model it was moving to."""
 
-    def spaces(self) -> list[str]:
-        """The URIs of every space in the store."""
+    def collections(self) -> list[str]:
+        """The URIs of every collection in the store."""
 
     def write(
         self,
@@ -122,7 +126,7 @@ class RecordStore(Protocol):
         """Every document changed after `seq`, in sequence order, in batches (deletes as None)."""
 
     def count(self, space_id: int) -> int:
-        """The number of live documents in the space."""
+        """The number of live documents in the collection."""
 
     def recent(
         self,

@@ -25,7 +25,7 @@ from engram_index.errors import InvalidInput, StorageError, StoreConflict, Store
 from engram_index.store.rows import (
     DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, row_to_document, row_to_space,
 )
-from engram_index.store.base import Change, SpaceInfo, Statement, StoredDocument, WriteResult
+from engram_index.store.base import Change, CollectionInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.dialect import Dialect, parameters
 from engram_index.store.postgres_schema import MIGRATIONS
 
@@ -186,11 +186,11 @@ class PostgresStore(ModelMoves):
             return True
         return self._read(checkpoint)
 
-    # -- spaces -----------------------------------------------------------------------------
+    # -- collections ---------------------------------------------------------------------------
 
-    def ensure_space(self, uri: str, model: ModelIdentity | None = None, document_prefix: str | None = None,
-                     query_prefix: str | None = None, now_ms: int = 0) -> SpaceInfo:
-        """Create the space when new; update its model and prefixes when given."""
+    def ensure_collection(self, uri: str, model: ModelIdentity | None = None, document_prefix: str | None = None,
+                          query_prefix: str | None = None, now_ms: int = 0) -> CollectionInfo:
+        """Create the collection when new; update its model and prefixes when given."""
         def run(conn: psycopg.Connection[Any]) -> None:
             conn.execute("INSERT INTO spaces(uri, created_ms) VALUES (%s, %s) ON CONFLICT (uri) DO NOTHING",
                          (uri, now_ms))
@@ -202,10 +202,10 @@ class PostgresStore(ModelMoves):
             if query_prefix is not None:
                 conn.execute("UPDATE spaces SET query_prefix=%s WHERE uri=%s", (query_prefix, uri))
         self._transaction(run)
-        return self.space(uri)
+        return self.collection(uri)
 
-    def drop_space(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
-        """Delete a space with every record it has, and run `also` in the same transaction (a face's rows
+    def drop_collection(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
+        """Delete a collection with every record it has, and run `also` in the same transaction (a face's rows
         of it); returns its id (None when absent)."""
         def run(conn: psycopg.Connection[Any]) -> int | None:
             row = conn.execute("SELECT id FROM spaces WHERE uri=%s FOR UPDATE", (uri,)).fetchone()
@@ -217,16 +217,22 @@ class PostgresStore(ModelMoves):
             return None if row is None else int(row[0])
         return self._transaction(run)
 
-    def space(self, uri: str) -> SpaceInfo:
-        """The space with this URI, or UnknownSpace."""
+    def collection(self, uri: str) -> CollectionInfo:
+        """The collection with this URI, or UnknownSpace."""
         row = self._read(lambda c: c.execute(_SPACE_SQL, (uri,)).fetchone())
         if row is None:
             raise UnknownSpace(f"space not indexed here: {uri}")
         return row_to_space(row)
 
-    def spaces(self) -> list[str]:
-        """The URIs of every space in the store."""
+    def collections(self) -> list[str]:
+        """The URIs of every collection in the store."""
         return [str(r[0]) for r in self._read(lambda c: c.execute("SELECT uri FROM spaces ORDER BY id").fetchall())]
+
+    # The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
+    ensure_space = ensure_collection
+    drop_space = drop_collection
+    space = collection
+    spaces = collections
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -282,7 +288,7 @@ class PostgresStore(ModelMoves):
             last_seq, last_ord = rows[-1][0], rows[-1][2]
 
     def count(self, space_id: int) -> int:
-        """The number of live documents in the space."""
+        """The number of live documents in the collection."""
         return int(self._read(lambda c: _one(
             c, "SELECT count(*) FROM documents WHERE space_id=%s AND deleted=0", (space_id,)))[0])
 
@@ -339,7 +345,7 @@ class PostgresStore(ModelMoves):
 
 def _write_locked(conn: psycopg.Connection[Any], space_id: int, puts: Sequence[StoredDocument],
                   deletes: Sequence[str]) -> WriteResult:
-    """Apply one batch inside an open transaction, holding the space's row (see sqlite.Store)."""
+    """Apply one batch inside an open transaction, holding the collection's row (see sqlite.Store)."""
     found = conn.execute("SELECT seq, next_ord FROM spaces WHERE id=%s FOR UPDATE", (space_id,)).fetchone()
     if found is None:
         raise StorageError(f"no space with id {space_id}")

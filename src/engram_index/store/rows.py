@@ -1,6 +1,6 @@
 """What both record stores share above their SQL dialect: the rows they read back, and a model move.
 
-The SQLite and PostgreSQL stores keep the same tables, so a document or a space reads back the
+The SQLite and PostgreSQL stores keep the same tables, so a document or a collection reads back the
 same way from either; only placeholders and transactions differ, and stay in each store.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import StorageError
-from engram_index.store.base import SpaceInfo, Statement
+from engram_index.store.base import CollectionInfo, Statement
 
 DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
 DOC_COLUMNS_NO_VECTORS = DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
@@ -29,34 +29,34 @@ def row_to_document(row: Sequence[Any]) -> tuple[int, Document]:
         next_vector=next_vector)
 
 
-def row_to_space(row: Sequence[Any]) -> SpaceInfo:
-    """Turn a row of SPACE_COLUMNS into a SpaceInfo."""
+def row_to_space(row: Sequence[Any]) -> CollectionInfo:
+    """Turn a row of SPACE_COLUMNS into a CollectionInfo."""
     model = ModelIdentity(row[2], row[3], row[4]) if row[2] is not None else None
     next_model = ModelIdentity(row[9], row[10], row[11]) if row[9] is not None else None
-    return SpaceInfo(row[0], row[1], model, row[5], row[6], row[7], row[8], next_model)
+    return CollectionInfo(row[0], row[1], model, row[5], row[6], row[7], row[8], next_model)
 
 
-class _Spaces(Protocol):
+class _CollectionStore(Protocol):
     """What a model move needs of a store."""
 
-    def space(self, uri: str) -> SpaceInfo:
-        """The space with this URI, or UnknownSpace."""
+    def collection(self, uri: str) -> CollectionInfo:
+        """The collection with this URI, or UnknownSpace."""
 
     def execute(self, statements: Sequence[Statement]) -> None:
         """Run statements in one write transaction."""
 
 
 class ModelMoves:
-    """A space's move to another embedding model, in statements either store runs (`?` placeholders)."""
+    """A collection's move to another embedding model, in statements either store runs (`?` placeholders)."""
 
-    def set_next_model(self: _Spaces, uri: str, model: ModelIdentity | None) -> None:
-        """Declare (or clear) the model a space is moving to."""
+    def set_next_model(self: _CollectionStore, uri: str, model: ModelIdentity | None) -> None:
+        """Declare (or clear) the model a collection is moving to."""
         fields = (model.model, model.digest, model.dims) if model else (None, None, None)
         self.execute([("UPDATE spaces SET next_model=?, next_digest=?, next_dims=? WHERE uri=?", (*fields, uri))])
 
-    def promote_next(self: _Spaces, uri: str) -> None:
-        """Switch a space to the model it was moving to: each memory's next vector becomes its vector."""
-        info = self.space(uri)
+    def promote_next(self: _CollectionStore, uri: str) -> None:
+        """Switch a collection to the model it was moving to: each memory's next vector becomes its vector."""
+        info = self.collection(uri)
         if info.next_model is None:
             raise StorageError(f"{uri} is not moving to another model")
         self.execute([

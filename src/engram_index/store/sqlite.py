@@ -1,6 +1,6 @@
-"""The record store: one SQLite database (WAL) holding every space's documents and a change log.
+"""The record store: one SQLite database (WAL) holding every collection's documents and a change log.
 
-Every write bumps the space's sequence number and stamps the rows it touches with it, deletes
+Every write bumps the collection's sequence number and stamps the rows it touches with it, deletes
 included (as tombstones), so an index can replay exactly what changed since the sequence it last
 made durable. Ordinals are dense per space and never reused, so vector rows can be addressed by them.
 """
@@ -20,10 +20,10 @@ from engram_index.errors import StorageError, UnknownSpace
 from engram_index.store.rows import (
     DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, row_to_document, row_to_space,
 )
-from engram_index.store.base import Change, SpaceInfo, Statement, StoredDocument, WriteResult
+from engram_index.store.base import Change, CollectionInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.sqlite_schema import MIGRATIONS, PAGE_SIZE
 
-__all__ = ["PAGE_SIZE", "Change", "SpaceInfo", "Statement", "Store", "StoredDocument", "WriteResult"]
+__all__ = ["PAGE_SIZE", "Change", "CollectionInfo", "Statement", "Store", "StoredDocument", "WriteResult"]
 
 # One page of the change log. A row value, not an OR: SQLite then seeks the (space_id, seq)
 # index (whose entries end with the ordinal) to the page start, instead of scanning from the
@@ -165,17 +165,17 @@ class Store(ModelMoves):
         self._close_readers()
         self._writer.close()
 
-    # -- spaces ---------------------------------------------------------------------------
+    # -- collections ---------------------------------------------------------------------------
 
-    def ensure_space(
+    def ensure_collection(
         self,
         uri: str,
         model: ModelIdentity | None = None,
         document_prefix: str | None = None,
         query_prefix: str | None = None,
         now_ms: int = 0,
-    ) -> SpaceInfo:
-        """Create the space when new; update its model and prefixes when given."""
+    ) -> CollectionInfo:
+        """Create the collection when new; update its model and prefixes when given."""
         with self._write_lock:
             conn = self._writer
             conn.execute("BEGIN IMMEDIATE")
@@ -198,10 +198,10 @@ class Store(ModelMoves):
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        return self.space(uri)
+        return self.collection(uri)
 
-    def drop_space(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
-        """Delete a space with every record it has, and run `also` in the same transaction (a face's rows
+    def drop_collection(self, uri: str, also: Sequence[Statement] = ()) -> int | None:
+        """Delete a collection with every record it has, and run `also` in the same transaction (a face's rows
         of it); returns its id (None when absent)."""
         with self._write_lock:
             conn = self._writer
@@ -219,16 +219,22 @@ class Store(ModelMoves):
                 raise
         return None if row is None else int(row[0])
 
-    def space(self, uri: str) -> SpaceInfo:
-        """The space with this URI, or UnknownSpace."""
+    def collection(self, uri: str) -> CollectionInfo:
+        """The collection with this URI, or UnknownSpace."""
         row = self._reader().execute(f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri=?", (uri,)).fetchone()
         if row is None:
             raise UnknownSpace(f"space not indexed here: {uri}")
         return row_to_space(row)
 
-    def spaces(self) -> list[str]:
-        """The URIs of every space in the store."""
+    def collections(self) -> list[str]:
+        """The URIs of every collection in the store."""
         return [r[0] for r in self._reader().execute("SELECT uri FROM spaces ORDER BY id")]
+
+    # The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
+    ensure_space = ensure_collection
+    drop_space = drop_collection
+    space = collection
+    spaces = collections
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -394,7 +400,7 @@ class Store(ModelMoves):
             last_seq, last_ord = rows[-1][0], rows[-1][2]
 
     def count(self, space_id: int) -> int:
-        """The number of live documents in the space."""
+        """The number of live documents in the collection."""
         row = self._reader().execute(
             "SELECT count(*) FROM documents WHERE space_id=? AND deleted=0", (space_id,)
         ).fetchone()

@@ -24,7 +24,7 @@ SEARCH = "/xrpc/garden.engram.searchMemories"
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     spaces = Collections(tmp_path)
-    spaces.ensure_space(SPACE, ModelIdentity("m", "d", 4))
+    spaces.ensure_collection(SPACE, ModelIdentity("m", "d", 4))
     spaces.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/x", author="did:plc:a",
                                                   text="hello world", created_ms=1))])
     spaces.close()

@@ -34,7 +34,7 @@ LEX = Lexicons.bundled()
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("data")
     spaces = Collections(data)
-    spaces.ensure_space(SPACE, ModelIdentity("m", "sha256:00", 4))
+    spaces.ensure_collection(SPACE, ModelIdentity("m", "sha256:00", 4))
     vecs = np.eye(4, dtype="<f2")
     spaces.write(SPACE, [StoredDocument(Document(
         id=f"{SPACE}/{AUTHOR}/garden.engram.memory/r{i}", author=AUTHOR, text=f"note {i}", tags=("t",),

@@ -28,8 +28,8 @@ DID = "did:web:index.example"
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("data")
     spaces = Collections(data)
-    spaces.ensure_space(SPACE, MODEL)
-    spaces.ensure_space(BARE)
+    spaces.ensure_collection(SPACE, MODEL)
+    spaces.ensure_collection(BARE)
     vecs = np.eye(4, dtype="<f2")
     texts = ["deploy the HTTPServer on friday", "pasta with tomatoes", "東京の天気は晴れ", "résumé of the meeting"]
     spaces.write(SPACE, [

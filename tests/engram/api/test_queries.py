@@ -68,8 +68,8 @@ LIVE = sorted((s.document for s in DOCS if s.document.id not in DELETED),
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("data")
     spaces = Collections(data)
-    spaces.ensure_space(SPACE, MODEL)
-    spaces.ensure_space(BARE)
+    spaces.ensure_collection(SPACE, MODEL)
+    spaces.ensure_collection(BARE)
     spaces.write(SPACE, DOCS)
     spaces.write(SPACE, [], deletes=DELETED)
     spaces.write(BARE, [StoredDocument(Document(id=uri(AUTHORS[0], 0, BARE), author=AUTHORS[0], text="bare",

@@ -36,7 +36,7 @@ class SlowHashing(HashingEmbedder):
 
 
 def seed_space(spaces: Collections, uri: str, model: ModelIdentity) -> None:
-    spaces.ensure_space(uri, model, query_prefix="query: ")
+    spaces.ensure_collection(uri, model, query_prefix="query: ")
     embedder = HashingEmbedder(DIMS)
     texts = ["the deploy failed on friday", "grandma's tomato sauce", "kubernetes pods restart"]
     vecs = embedder.embed_documents(texts)

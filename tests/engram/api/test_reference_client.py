@@ -86,7 +86,7 @@ def world(data: Path, *, restarts: int = 0, n: int = N) -> Iterator[World]:
         authority = SpaceAuthority(plc)
         space = authority.space("main")
         spaces = Collections(data)
-        spaces.ensure_space(space, MODEL)
+        spaces.ensure_collection(space, MODEL)
         spaces.write(space, docs(space, n))
         spaces.close()
         port = free_port()
@@ -245,7 +245,7 @@ def test_a_search_waits_for_a_loading_index_only_up_to_its_deadline(tmp_path: Pa
 
     space = "at://did:plc:loading/space/garden.engram.space/s"
     spaces = Collections(tmp_path)
-    spaces.ensure_space(space, MODEL)
+    spaces.ensure_collection(space, MODEL)
     spaces.write(space, docs(space))
     spaces.close()
     reopened = Collections(tmp_path)

@@ -39,8 +39,8 @@ def test_only_xrpc_paths_answer_404_in_the_xrpc_envelope(tmp_path: Path) -> None
 
 def test_collections_of_other_faces_are_not_loaded_or_listed_as_spaces(tmp_path: Path) -> None:
     spaces = Collections(tmp_path)
-    spaces.ensure_space("tenant-1")  # another face's collection in the same store
-    spaces.ensure_space(SPACE)
+    spaces.ensure_collection("tenant-1")  # another face's collection in the same store
+    spaces.ensure_collection(SPACE)
     spaces.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/r1",
                                                   author="did:plc:a", text="kept", created_ms=1))])
     spaces.close()

@@ -42,7 +42,7 @@ class Explodes:
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data")
     spaces = Collections(path)
-    spaces.ensure_space(SPACE, ModelIdentity("m", "d", 4))
+    spaces.ensure_collection(SPACE, ModelIdentity("m", "d", 4))
     spaces.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/x", author="did:plc:a",
                                                   text="hello world", created_ms=1))])
     spaces.close()

@@ -36,8 +36,8 @@ def doc(i: int, space: str = SPACE) -> StoredDocument:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
     data = tmp_path_factory.mktemp("data")
     spaces = Collections(data)
-    spaces.ensure_space(SPACE)
-    spaces.ensure_space(EMPTY)
+    spaces.ensure_collection(SPACE)
+    spaces.ensure_collection(EMPTY)
     spaces.write(SPACE, [doc(i) for i in range(6)])
     spaces.close()
     app = roomy_app(data, "did:web:index.example", authenticator=InsecureOpen())
@@ -89,7 +89,7 @@ def test_an_index_behind_its_acknowledged_writes_says_it_is_loading(served: tupl
     base, app = served
     spaces = app.state.spaces
     late = f"at://{AUTHORITY}/space/garden.engram.space/late"
-    spaces.ensure_space(late)
+    spaces.ensure_collection(late)
     spaces.index(late)
     # Written to the store alone, as by the writer beside a reader: acknowledged, not yet in this index.
     spaces.store.write(spaces.info(late).id, [doc(0, late)])

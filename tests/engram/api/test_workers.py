@@ -29,7 +29,7 @@ SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 def seed(data: Path) -> None:
     spaces = Collections(data)
-    spaces.ensure_space(SPACE, ModelIdentity("m", "d", 4))
+    spaces.ensure_collection(SPACE, ModelIdentity("m", "d", 4))
     spaces.write(SPACE, [StoredDocument(Document(id=f"{SPACE}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a",
                                                   text=f"worker note {i}", created_ms=i)) for i in range(20)])
     spaces.close()  # the keyword index is left behind the records: the parent must catch up

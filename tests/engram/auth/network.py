@@ -46,7 +46,7 @@ class Network:
 def _index(data: Path, spaces_: list[str]) -> None:
     spaces = Collections(data)
     for space in spaces_:
-        spaces.ensure_space(space, MODEL)
+        spaces.ensure_collection(space, MODEL)
         spaces.write(space, [
             StoredDocument(Document(id=f"{space}/did:plc:a/garden.engram.memory/r{i}", author="did:plc:a",
                                     text=text, tags=("t",), created_ms=1_700_000_000_000 + i,

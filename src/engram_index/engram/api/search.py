@@ -12,7 +12,7 @@ from engram_index.ranking import search as ranked_search
 from engram_index.errors import InvalidInput, ModelMismatch, NoModel
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.shortfall import Condition, Target, why_fewer
-from engram_index.store.base import SpaceInfo
+from engram_index.store.base import CollectionInfo
 from engram_index.engram.views import hit_view
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.spaces import loaded_index
@@ -23,7 +23,7 @@ RERANK_DEADLINE_S = 3.0  # exact re-ranking after this: rank by the coarse scan,
 HARD_DEADLINE_S = 10.0  # a search still running after this is answered with 503
 
 
-def _query_vector(params: dict[str, Any], info: SpaceInfo) -> Any:
+def _query_vector(params: dict[str, Any], info: CollectionInfo) -> Any:
     """The caller's vector, checked against the space's model (None when none was sent)."""
     if "vector" not in params:
         return None
@@ -40,7 +40,7 @@ def _query_vector(params: dict[str, Any], info: SpaceInfo) -> Any:
     return vector
 
 
-async def build_request(params: dict[str, Any], info: SpaceInfo, embedding: QueryEmbedding) -> SearchRequest:
+async def build_request(params: dict[str, Any], info: CollectionInfo, embedding: QueryEmbedding) -> SearchRequest:
     """Decide what runs, per seed 000: an explicit mode never falls back; q alone is embedded
     when this service runs the space's model for its authority, else searched by keyword."""
     q = params.get("q")

@@ -125,5 +125,5 @@ def _indexed(spaces: Collections, state: SyncState, uri: str) -> bool:
 
 def _register(spaces: Collections, state: SyncState, uri: str) -> None:
     """Make the space and keep it current from now on."""
-    spaces.ensure_space(uri)
+    spaces.ensure_collection(uri)
     state.add_space(uri, int(time.time() * 1000))

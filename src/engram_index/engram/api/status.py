@@ -18,7 +18,7 @@ from engram_index.engine.types import ModelIdentity
 from engram_index.engram.records import format_datetime_ms
 from engram_index.engram.syncstate import SyncState
 from engram_index.engram.api.xrpc import checked_space
-from engram_index.store.base import SpaceInfo
+from engram_index.store.base import CollectionInfo
 
 NSID = "garden.engram.getSpaceStatus"
 
@@ -28,7 +28,7 @@ def model_view(model: ModelIdentity) -> dict[str, Any]:
     return {"model": model.model, "modelDigest": model.digest, "dims": model.dims}
 
 
-def config_view(info: SpaceInfo) -> dict[str, Any]:
+def config_view(info: CollectionInfo) -> dict[str, Any]:
     """The space's garden.engram.config as this service holds it (its createdAt is not kept)."""
     assert info.model is not None
     out: dict[str, Any] = model_view(info.model)
@@ -41,7 +41,7 @@ def config_view(info: SpaceInfo) -> dict[str, Any]:
     return out
 
 
-def status(spaces: Collections, info: SpaceInfo) -> dict[str, Any]:
+def status(spaces: Collections, info: CollectionInfo) -> dict[str, Any]:
     """The status body of one space (blocking: SQLite reads)."""
     store = spaces.store
     skipped = Counter({(a, r): n for a, r, n in store.skipped(info.id)})

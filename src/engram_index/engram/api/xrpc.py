@@ -14,7 +14,7 @@ from engram_index.endpoints import Answers, Endpoint, JSONAnswer, endpoint
 from engram_index.errors import BadRecord, EngramError, InvalidInput, TooLarge
 from engram_index.engram.records import parse_space_uri
 from engram_index.collections import Collections
-from engram_index.store.base import SpaceInfo
+from engram_index.store.base import CollectionInfo
 from engram_index.engram.api.lexicon import Lexicons
 from engram_index.engram.api.revocation import json_body
 
@@ -64,7 +64,7 @@ def parsed_space(uri: str) -> None:
         raise InvalidInput(exc.message) from exc
 
 
-async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Collections, SpaceInfo]:
+async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Collections, CollectionInfo]:
     """The query's checked parameters, the spaces and the space asked for.
 
     A malformed space URI is InvalidRequest; a well-formed one not indexed here is UnknownSpace.

@@ -66,7 +66,7 @@ class Syncer:
     async def sync_space(self, space: str, repos: list[str] | None = None) -> list[RepoOutcome]:
         """Bring `space` (or only `repos` of it) up to date; members no longer listed are removed."""
         authority = parse_space_uri(space).authority
-        self.spaces.ensure_space(space)
+        self.spaces.ensure_collection(space)
         outcomes: list[RepoOutcome] = []
         if repos is None:
             try:
@@ -241,7 +241,7 @@ class Syncer:
             else:
                 log.info("the model of %s changed (%s → %s): re-reading every repo", space, info.model, identity)
                 reread = True
-        self.spaces.ensure_space(space, identity, *prefixes)
+        self.spaces.ensure_collection(space, identity, *prefixes)
         if upcoming != info.next_model:
             self.spaces.set_next_model(space, upcoming)
             # Memories already held were read without their nextEmbedding: read them again.
