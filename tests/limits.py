@@ -120,6 +120,15 @@ class ServeProcess:
             self.proc.wait()
             self.proc = None
 
+    def __enter__(self) -> ServeProcess:
+        """Start it, for a `with` block."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop it at the block's end."""
+        self.stop()
+
 
 @dataclass
 class KeyedServer:

@@ -12,9 +12,9 @@ from starlette.routing import Route
 from supermemory import Supermemory
 
 from engram_index.keys import KeyStore
-from engram_index.testkit.serve import free_port, serving
+from engram_index.testkit.serve import serving
+from tests.limits import ServeProcess
 from tests.supermemory.conftest import wait_done
-from tests.supermemory.test_crash import served
 
 
 async def _page(request: Any) -> HTMLResponse:
@@ -26,14 +26,13 @@ def test_allow_private_urls_lets_url_documents_be_fetched_from_private_addresses
     token, _ = KeyStore(tmp_path).create("supermemory", {"namespaces": None})
     with serving(Starlette(routes=[Route("/wiki", _page)]), probe="/wiki") as page_url:
         for flag, status in (((), "failed"), (("--allow-private-urls",), "done")):
-            port = free_port()
-            with served(tmp_path, port, *flag):
-                client = Supermemory(api_key=token, base_url=f"http://127.0.0.1:{port}", max_retries=0)
+            with ServeProcess(tmp_path, "--embedder", "hashing:64", *flag) as server:
+                client = Supermemory(api_key=token, base_url=server.url, max_retries=0)
                 ref = client.add("intranet", content=f"{page_url}/wiki")
                 doc = wait_done(client, "intranet", ref.id)
                 assert doc.system.status == status, flag
                 if status == "failed":
-                    raw = httpx.get(f"http://127.0.0.1:{port}/ns/intranet/document/{ref.id}",
+                    raw = httpx.get(f"{server.url}/ns/intranet/document/{ref.id}",
                                     headers={"Authorization": f"Bearer {token}"}).json()
                     assert "--allow-private-urls" in raw["error"]
                 else:

@@ -38,13 +38,11 @@ def test_serve_workers_on_a_fresh_data_directory_answers_v5_reads(tmp_path: Path
     from supermemory import Supermemory
 
     from engram_index.keys import KeyStore
-    from engram_index.testkit.serve import free_port
-    from tests.supermemory.test_crash import served
+    from tests.limits import ServeProcess
 
     token, _ = KeyStore(tmp_path).create("supermemory", {"namespaces": None})
-    port = free_port()
-    with served(tmp_path, port, "--workers", "2"):
-        client = Supermemory(api_key=token, base_url=f"http://127.0.0.1:{port}", max_retries=0)
+    with ServeProcess(tmp_path, "--embedder", "hashing:64", "--workers", "2") as server:
+        client = Supermemory(api_key=token, base_url=server.url, max_retries=0)
         assert client.namespaces.list().namespaces == []
         assert client.search("nothing", query="x").results == []
         with pytest.raises(supermemory.PermissionDeniedError):
