@@ -9,6 +9,7 @@ import pytest
 from kindgi.client import InvalidRequestError, Kindgi, ServerError
 
 from engram_index.embed.hashing import HashingEmbedder
+from engram_index.embed.text import embed_text
 from tests.kindgi.server import DIMS, NO_EMBEDDER, Server, kindgi_server
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
@@ -18,6 +19,26 @@ TEXTS = ["green tea in the morning", "black coffee at night", "tea ceremony in k
 
 def _seed(client: Kindgi) -> dict[str, str]:
     return {client.memory.write_fact(type="note", scope=SCOPE, content=t).id: t for t in TEXTS}
+
+
+def embedded(text: str, type_: str = "note", subjects: tuple[str, ...] = ()) -> str:
+    """The text a fact is embedded as: its words, then its type and subjects as tags."""
+    return embed_text("", text, [f"type:{type_}", *subjects])
+
+
+def test_a_fact_is_embedded_with_its_type_and_whom_it_is_about(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    fact = client.memory.write_fact(type="turn", scope=SCOPE, content="I did, it was lovely",
+                                    subjects=[{"kind": "participant", "id": "Ana"}])
+    client.memory.write_fact(type="note", scope=SCOPE, content="unrelated words about rivers")
+    embedder = HashingEmbedder(DIMS)
+    query = embedder.embed_queries(["Ana lovely"])[0]
+    results = client.memory.retrieve(mode="semantic", query="Ana lovely", limit=5).results
+    got = {r.fact.id: r.score for r in results}
+    doc = embedder.embed_documents([embedded("I did, it was lovely", "turn", ("participant:Ana",))])[0]
+    plain = embedder.embed_documents(["I did, it was lovely"])[0]
+    assert got[fact.id] == pytest.approx(float(doc.astype(np.float16).astype(np.float32) @ query), abs=2e-3)
+    assert float(doc @ query) > float(plain @ query)  # whom it is about is part of what it says
 
 
 def test_list_is_newest_first_without_scores(server: Server) -> None:
@@ -45,7 +66,7 @@ def test_semantic_scores_are_the_cosine_of_the_embeddings(server: Server) -> Non
     results = client.memory.retrieve(mode="semantic", query="tea in the morning", limit=len(TEXTS)).results
     assert len(results) == len(TEXTS)
     for r in results:
-        doc = embedder.embed_documents([texts[r.fact.id]])[0].astype(np.float16).astype(np.float32)
+        doc = embedder.embed_documents([embedded(texts[r.fact.id])])[0].astype(np.float16).astype(np.float32)
         assert r.score is not None and -1 <= r.score <= 1
         assert r.score == pytest.approx(float(doc @ query), abs=2e-3)
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)  # type: ignore[type-var]
@@ -200,5 +221,5 @@ def test_a_tenant_written_with_another_model_is_re_embedded_when_the_face_opens(
         query = wider.embed_queries(["tea in the morning"])[0]
         assert len(results) == len(TEXTS)
         for r in results:  # scored with the new model's vectors of every fact
-            doc = wider.embed_documents([texts[r.fact.id]])[0].astype(np.float16).astype(np.float32)
+            doc = wider.embed_documents([embedded(texts[r.fact.id])])[0].astype(np.float16).astype(np.float32)
             assert r.score == pytest.approx(float(doc @ query), abs=2e-3)
