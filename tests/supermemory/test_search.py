@@ -9,6 +9,8 @@ import pytest
 import supermemory
 from supermemory import Supermemory
 
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.embed.text import embed_text
 from tests.supermemory.conftest import Server, add_done
 
 FACTS = [
@@ -258,3 +260,18 @@ def test_a_filter_repeated_after_a_write_sees_the_new_document(client: Supermemo
     add_done(client, filled, "The garage opens at seven.", metadata={"kind": "garage", "floor": -1})
     again = client.search(filled, query="the", threshold=0, limit=100, filter=flt).results
     assert again and {r.metadata["kind"] for r in again} == {"garage"}
+
+
+def test_a_memory_is_embedded_with_its_documents_metadata_as_tags(server: Server, client: Supermemory, ns: str) -> None:
+    add_done(client, ns, "I did, it was lovely.", metadata={"speaker": "Ana", "session": 3, "open": True})
+    response = _post(server, ns, {"query": "Ana lovely", "searchMode": "memories", "threshold": 0},
+                     headers={"X-Engram-Explain": "true"})
+    first = response.json()["results"][0]
+    assert first["memory"] == "I did, it was lovely."
+    embedder = HashingEmbedder(256)
+    query = embedder.embed_queries(["Ana lovely"])[0]
+    # its strings and numbers, in the order sent (a boolean says nothing in words)
+    doc = embedder.embed_documents([embed_text("", "I did, it was lovely.", ["speaker:Ana", "session:3"])])[0]
+    plain = embedder.embed_documents(["I did, it was lovely."])[0]
+    assert first["explanation"]["vectorSimilarity"] == pytest.approx(float(doc @ query), abs=2e-3)
+    assert float(doc @ query) > float(plain @ query)  # who said it is part of what it says

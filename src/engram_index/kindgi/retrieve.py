@@ -40,8 +40,9 @@ from engram_index.embed.query_cache import EmbedSlots, QueryCache
 log = logging.getLogger(__name__)
 
 EXPIRE_EVERY_S = 1.0  # a tenant's expired facts are closed at most this often, in the background
-# How deep each leg of `both` goes: twice the limit, at least this many.
+# How deep each leg of `both` goes: LEG_DEPTH_PER_LIMIT times the limit, at least MIN_LEG_DEPTH.
 MIN_LEG_DEPTH = 20
+LEG_DEPTH_PER_LIMIT = 2.0
 LEGS = ("keyword", "semantic")
 # The keyword leg scores this many BM25 candidates (and the turns after them) with their context.
 CONTEXT_DEPTH = 50
@@ -148,7 +149,7 @@ class Retriever:
         filters = Filters(tags=tuple(tags), any_tags=reader_groups(principal))
         query = intent.query or ""
         legs: dict[str, list[Hit]] = {}
-        depth = intent.limit if intent.mode != "both" else max(2 * intent.limit, MIN_LEG_DEPTH)
+        depth = intent.limit if intent.mode != "both" else max(int(LEG_DEPTH_PER_LIMIT * intent.limit), MIN_LEG_DEPTH)
         vector: Future[Any] | None = None
         if intent.mode in ("semantic", "both"):
             embedder = self.facts.embedder
