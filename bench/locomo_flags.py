@@ -1,4 +1,4 @@
-"""LoCoMo dev R@k of garden.engram and Kindgi with a ranking flag off and on, from one load.
+"""LoCoMo dev R@k of garden.engram, Kindgi and v5 with a ranking flag at each value, from one load.
 
 The faces are served in this process (locomo_faces.serve), so a module flag flipped here is the
 served code's. Measures levers before `engram-index eval locomo` confirms them:
@@ -20,7 +20,8 @@ from engram_index.embed.local import MiniLMEmbedder
 from engram_index.locomo import Scores, load
 from engram_index.locomo_faces import import_garden, serve, wait_loaded
 
-ASKED = (("kindgi", "both"), ("kindgi", "keyword"), ("garden.engram", "hybrid"), ("garden.engram", "keyword"))
+ASKED = (("kindgi", "both"), ("kindgi", "keyword"), ("garden.engram", "hybrid"), ("garden.engram", "keyword"),
+         ("supermemory", "hybrid"), ("supermemory", "chunks"), ("supermemory", "memories"))
 
 
 def main() -> None:
@@ -29,7 +30,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, required=True)
     ap.add_argument("--flag", required=True, help="module.NAME under engram_index, e.g. ranking.NEXT_CONTEXT")
     ap.add_argument("--values", default="False,True", help="comma-separated Python literals to set it to")
-    ap.add_argument("--faces", default="kindgi,garden.engram", help="comma-separated: kindgi, garden.engram")
+    ap.add_argument("--faces", default="kindgi,garden.engram", help="comma-separated: kindgi, garden.engram, supermemory")
     args = ap.parse_args()
     values = [ast.literal_eval(v) for v in args.values.split(",")]
     asked = [(face, mode) for face, mode in ASKED if face in args.faces.split(",")]
@@ -44,6 +45,8 @@ def main() -> None:
         with serve(Path(tmp), embedder) as served:
             for conv in convs if any(face == "kindgi" for face, _ in asked) else ():
                 served.write_kindgi(conv, lambda _n: None)
+            for conv in convs if any(face == "supermemory" for face, _ in asked) else ():
+                served.write_v5(conv, lambda _n: None)
             if any(face == "garden.engram" for face, _ in asked):
                 wait_loaded(served, convs)
             for value in values:
