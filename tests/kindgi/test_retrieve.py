@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from kindgi.client import InvalidRequestError, Kindgi, ServerError
@@ -223,3 +224,23 @@ def test_a_tenant_written_with_another_model_is_re_embedded_when_the_face_opens(
         for r in results:  # scored with the new model's vectors of every fact
             doc = wider.embed_documents([embedded(texts[r.fact.id])])[0].astype(np.float16).astype(np.float32)
             assert r.score == pytest.approx(float(doc @ query), abs=2e-3)
+
+
+def test_both_ranks_the_facts_found_by_meaning_among_the_keyword_hits_too(server: Server,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram_index.kindgi import retrieve
+
+    monkeypatch.setattr(retrieve, "MIN_LEG_DEPTH", 2)  # legs two deep: the semantic leg finds what keyword's misses
+    monkeypatch.setattr(retrieve, "LEG_DEPTH_PER_LIMIT", 0.0)
+    client = server.client(user="alice", projects=["web"])
+    texts = _seed(client)
+    answer = httpx.post(f"{server.url}/v1/memory/retrieve", headers={
+        "Authorization": f"Bearer {server.token(user='alice', projects=['web'])}", "X-Kindgi-Explain": "true"},
+        json={"mode": "both", "query": "tea in the morning", "limit": 7}).json()["results"]
+    keyword = [r.fact.id for r in client.memory.retrieve(mode="keyword", query="tea in the morning", limit=2).results]
+    assert answer
+    for r in answer:
+        words = set(texts[r["fact"]["id"]].split())
+        ranks = r["explanation"]["fusion"]["ranks"]
+        assert "semantic" in ranks and ("keyword" in ranks) == bool(words & {"tea", "morning"})
+    assert any(r["fact"]["id"] not in keyword and "keyword" in r["explanation"]["fusion"]["ranks"] for r in answer)
