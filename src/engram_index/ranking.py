@@ -13,6 +13,8 @@ threshold, a search mode, filters) onto these steps and shapes its own response:
   order: the store's ordinal), never by a random id.
 - `one_per_source`: a list never spends two places on one source (a memory and the chunk it
   came from): the better ranked one stays.
+- `either`: two pieces of evidence for one result (a memory and the chunk that backs it) as the
+  chance that at least one is right, 1 - Π(1 - s), on the same 0-1 scale.
 - `rrf`: reciprocal rank fusion, Σ 1/(k + rank) with 1-based ranks per leg, ties in the order
   the legs first found them (the first leg first).
 docs/design/ranking.md has the measurements behind each step.
@@ -95,6 +97,15 @@ def one_per_source(ranked: Iterable[T], source: Callable[[T], Hashable | None]) 
             seen.add(src)
         out.append(item)
     return out
+
+
+def either(scores: Iterable[float]) -> float:
+    """1 - Π(1 - s) over 0-1 scores: the chance that at least one of independent pieces of evidence holds
+    (never below the best one, never above 1)."""
+    miss = 1.0
+    for score in scores:
+        miss *= 1.0 - min(max(score, 0.0), 1.0)
+    return 1.0 - miss
 
 
 def rrf(legs: Sequence[Sequence[str]], k: int) -> list[tuple[str, float, dict[int, int]]]:

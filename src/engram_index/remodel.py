@@ -97,9 +97,10 @@ def _write_next(collections: Collections, uri: str, embedder: Embedder, docs: Se
                             for i, doc in enumerate(docs)])
 
 
-def reembed_all(collections: Collections, prefix: str, embedder: Embedder | None) -> threading.Thread | None:
+def reembed_all(collections: Collections, prefix: str, embedder: Embedder | None,
+                text_of: Callable[[Document], str] = lambda doc: doc.text) -> threading.Thread | None:
     """Re-embed, on a background thread, every collection named `prefix…` of a model other than the
-    embedder's (None when there is none to move)."""
+    embedder's (None when there is none to move); `text_of` as for `declare_model`."""
     if embedder is None:
         return None
     stale = [uri for uri in collections.store.collections() if uri.startswith(prefix)
@@ -110,7 +111,7 @@ def reembed_all(collections: Collections, prefix: str, embedder: Embedder | None
     def run() -> None:
         for uri in stale:
             try:
-                declare_model(collections, uri, embedder)
+                declare_model(collections, uri, embedder, text_of)
             except Exception:  # a failed move leaves the collection on its old model, searched by keyword
                 log.exception("re-embedding %s failed", uri)
 

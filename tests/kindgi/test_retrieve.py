@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from kindgi.client import InvalidRequestError, Kindgi, ServerError
 
 from engram_index.embed.hashing import HashingEmbedder
+from engram_index.embed.text import embed_text
 from tests.kindgi.server import DIMS, NO_EMBEDDER, Server, kindgi_server
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
@@ -18,6 +20,26 @@ TEXTS = ["green tea in the morning", "black coffee at night", "tea ceremony in k
 
 def _seed(client: Kindgi) -> dict[str, str]:
     return {client.memory.write_fact(type="note", scope=SCOPE, content=t).id: t for t in TEXTS}
+
+
+def embedded(text: str, type_: str = "note", subjects: tuple[str, ...] = ()) -> str:
+    """The text a fact is embedded as: its words, then its type and subjects as tags."""
+    return embed_text("", text, [f"type:{type_}", *subjects])
+
+
+def test_a_fact_is_embedded_with_its_type_and_whom_it_is_about(server: Server) -> None:
+    client = server.client(user="alice", projects=["web"])
+    fact = client.memory.write_fact(type="turn", scope=SCOPE, content="I did, it was lovely",
+                                    subjects=[{"kind": "participant", "id": "Ana"}])
+    client.memory.write_fact(type="note", scope=SCOPE, content="unrelated words about rivers")
+    embedder = HashingEmbedder(DIMS)
+    query = embedder.embed_queries(["Ana lovely"])[0]
+    results = client.memory.retrieve(mode="semantic", query="Ana lovely", limit=5).results
+    got = {r.fact.id: r.score for r in results}
+    doc = embedder.embed_documents([embedded("I did, it was lovely", "turn", ("participant:Ana",))])[0]
+    plain = embedder.embed_documents(["I did, it was lovely"])[0]
+    assert got[fact.id] == pytest.approx(float(doc.astype(np.float16).astype(np.float32) @ query), abs=2e-3)
+    assert float(doc @ query) > float(plain @ query)  # whom it is about is part of what it says
 
 
 def test_list_is_newest_first_without_scores(server: Server) -> None:
@@ -45,7 +67,7 @@ def test_semantic_scores_are_the_cosine_of_the_embeddings(server: Server) -> Non
     results = client.memory.retrieve(mode="semantic", query="tea in the morning", limit=len(TEXTS)).results
     assert len(results) == len(TEXTS)
     for r in results:
-        doc = embedder.embed_documents([texts[r.fact.id]])[0].astype(np.float16).astype(np.float32)
+        doc = embedder.embed_documents([embedded(texts[r.fact.id])])[0].astype(np.float16).astype(np.float32)
         assert r.score is not None and -1 <= r.score <= 1
         assert r.score == pytest.approx(float(doc @ query), abs=2e-3)
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)  # type: ignore[type-var]
@@ -200,5 +222,25 @@ def test_a_tenant_written_with_another_model_is_re_embedded_when_the_face_opens(
         query = wider.embed_queries(["tea in the morning"])[0]
         assert len(results) == len(TEXTS)
         for r in results:  # scored with the new model's vectors of every fact
-            doc = wider.embed_documents([texts[r.fact.id]])[0].astype(np.float16).astype(np.float32)
+            doc = wider.embed_documents([embedded(texts[r.fact.id])])[0].astype(np.float16).astype(np.float32)
             assert r.score == pytest.approx(float(doc @ query), abs=2e-3)
+
+
+def test_both_ranks_the_facts_found_by_meaning_among_the_keyword_hits_too(server: Server,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram_index.kindgi import retrieve
+
+    monkeypatch.setattr(retrieve, "MIN_LEG_DEPTH", 2)  # legs two deep: the semantic leg finds what keyword's misses
+    monkeypatch.setattr(retrieve, "LEG_DEPTH_PER_LIMIT", 0.0)
+    client = server.client(user="alice", projects=["web"])
+    texts = _seed(client)
+    answer = httpx.post(f"{server.url}/v1/memory/retrieve", headers={
+        "Authorization": f"Bearer {server.token(user='alice', projects=['web'])}", "X-Kindgi-Explain": "true"},
+        json={"mode": "both", "query": "tea in the morning", "limit": 7}).json()["results"]
+    keyword = [r.fact.id for r in client.memory.retrieve(mode="keyword", query="tea in the morning", limit=2).results]
+    assert answer
+    for r in answer:
+        words = set(texts[r["fact"]["id"]].split())
+        ranks = r["explanation"]["fusion"]["ranks"]
+        assert "semantic" in ranks and ("keyword" in ranks) == bool(words & {"tea", "morning"})
+    assert any(r["fact"]["id"] not in keyword and "keyword" in r["explanation"]["fusion"]["ranks"] for r in answer)

@@ -9,6 +9,8 @@ import pytest
 import supermemory
 from supermemory import Supermemory
 
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.embed.text import embed_text
 from tests.supermemory.conftest import Server, add_done
 
 FACTS = [
@@ -232,7 +234,9 @@ def test_the_explain_header_says_why_each_result_matched(server: Server, filled:
     text = why["snippet"]["text"].encode()
     assert [text[h["byteStart"]:h["byteEnd"]].decode().lower() for h in why["snippet"]["highlights"]][:2] == [
         "parking", "garage"]
-    assert abs(first["similarity"] - (0.7 * why["vectorSimilarity"] + 0.3 * why["keywordCoverage"])) < 1e-5
+    own = 0.7 * why["vectorSimilarity"] + 0.3 * why["keywordCoverage"]
+    assert why["similarity"] == "1 - (1 - (0.7 * max(cosine, 0) + 0.3 * keywordCoverage)) * (1 - backedBy)"
+    assert abs(first["similarity"] - (1 - (1 - own) * (1 - why["backedBy"]))) < 1e-5  # its memory and chunk
     assert "explanation" not in _post(server, filled, {"query": "parking garage"}).json()["results"][0]
 
 
@@ -258,3 +262,33 @@ def test_a_filter_repeated_after_a_write_sees_the_new_document(client: Supermemo
     add_done(client, filled, "The garage opens at seven.", metadata={"kind": "garage", "floor": -1})
     again = client.search(filled, query="the", threshold=0, limit=100, filter=flt).results
     assert again and {r.metadata["kind"] for r in again} == {"garage"}
+
+
+def test_a_memory_is_embedded_with_its_documents_metadata_as_tags(server: Server, client: Supermemory, ns: str) -> None:
+    add_done(client, ns, "I did, it was lovely.", metadata={"speaker": "Ana", "session": 3, "open": True})
+    response = _post(server, ns, {"query": "Ana lovely", "searchMode": "memories", "threshold": 0},
+                     headers={"X-Engram-Explain": "true"})
+    first = response.json()["results"][0]
+    assert first["memory"] == "I did, it was lovely."
+    embedder = HashingEmbedder(256)
+    query = embedder.embed_queries(["Ana lovely"])[0]
+    # its strings and numbers, in the order sent (a boolean says nothing in words)
+    doc = embedder.embed_documents([embed_text("", "I did, it was lovely.", ["speaker:Ana", "session:3"])])[0]
+    plain = embedder.embed_documents(["I did, it was lovely."])[0]
+    assert first["explanation"]["vectorSimilarity"] == pytest.approx(float(doc @ query), abs=2e-3)
+    assert float(doc @ query) > float(plain @ query)  # who said it is part of what it says
+
+
+def test_hybrid_scores_a_memory_and_the_chunk_that_backs_it_as_one_result_with_both(client: Supermemory,
+                                                                                      filled: str) -> None:
+    query = "parking garage midnight"
+    memory = client.search(filled, query=query, search_mode="memories", threshold=0).results[0]
+    chunk = client.search(filled, query=query, search_mode="chunks", threshold=0).results[0]
+    hybrid = client.search(filled, query=query, threshold=0).results
+    assert memory.memory == chunk.chunk == "The parking garage closes at midnight."
+    turn = [r for r in hybrid if "parking" in (r.memory or r.chunk or "")]
+    assert len(turn) == 1  # one place
+    assert turn[0].similarity == pytest.approx(1 - (1 - memory.similarity) * (1 - chunk.similarity), abs=1e-5)
+    assert turn[0].similarity >= max(memory.similarity, chunk.similarity)
+    sims = [r.similarity for r in hybrid]
+    assert sims == sorted(sims, reverse=True) and all(0 <= s <= 1 for s in sims)

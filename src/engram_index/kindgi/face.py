@@ -13,6 +13,7 @@ from engram_index.kindgi.facts import SPACE_PREFIX, Facts
 from engram_index.kindgi.idempotency import Idempotency
 from engram_index.kindgi.retrieve import Retriever
 from engram_index.kindgi.schema import migrate
+from engram_index.kindgi.revisions import embedding_text
 from engram_index.remodel import reembed_all
 
 
@@ -41,7 +42,7 @@ class KindgiFace:
                 except IndexLoading:
                     pass
         facts = Facts(collections, embedder)
-        facts.reembedding = reembed_all(collections, SPACE_PREFIX, embedder)  # tenants of another model move
+        facts.reembedding = reembed_all(collections, SPACE_PREFIX, embedder, embedding_text)  # tenants of another model move
         idempotency = Idempotency(collections.store)
         erasures = Erasures(facts, idempotency)
         erasures.resume_pending()

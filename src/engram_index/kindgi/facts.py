@@ -15,10 +15,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder
+from engram_index.engine.types import Document
 from engram_index.errors import UnknownSpace
 from engram_index.kindgi import revisions as rev
 from engram_index.kindgi.auth import Principal
@@ -71,7 +73,7 @@ class Facts:
         """The tenant's collection, declared (with the deployment's model) once per process."""
         name = space_name(tenant)
         if name not in self._ensured:
-            declare_model(self.collections, name, self.embedder)  # another model's collection is re-embedded
+            declare_model(self.collections, name, self.embedder, rev.embedding_text)  # another model's collection is re-embedded
             self._ensured.add(name)
         return name
 
@@ -164,12 +166,11 @@ class Facts:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _vector(self, fact: dict[str, Any]) -> Any:
-        """The embedding of a fact's words, or None without an embedder or words."""
-        text = rev.content_text(fact.get("content"))
-        if self.embedder is None or not text.strip():
+    def _vector(self, doc: Document) -> Any:
+        """The embedding of a fact's index document (rev.embedding_text), or None without an embedder or words."""
+        if self.embedder is None or not doc.text.strip():
             return None
-        return self.embedder.embed_documents([text])[0]
+        return self.embedder.embed_documents([rev.embedding_text(doc)])[0]
 
     def _commit(self, tenant: str, fact: dict[str, Any], created_ms: int, statements: list[Statement],
                 status: int, answer: dict[str, Any], seal: Seal) -> None:
@@ -177,7 +178,10 @@ class Facts:
         name = self.space(tenant)
         also = statements + seal(status, answer)
         if fact.get("invalidatedAt") is None and rev.retrievable(fact):
-            doc = rev.document(fact, created_ms, self._vector(fact))
+            doc = rev.document(fact, created_ms, None)
+            vector = self._vector(doc)
+            if vector is not None:
+                doc.vector = np.asarray(vector, "<f2").tobytes()
             self.collections.write(name, [StoredDocument(doc)], also=also)
         else:
             self.collections.write(name, [], [fact["id"]], also=also)

@@ -33,15 +33,17 @@ from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
-from engram_index.ranking import content_query, context_keyword, insertion_keys, rrf, stable_order, with_context
+from engram_index.ranking import (content_query, content_words, context_keyword, context_scores, insertion_keys, rrf,
+                                  stable_order, with_context)
 from engram_index.remodel import describe
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
 log = logging.getLogger(__name__)
 
 EXPIRE_EVERY_S = 1.0  # a tenant's expired facts are closed at most this often, in the background
-# How deep each leg of `both` goes: twice the limit, at least this many.
+# How deep each leg of `both` goes: LEG_DEPTH_PER_LIMIT times the limit, at least MIN_LEG_DEPTH.
 MIN_LEG_DEPTH = 20
+LEG_DEPTH_PER_LIMIT = 2.0
 LEGS = ("keyword", "semantic")
 # The keyword leg scores this many BM25 candidates (and the turns after them) with their context.
 CONTEXT_DEPTH = 50
@@ -49,6 +51,8 @@ CONTEXT = True
 # `both`'s semantic leg also ranks the keyword leg's facts by cosine (every fused fact has a rank in
 # both legs): LoCoMo dev R@10 0.675 -> 0.708 (docs/design/ranking.md).
 SEMANTIC_OVER_KEYWORD = True
+# And the other way round: `both`'s keyword leg also ranks the semantic leg's facts by BM25 (with context).
+KEYWORD_OVER_SEMANTIC = True
 # The fact before as context of the semantic leg too (max of the two cosines): measured worse,
 # LoCoMo dev both R@10 0.740 -> 0.673; off.
 SEMANTIC_CONTEXT = False
@@ -148,7 +152,7 @@ class Retriever:
         filters = Filters(tags=tuple(tags), any_tags=reader_groups(principal))
         query = intent.query or ""
         legs: dict[str, list[Hit]] = {}
-        depth = intent.limit if intent.mode != "both" else max(2 * intent.limit, MIN_LEG_DEPTH)
+        depth = intent.limit if intent.mode != "both" else max(int(LEG_DEPTH_PER_LIMIT * intent.limit), MIN_LEG_DEPTH)
         vector: Future[Any] | None = None
         if intent.mode in ("semantic", "both"):
             embedder = self.facts.embedder
@@ -168,8 +172,11 @@ class Retriever:
             query_vector = vector.result()
             legs["semantic"] = self.facts.collections.search(name, SearchRequest(
                 "vector", vector=query_vector, limit=depth, filters=filters, explain=False)).hits
+            found_by_meaning = legs["semantic"]
             if intent.mode == "both" and SEMANTIC_OVER_KEYWORD:
                 legs["semantic"] = self._by_meaning(name, query_vector, legs["semantic"], legs["keyword"], filters)
+            if intent.mode == "both" and KEYWORD_OVER_SEMANTIC:
+                legs["keyword"] = self._by_words(name, query, legs["keyword"], found_by_meaning, filters, explain)
         index = self.facts.collections.index(name)
         for leg, leg_hits in legs.items():  # equal scores by insertion order, not by the facts' random ids
             ids = [h.document.id for h in leg_hits]
@@ -203,6 +210,30 @@ class Retriever:
             for hit in hits:
                 hit.terms, hit.snippet = explainer.explain(hit.document.text, hit.document.tags, None)
         return hits
+
+    def _by_words(self, name: str, query: str, keyword: list[Hit], semantic: list[Hit], filters: Filters,
+                  explain: bool) -> list[Hit]:
+        """`both`'s keyword leg: the keyword hits and the semantic leg's facts that hold a content word, all
+        by BM25 with their context (as the keyword leg scores), so that a fact found by meaning has a rank
+        among the keyword hits too."""
+        seen = {h.document.id for h in keyword}
+        extra = [h for h in semantic if h.document.id not in seen]
+        if not extra:
+            return keyword
+        index = self.facts.collections.index(name)
+        asked = content_query(query)
+        words = content_words(query_words(asked), asked)
+        with index.reading():
+            ctx = with_context(index, extra, filters, same_conversation)
+            total = context_scores(index, words, ctx)
+        wanted = {int(o) for o in index.columns.ids_to_ords([h.document.id for h in extra])}
+        scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
+                  if int(o) in wanted and t > 0 and int(o) in ctx.docs]
+        if explain:
+            explainer = Explainer(searchable_words(query_words(asked)))
+            for hit in scored:
+                hit.terms, hit.snippet = explainer.explain(hit.document.text, hit.document.tags, None)
+        return sorted(keyword + scored, key=lambda h: -float(h.score))
 
     def _by_meaning(self, name: str, vector: Any, semantic: list[Hit], keyword: list[Hit],
                     filters: Filters) -> list[Hit]:

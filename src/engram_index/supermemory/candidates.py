@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from engram_index.engine.explain import Explainer
 from engram_index.engine.types import Hit
+from engram_index.ranking import either
 
 VECTOR_WEIGHT = 0.7  # similarity = 0.7 x max(cosine, 0) + 0.3 x keyword coverage (search.py's module doc)
 
@@ -24,10 +25,18 @@ class Candidate:
     coverage: float
     order: int = 0  # insertion order in its collection (documents are processed in the order sent): the tie-break
     rerank: float | None = None
+    backed: float | None = None  # hybrid: the similarity of the other kind of the same source (search.rank)
 
     @property
     def similarity(self) -> float:
-        """The 0-1 score (see the module doc)."""
+        """The 0-1 score (see the module doc); in hybrid, with the evidence of the memory or chunk of the
+        same source (`ranking.either`)."""
+        own = self.own_similarity
+        return own if self.backed is None else either((own, self.backed))
+
+    @property
+    def own_similarity(self) -> float:
+        """The 0-1 score of this memory or chunk alone."""
         if not self.vector:
             return self.coverage
         cosine = max(self.hit.similarity or 0.0, 0.0)

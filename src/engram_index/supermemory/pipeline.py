@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engram_index.embed.base import pool
+from engram_index.embed.text import embed_text
 from engram_index import metrics
 from engram_index.errors import EngramError
 from engram_index.supermemory import memories_form
@@ -177,10 +178,26 @@ class Pipeline:
         self.face.changed(ns)
 
 
+# Chunks and memories are embedded with their document's metadata as tags, as garden.engram embeds a
+# memory with its tags: what a document is about (who wrote it, where it is from) is part of what each
+# of its sentences says. LoCoMo dev (docs/design/ranking.md) measures it.
+EMBED_METADATA = True
+
+
+def in_context(job: Job, text: str) -> str:
+    """The text one chunk or memory of `job`'s document is embedded as: itself, then `Tags: key:value, …`
+    of the document's metadata (its strings and numbers, in the order sent)."""
+    if not EMBED_METADATA:
+        return text
+    tags = [f"{k}:{v}" for k, v in (job.doc.metadata or {}).items()
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+    return embed_text("", text, tags)
+
+
 def _embed_whole(face: Face, jobs: Sequence[Job]) -> None:
     """Embed every chunk and every new memory by itself (the LLM's memories are not sentences)."""
-    texts = [c.text for j in jobs for c in j.chunks]
-    texts += [s.text for j in jobs if j.formed for s in j.formed.new]
+    texts = [in_context(j, c.text) for j in jobs for c in j.chunks]
+    texts += [in_context(j, s.text) for j in jobs if j.formed for s in j.formed.new]
     vectors = face.embed_documents(texts)
     at = 0
     for job in jobs:
@@ -201,19 +218,19 @@ def _embed_pooled(face: Face, jobs: Sequence[Job]) -> None:
     on the whole chunk, for about half of ingest's embedding). A chunk with no whole sentence
     (one cut inside a very long one) is embedded itself.
     """
-    wanted: dict[str, int] = {}  # text (whitespace normalised) -> row in the one embedding call
+    wanted: dict[str, int] = {}  # text (whitespace normalised, in context) -> row in the one embedding call
 
-    def row(text: str) -> int:
-        return wanted.setdefault(" ".join(text.split()), len(wanted))
+    def row(job: Job, text: str) -> int:
+        return wanted.setdefault(in_context(job, " ".join(text.split())), len(wanted))
 
     plans: list[tuple[list[list[int]], list[int]]] = []
     for job in jobs:
         spans = sentences(job.text)
         per_chunk = []
         for c in job.chunks:
-            inside = [row(s.text) for s in spans if s.start >= c.start and s.end <= c.end]
-            per_chunk.append(inside or [row(c.text)])
-        plans.append((per_chunk, [row(m.text) for m in job.formed.new] if job.formed else []))
+            inside = [row(job, s.text) for s in spans if s.start >= c.start and s.end <= c.end]
+            per_chunk.append(inside or [row(job, c.text)])
+        plans.append((per_chunk, [row(job, m.text) for m in job.formed.new] if job.formed else []))
     vectors, weights = face.embed_documents_weighted(list(wanted))
     model = face.model()
     dims = model.dims if model is not None else 0

@@ -45,6 +45,10 @@ FORMULA_KEYWORD = "keywordCoverage"
 IDF_COVERAGE = True
 COLLAPSE_INTO_CHUNK = False  # measured: LoCoMo dev hybrid R@10 0.664 into the chunk, 0.683 into the better
 CONTEXT = True  # chunks count the words of the chunk before them in their conversation
+# hybrid: a memory and the chunk that backs it are one result scored with the evidence of both
+# (1 - (1 - memory)(1 - chunk)), rather than the better alone.
+BACKED = True
+MEMORY_CONTEXT = False  # memories too: the memory before them (of their document, or of one of the same date)
 
 
 def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -85,13 +89,36 @@ def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str
     return out
 
 
+def _backed(found: Sequence[Candidate], source: dict[tuple[str, str], tuple[str, str]]) -> list[Candidate]:
+    """One candidate per source that has both a memory and a chunk: the better of the two (ties as
+    `rank` breaks them), backed by the other's similarity (the best memory's, for a chunk several
+    memories came from); the others as they are."""
+    ordered = stable_order(found, lambda c: c.own_similarity, lambda c: (c.order, c.kind))
+    best: dict[tuple[tuple[str, str], str], Candidate] = {}
+    first: dict[tuple[str, str], Candidate] = {}
+    for c in ordered:
+        best.setdefault((source[(c.kind, c.id)], c.kind), c)
+        first.setdefault(source[(c.kind, c.id)], c)
+    out: list[Candidate] = []
+    for c in ordered:
+        src = source[(c.kind, c.id)]
+        other = best.get((src, "chunk" if c.kind == "memory" else "memory"))
+        c.backed = None if other is None else other.own_similarity
+        if other is None or first[src] is c:
+            out.append(c)
+    return out
+
+
 def rank(found: Sequence[Candidate], limit: int, threshold: float) -> list[Candidate]:
     """The best `limit` candidates at or above `threshold`, one per source, ties by insertion order, then
-    kind. A memory and the chunk it came from take one place: the chunk's when it is a candidate (it
-    holds the whole turn and its context), else the memory's."""
+    kind. A memory and the chunk it came from take one place: with BACKED, the better of the two, scored
+    with both (`ranking.either`: LoCoMo dev hybrid R@10 0.748 -> see docs/design/ranking.md); else
+    the better ranked one."""
+    source = _sources(found)
+    if BACKED:
+        found = _backed(found, source)
     kept = stable_order((c for c in found if c.similarity >= threshold), lambda c: c.similarity,
                         lambda c: (c.order, c.kind))
-    source = _sources(kept)
     if COLLAPSE_INTO_CHUNK:
         covered = {source[(c.kind, c.id)] for c in kept if c.kind == "chunk"}
         kept = [c for c in kept if c.kind == "chunk" or source[(c.kind, c.id)] not in covered]
@@ -169,7 +196,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
                 and (required is None or required.intersection(h.document.tags))]
         # Which content words each holds, from the index's term counts (one pass for all of them).
         index = face.collections.index(name)
-        if kind == "chunk" and CONTEXT:
+        if CONTEXT and (kind == "chunk" or MEMORY_CONTEXT):
             scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None)
         else:
             ids = [h.document.id for h in hits]
@@ -326,6 +353,9 @@ def explanation(cand: Candidate, vector: bool) -> dict[str, Any]:
         "vectorSimilarity": None if hit.similarity is None else round(float(hit.similarity), 6),
         "similarity": FORMULA_VECTOR if vector else FORMULA_KEYWORD,
     }
+    if cand.backed is not None:  # hybrid: one result for a memory and the chunk that backs it
+        out["similarity"] = f"1 - (1 - ({out['similarity']})) * (1 - backedBy)"
+        out["backedBy"] = round(cand.backed, 6)
     if hit.snippet is not None:
         out["snippet"] = {"text": hit.snippet.text,
                           "highlights": [{"byteStart": s, "byteEnd": e} for s, e in hit.snippet.highlights]}
