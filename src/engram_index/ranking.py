@@ -160,12 +160,16 @@ class Context:
     has_next: np.ndarray | None = None  # the candidate is its context
 
 
-def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours) -> Context:
+def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
+                 prepare: Callable[[Iterable[Document]], None] | None = None) -> Context:
     """The hits and the turns just after them (an answer often holds none of the question's words: the
     question before it does), each with the turn just before it when `neighbours` says it is its
-    context. Call inside `index.reading()`."""
-    ords = index.columns.ids_to_ords([h.document.id for h in hits])
-    ords = ords[ords >= 0]
+    context. `prepare`, when given, sees every document before `neighbours` is asked (to read what
+    it needs of them at once). Call inside `index.reading()`."""
+    found = index.columns.ids_to_ords([h.document.id for h in hits])
+    # The hits' documents are at hand: only their neighbours are read from the store.
+    known = {int(o): h.document for o, h in zip(found, hits) if o >= 0}
+    ords = found[found >= 0]
     after = ords + 1
     joined = [ords, after[_usable(index, after, filters)]]
     if NEXT_CONTEXT:
@@ -176,8 +180,11 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     has_prev = _usable(index, prev, filters)
     nxt = cands + 1
     has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
-    docs = index.fetch(sorted({int(o) for o in cands} | {int(o) for o in prev[has_prev]}
-                              | {int(o) for o in nxt[has_next]}))
+    wanted = {int(o) for o in cands} | {int(o) for o in prev[has_prev]} | {int(o) for o in nxt[has_next]}
+    docs = index.fetch(sorted(wanted.difference(known)))
+    docs.update((o, doc) for o, doc in known.items() if o in wanted)
+    if prepare is not None:
+        prepare(docs.values())
     for i, (c, p, n) in enumerate(zip(cands, prev, nxt)):
         if has_prev[i]:
             earlier, later = docs.get(int(p)), docs.get(int(c))

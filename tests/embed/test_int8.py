@@ -21,6 +21,8 @@ from engram_index.embed.local import (
     WEIGHTS_FILE,
     MiniLMEmbedder,
     _read_verified,
+    default_cache_dir,
+    int8_cache_path,
     int8_graph,
     packaged_model_dir,
 )
@@ -36,8 +38,13 @@ def graph() -> MiniLMGraph:
 
 
 @pytest.fixture(scope="module")
-def int8() -> Iterator[MiniLMEmbedder]:
-    emb = MiniLMEmbedder(int8=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("int8-cache")
+
+
+@pytest.fixture(scope="module")
+def int8(cache_dir: Path) -> Iterator[MiniLMEmbedder]:
+    emb = MiniLMEmbedder(int8=True, cache_dir=cache_dir)
     yield emb
     emb.close()
 
@@ -121,3 +128,58 @@ def test_every_other_embedder_choice_is_kept_for_the_faces() -> None:
     assert face_embedder_from_spec("auto", "none", None) is None
     with pytest.raises(ValueError, match="unknown embedder"):
         face_embedder_from_spec("bogus", "local", hashing)
+
+
+def test_the_int8_graph_is_cached_under_the_float32_digest_and_the_onnxruntime_version(
+        int8: MiniLMEmbedder, cache_dir: Path) -> None:
+    import onnxruntime
+
+    path = int8_cache_path(cache_dir)
+    assert path.parent == cache_dir
+    assert MINILM_DIGEST.removeprefix("sha256:")[:16] in path.name and onnxruntime.__version__ in path.name
+    assert digest(path.read_bytes()) == MINILM_INT8_DIGEST
+    assert [p.name for p in cache_dir.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_a_second_start_reads_the_cached_graph_instead_of_writing_it_again(
+        int8: MiniLMEmbedder, cache_dir: Path) -> None:
+    path = int8_cache_path(cache_dir)
+    before = path.stat()
+    again = MiniLMEmbedder(int8=True, cache_dir=cache_dir)
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    texts = ["a cached graph embeds as the quantized one", "short"]
+    assert again.identity == MINILM_INT8_IDENTITY
+    assert np.array_equal(again.embed_queries(texts), int8.embed_queries(texts))
+    again.close()
+
+
+def test_a_cached_graph_of_another_digest_is_rebuilt(int8: MiniLMEmbedder, tmp_path: Path) -> None:
+    path = int8_cache_path(tmp_path)
+    path.write_bytes(b"not the int8 graph")
+    emb = MiniLMEmbedder(int8=True, cache_dir=tmp_path)
+    assert digest(path.read_bytes()) == MINILM_INT8_DIGEST
+    texts = ["a rebuilt graph embeds as the quantized one"]
+    assert np.array_equal(emb.embed_queries(texts), int8.embed_queries(texts))
+    emb.close()
+
+
+def test_a_cache_folder_that_cannot_be_written_still_gives_the_int8_model(
+        int8: MiniLMEmbedder, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("a file where the cache folder would be")
+    emb = MiniLMEmbedder(int8=True, cache_dir=blocked)
+    assert emb.identity == MINILM_INT8_IDENTITY
+    texts = ["no cache, the same vectors"]
+    assert np.array_equal(emb.embed_queries(texts), int8.embed_queries(texts))
+    assert "cannot cache the graph" in caplog.text
+    emb.close()
+
+
+def test_the_cache_folder_is_engram_cache_dir_else_the_users_cache(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ENGRAM_CACHE_DIR", str(tmp_path / "chosen"))
+    assert default_cache_dir() == tmp_path / "chosen"
+    monkeypatch.delenv("ENGRAM_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "engram-index"

@@ -79,6 +79,18 @@ def test_documents_round_trip_every_field(store: Store) -> None:
     assert store.document_by_id(sid, "x") == (0, doc)
 
 
+def test_metadata_reads_back_exactly_as_written_even_where_a_fast_parser_would_not(store: Store) -> None:
+    sid = store.space(URI).id
+    metadata = {"big": 2**70 + 1, "negative": -(2**63) - 1, "edge": 2**64 - 1, "nan_free": 0.1, "text": "1" * 25,
+                "nested": [{"x": 1e308, "y": -0.0}], "é": "ü"}
+    doc = Document(id="m", author="did:plc:q", text="t", tags=("1" * 30, "x" * 40), source=None,
+                   created_ms=1, indexed_ms=2, metadata=metadata)
+    store.write(sid, [StoredDocument(doc)])
+    got = store.documents(sid, [0])[0]
+    assert got.metadata == metadata and got.tags == doc.tags
+    assert type(got.metadata["big"]) is int and got.metadata["big"] == 2**70 + 1
+
+
 def test_a_reopened_store_keeps_everything(store: Store, tmp_path: Path) -> None:
     sid = store.collection(URI).id
     store.write(sid, [put(0)])

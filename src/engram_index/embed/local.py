@@ -15,7 +15,10 @@ mask, L2 normalisation. The encoder and pooling run in onnxruntime on a graph wr
 time from the verified weights (minilm_graph.py), in float32 as the reference does; or, with
 `int8=True`, on that graph quantized to int8 at load time (quantize.py), a model of its own
 (`all-MiniLM-L6-v2-int8`, named by the digest of the int8 graph's bytes): 2.4x cheaper per
-query, cosine 0.99 to the float32 vectors, SciFact unchanged (docs/design/embed.md).
+query, cosine 0.99 to the float32 vectors, SciFact unchanged (docs/design/embed.md). Quantizing
+takes seconds of CPU, so its bytes are cached (`int8_cache_path`: under $ENGRAM_CACHE_DIR, else the
+user's cache folder), keyed by the float32 model's pinned digest and the onnxruntime version, and
+used only when their digest is the pinned int8 one.
 
 Texts are sorted by token count and cut into passes of at most `batch_size` texts and
 `pass_tokens` padded tokens, so that a pass carries little padding and its activations stay in
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +60,8 @@ MAX_TOKENS = 256
 # cache, and gave 9-30 % more texts per CPU-second than batches of 32 texts
 # (bench/embed_choices.py).
 PASS_TOKENS = 256
+# Where the int8 graph's bytes are kept between starts (else $XDG_CACHE_HOME or ~/.cache, engram-index).
+CACHE_DIR_ENV = "ENGRAM_CACHE_DIR"
 
 
 def packaged_model_dir() -> Path:
@@ -80,6 +86,24 @@ def _read_verified(path: Path, digest: str) -> bytes:
     return data
 
 
+def default_cache_dir() -> Path:
+    """$ENGRAM_CACHE_DIR, else engram-index in $XDG_CACHE_HOME or ~/.cache."""
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "engram-index"
+
+
+def int8_cache_path(cache_dir: Path) -> Path:
+    """The int8 graph's cache file: named by the float32 model's pinned digest and the onnxruntime
+    version, the two inputs its bytes depend on."""
+    import onnxruntime
+
+    source = MINILM_DIGEST.removeprefix("sha256:")[:16]
+    return cache_dir / f"{MINILM_INT8_IDENTITY.model}-{source}-onnxruntime-{onnxruntime.__version__}.onnx"
+
+
 def int8_graph(graph: MiniLMGraph, expected: str) -> bytes:
     """The int8 quantization of a graph, refused unless its bytes have the digest `expected`."""
     from engram_index.embed.quantize import digest, quantize_graph
@@ -102,13 +126,15 @@ class MiniLMEmbedder(BatchedEmbedder):
         threads: int = 1,
         pass_tokens: int = PASS_TOKENS,
         int8: bool = False,
+        cache_dir: Path | str | None = None,
     ) -> None:
         """Load and verify the weights (the packaged ones by default).
 
         A forward pass takes at most `batch_size` texts and `pass_tokens` padded tokens (a
         longer text goes alone), and runs on `threads` threads. With `int8`, the graph is the
         int8 one quantized from the verified weights (identity `MINILM_INT8_IDENTITY`), refused
-        unless its bytes have the pinned digest.
+        unless its bytes have the pinned digest; those bytes are kept in `cache_dir` (default
+        `default_cache_dir()`) and read back at the next start when their digest is still the pinned one.
         """
         super().__init__(batch_size)
         if threads < 1:
@@ -133,12 +159,20 @@ class MiniLMEmbedder(BatchedEmbedder):
         self._tokenizer = tokenizer
         self.threads = threads
         self.pass_tokens = pass_tokens
-        graph = build_minilm_graph(weights)
-        del weights
         self.identity = MINILM_IDENTITY
         if int8:
-            graph = MiniLMGraph(int8_graph(graph, MINILM_INT8_DIGEST), np.zeros(0, np.uint8))
+            from engram_index.embed.quantize import read_cached, write_cached
+
+            cache = int8_cache_path(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+            model = read_cached(cache, MINILM_INT8_DIGEST)
+            if model is None:
+                model = int8_graph(build_minilm_graph(weights), MINILM_INT8_DIGEST)
+                write_cached(cache, model)
+            graph = MiniLMGraph(model, np.zeros(0, np.uint8))
             self.identity = MINILM_INT8_IDENTITY
+        else:
+            graph = build_minilm_graph(weights)
+        del weights
         self._session: Any = open_session(graph, threads)
 
     def close(self) -> None:

@@ -9,12 +9,18 @@ the call.
 The result is a pure function of the graph and of the onnxruntime version (pinned): the same
 bytes on every run. Callers pin the sha256 of those bytes in their model identity and refuse
 anything else, so that two processes never embed with two different int8 graphs under one name.
+
+Quantizing costs seconds of CPU at every start, so callers keep the bytes in a cache file
+(`read_cached`, `write_cached`): a cached file is used only when its digest is the pinned one, and
+is rebuilt when missing or wrong; it is written whole (a temporary file renamed over it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +29,8 @@ import numpy as np
 from onnx import ModelProto, TensorProto
 
 QUANTIZED_OPS = ("MatMul", "Attention")
+
+log = logging.getLogger(__name__)
 
 
 def inline_weights(model: bytes, weights: np.ndarray) -> ModelProto:
@@ -67,3 +75,37 @@ def quantize_graph(model: bytes, weights: np.ndarray, op_types: Sequence[str] = 
 def digest(data: bytes) -> str:
     """The "sha256:<hex>" digest model identities name."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def read_cached(path: Path, expected: str) -> bytes | None:
+    """The cached graph's bytes when the file exists and its digest is `expected`, else None."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if digest(data) != expected:
+        log.warning("the cached graph %s has another digest than %s: rebuilding it", path, expected)
+        return None
+    return data
+
+
+def write_cached(path: Path, data: bytes) -> None:
+    """Keep `data` at `path`, written whole (a reader sees the old file or the new one); a cache
+    that cannot be written is logged and skipped, as quantizing again next start is only slower."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name + ".", suffix=".tmp",
+                                         delete=False) as fh:
+            tmp = fh.name
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        log.warning("cannot cache the graph at %s (%s): it is rebuilt at every start", path, exc)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -7,8 +7,11 @@ same way from either; only placeholders and transactions differ, and stay in eac
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
+
+import orjson
 
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import StorageError
@@ -20,12 +23,27 @@ SPACE_COLUMNS = ("id, uri, model, model_digest, dims, document_prefix, query_pre
                  " next_model, next_digest, next_dims")
 
 
+_LONG_DIGITS = re.compile(r"\d{19}")  # a number orjson might read as a float (beyond 64 bits)
+
+
+def _loads(text: str) -> Any:
+    """A stored JSON value: orjson (a search decodes hundreds), else the standard parser, which reads
+    back exactly what json.dumps may have written and orjson refuses (NaN, lone surrogates) or reads
+    otherwise (integers beyond 64 bits, as floats)."""
+    if _LONG_DIGITS.search(text):
+        return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def row_to_document(row: Sequence[Any]) -> tuple[int, Document]:
     """Turn a row of DOC_COLUMNS into (ord, Document)."""
     ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector, next_vector = row
     return ord_, Document(
-        id=doc_id, author=author, text=text, tags=tuple(json.loads(tags)), source=source, created_ms=created,
-        indexed_ms=indexed, metadata=json.loads(metadata) if metadata else None, vector=vector,
+        id=doc_id, author=author, text=text, tags=tuple(_loads(tags)), source=source, created_ms=created,
+        indexed_ms=indexed, metadata=_loads(metadata) if metadata else None, vector=vector,
         next_vector=next_vector)
 
 

@@ -216,6 +216,10 @@ class Face:
         """Documents by id."""
         return {doc.id: doc for doc in map(DocRow.from_row, self._rows("sm_documents", DOC_COLUMNS, ns, ids))}
 
+    def dates(self, ns: str, ids: Sequence[str]) -> dict[str, str | None]:
+        """Documents' dates by id (only that column: a search asks it of a hundred documents)."""
+        return {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, ids)}
+
     def _rows(self, table: str, columns: str, ns: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """The rows of a namespace's table with these ids (500 bound parameters at a time)."""
         wanted = list(dict.fromkeys(ids))
@@ -240,6 +244,18 @@ class Face:
         if memory.forgotten_ms is not None:
             tags.append(FORGOTTEN)
         return tuple(tags)
+
+    def unfinished(self, ns: str) -> int:
+        """How many of a namespace's documents are still processing.
+
+        The condition of the partial index sm_documents_status is spelled out so that SQLite reads
+        only those rows: `status IN (...)` alone does not imply it, and the count then read every
+        document of the namespace (5.5 ms at 11,500 documents, on each short search's whyFewer).
+        """
+        marks = ",".join("?" * len(PROCESSING))
+        return int(self.store.query(
+            f"SELECT count(*) FROM sm_documents WHERE ns=? AND status NOT IN ('done', 'failed')"
+            f" AND status IN ({marks})", (ns, *PROCESSING))[0][0])
 
     def expired_ids(self, ns: str, at_ms: int) -> set[str]:
         """Memories past their forget-after time and not yet forgotten outright."""

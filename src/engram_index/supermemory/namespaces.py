@@ -11,7 +11,7 @@ from typing import Any
 from engram_index.store.base import StoredDocument
 from engram_index.supermemory.documents import recallable_count
 from engram_index.supermemory.errors import Conflict, Forbidden, Missing, invalid
-from engram_index.supermemory.face import PROCESSING, Face, stamp
+from engram_index.supermemory.face import Face, stamp
 from engram_index.supermemory.tables import chunks_collection, iso, memories_collection
 
 FEEDBACK_PER_DAY = 20
@@ -99,9 +99,7 @@ def _move(face: Face, ns: str, move_to: str, reach: Reach) -> dict[str, Any]:
         raise invalid("moveTo must name another namespace", "query", "moveTo")
     if not reach(move_to):
         raise Forbidden("namespace write access denied", f"this key does not reach {move_to!r}")
-    busy = face.store.query(
-        f"SELECT count(*) FROM sm_documents WHERE ns=? AND status IN ({','.join('?' * len(PROCESSING))})",
-        (ns, *PROCESSING))[0][0]
+    busy = face.unfinished(ns)
     if busy:
         raise Conflict("namespace busy", f"{busy} documents of {ns!r} are still processing: retry once they are done")
     clash = face.store.query(

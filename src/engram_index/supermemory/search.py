@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -217,10 +217,15 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
     same date (a conversation's turns of one session); the chunks just after the hits join them."""
     dates: dict[str, str | None] = {}
 
+    def prepare(chunks: Iterable[Document]) -> None:
+        """Read the dates of every chunk's document at once (a read per document was 30 queries a search)."""
+        ids = list(dict.fromkeys(str((c.metadata or {}).get("doc", "")) for c in chunks))
+        found = face.dates(ns, ids)
+        dates.update((d, found.get(d)) for d in ids)
+
     def date(doc_id: str) -> str | None:
         if doc_id not in dates:
-            row = face.documents(ns, [doc_id]).get(doc_id)
-            dates[doc_id] = row.date if row is not None else None
+            dates[doc_id] = face.dates(ns, [doc_id]).get(doc_id)
         return dates[doc_id]
 
     def neighbours(earlier: Document, later: Document) -> bool:
@@ -229,7 +234,7 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
 
     known = {h.document.id: h for h in hits}
     with index.reading():
-        ctx = with_context(index, hits, filters, neighbours)
+        ctx = with_context(index, hits, filters, neighbours, prepare)
         cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
                    if vector is not None and index.vectors is not None else None)
     docs = [ctx.docs.get(int(o)) for o in ctx.ords]

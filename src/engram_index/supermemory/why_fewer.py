@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from engram_index.engine.types import Filters
 from engram_index.shortfall import Condition, Target, why_fewer
-from engram_index.supermemory.face import FORGOTTEN, PROCESSING, SUPERSEDED, Face
+from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face
 from engram_index.supermemory.tables import chunks_collection, memories_collection
 
 MAX_FILTER_NAME = 200  # characters of the filter expression quoted in the explanation
@@ -51,9 +51,7 @@ def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing:
         name = "filter=" + json.dumps(body["filter"], separators=(",", ":"), ensure_ascii=False)[:MAX_FILTER_NAME]
         if not nothing:
             conditions.append(Condition(name, flt))
-    marks = ",".join("?" * len(PROCESSING))
-    pending = int(face.store.query(f"SELECT COUNT(*) FROM sm_documents WHERE ns=? AND status IN ({marks})",
-                                   (ns, *PROCESSING))[0][0])
+    pending = face.unfinished(ns)
     return why_fewer(face.collections, ns, targets, returned=returned, conditions=conditions,
                      threshold_cut=threshold_cut(pool, body.get("threshold", 0.3)), pending=pending,
                      none_pass=name if nothing else None)
