@@ -12,15 +12,14 @@ from engram_index.engine.analyzer import (
     STEM_PREFIX,
     STOPWORDS,
     QueryWord,
-    TermFinder,
     Token,
-    find_terms,
     index_terms,
     normalize,
     query_words,
     term_set,
     tokens,
 )
+from engram_index.engine.termfind import TermFinder, find_terms
 
 
 def terms_of(text: str) -> list[tuple[str, str]]:
@@ -477,7 +476,7 @@ def test_find_terms_in_short_random_texts_gives_exactly_the_filtered_tokens() ->
 
 
 def test_one_finder_over_many_short_texts_of_a_query_gives_exactly_the_filtered_tokens() -> None:
-    from engram_index.engine import analyzer
+    from engram_index.engine import termfind
 
     rng = random.Random(12)
     probed = 0
@@ -488,7 +487,7 @@ def test_one_finder_over_many_short_texts_of_a_query_gives_exactly_the_filtered_
         finder = TermFinder(wanted)
         for text, spans in zip(texts + texts, expected + expected):  # the second time, every piece is known
             assert find_terms(text, wanted, finder) == spans, (text, wanted)
-            probed += analyzer._worth_probing(text, finder)
+            probed += termfind._worth_probing(text, finder)
     assert probed > 800  # the probing path, not only the scan, was compared
 
 

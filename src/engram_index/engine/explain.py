@@ -11,7 +11,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from engram_index.engine.analyzer import STOPWORDS, QueryWord, TermFinder, find_terms, index_terms, normalize, term_set
+from engram_index.engine.analyzer import STOPWORDS, QueryWord, index_terms, normalize, term_set
+from engram_index.engine.termfind import TermFinder, find_terms
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
