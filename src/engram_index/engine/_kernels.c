@@ -440,6 +440,7 @@ static PyMethodDef methods[] = {
     {"self_dots", self_dots, METH_VARARGS, self_dots_doc},
     {"build_postings", engram_build_postings, METH_VARARGS, engram_build_postings_doc},
     {"postings_scores", engram_postings_scores, METH_VARARGS, engram_postings_scores_doc},
+    {"ascii_spans", engram_ascii_spans, METH_VARARGS, engram_ascii_spans_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
     {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},

@@ -77,4 +77,8 @@ extern const char engram_postings_scores_doc[];
 PyObject *engram_build_postings(PyObject *self, PyObject *args);
 PyObject *engram_postings_scores(PyObject *self, PyObject *args);
 
+/* The spans of a query's terms in an ASCII text (_kernels_terms.c). */
+extern const char engram_ascii_spans_doc[];
+PyObject *engram_ascii_spans(PyObject *self, PyObject *args);
+
 #endif

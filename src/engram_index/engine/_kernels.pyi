@@ -1,6 +1,8 @@
 """The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank, the squared norms and the
 BM25 parts; they take any C-contiguous buffer, numpy arrays here."""
 
+from collections.abc import Callable
+
 import numpy as np
 
 def hamming(query: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
@@ -59,6 +61,15 @@ def postings_scores(
     values: np.ndarray,
 ) -> int:
     """Score every document holding a query term over the postings; write ordinals and scores, return how many."""
+
+def ascii_spans(
+    text: str,
+    wanted: set[str],
+    probes: tuple[str, ...],
+    cache: dict[str, tuple[tuple[str, ...], tuple[tuple[str, int, int], ...]]],
+    analyze: Callable[[str], tuple[tuple[str, ...], tuple[tuple[str, int, int], ...]]],
+) -> list[tuple[int, int, str]]:
+    """The (start, end, term) spans, in order, of the ASCII text's tokens whose term is wanted."""
 
 def cosines(
     query: np.ndarray,

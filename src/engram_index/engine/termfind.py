@@ -14,6 +14,7 @@ from itertools import accumulate
 
 import regex
 
+from engram_index.engine import _kernels
 from engram_index.engine.analyzer import (
     MAX_TERM_CHARS,
     STEM_PREFIX,
@@ -55,6 +56,11 @@ def _probe(term: str) -> str:
     return stem[0] if stem in ("die", "lie", "tie") else stem[: max(1, len(stem) - 1)]
 
 
+def _ascii_probes(wanted: Collection[str]) -> tuple[str, ...]:
+    """The distinct probes of the ASCII wanted terms (the only ones an ASCII text can hold), in order."""
+    return tuple(sorted({_probe(t) for t in wanted if t.isascii()}))
+
+
 def _piece_at(text: str, pos: int) -> tuple[int, int]:
     """Give the bounds of the space-free run of text around a position."""
     # Any character outside chunks would do as a bound; plain spaces are found fastest.
@@ -76,12 +82,13 @@ def _ascii_fold(piece: str) -> str:
 class TermFinder:
     """Finds one set of wanted terms in texts, analyzing each distinct piece at most once (one query, one thread)."""
 
-    __slots__ = ("wanted", "probes", "fold", "memo", "probe_short_texts")
+    __slots__ = ("wanted", "probes", "ascii_probes", "fold", "memo", "probe_short_texts")
 
     def __init__(self, wanted: Collection[str]) -> None:
         """Prepare the probes of the wanted terms."""
         self.wanted = set(wanted)
         self.probes = {_probe(t) for t in self.wanted if t.isascii()}
+        self.ascii_probes = _ascii_probes(self.wanted)
         # Folding can rule a non-ASCII piece out only when every wanted term has a probe.
         self.fold = len(self.probes) > 0 and all(t.isascii() for t in self.wanted)
         self.memo: dict[str, list[tuple[str, int, int]]] = {}
@@ -128,6 +135,12 @@ def find_terms(text: str, terms: Collection[str], finder: TermFinder | None = No
     wanted = set(terms)
     if not wanted:
         return []
+    if text.isascii():
+        # An ASCII text holds only ASCII terms: its chunks are cut in C, and only those holding a
+        # probe are looked up in the analyzer's cache (the finder's probes when it fits).
+        fits = finder is not None and finder.wanted == wanted
+        probes = finder.ascii_probes if finder is not None and fits else _ascii_probes(wanted)
+        return _kernels.ascii_spans(text, wanted, probes, _chunk_cache, _analysis)
     short = len(text) <= _SCAN_CHARS
     if finder is None or finder.wanted != wanted:
         if short:
