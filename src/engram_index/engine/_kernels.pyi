@@ -1,7 +1,7 @@
 """The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank, the squared norms and the
 BM25 parts; they take any C-contiguous buffer, numpy arrays here."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -66,8 +66,8 @@ def ascii_spans(
     text: str,
     wanted: set[str],
     probes: tuple[str, ...],
-    cache: dict[str, tuple[tuple[str, ...], tuple[tuple[str, int, int], ...]]],
-    analyze: Callable[[str], tuple[tuple[str, ...], tuple[tuple[str, int, int], ...]]],
+    cache: Mapping[str, object],
+    analyze: Callable[[str], object],
 ) -> list[tuple[int, int, str]]:
     """The (start, end, term) spans, in order, of the ASCII text's tokens whose term is wanted."""
 
