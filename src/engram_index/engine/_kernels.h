@@ -81,4 +81,11 @@ PyObject *engram_postings_scores(PyObject *self, PyObject *args);
 extern const char engram_ascii_spans_doc[];
 PyObject *engram_ascii_spans(PyObject *self, PyObject *args);
 
+/* The hybrid search's union, fusion and top (_kernels_fuse.c). */
+extern const char engram_fuse_doc[];
+PyObject *engram_fuse(PyObject *self, PyObject *args);
+
+/* Whether use_portable() asked for the portable loops (read under the GIL). */
+int engram_portable(void);
+
 #endif

@@ -71,6 +71,27 @@ def ascii_spans(
 ) -> list[tuple[int, int, str]]:
     """The (start, end, term) spans, in order, of the ASCII text's tokens whose term is wanted."""
 
+def fuse(
+    vec_ords: np.ndarray,
+    vec_sims: np.ndarray,
+    vec_bm25: np.ndarray,
+    kw_ords: np.ndarray,
+    kw_bm25: np.ndarray,
+    query: np.ndarray,
+    vectors: np.ndarray,
+    inv_norms: np.ndarray,
+    live: np.ndarray,
+    method: int,
+    alpha: float,
+    rrf_k: int,
+    out_ords: np.ndarray,
+    out_fused: np.ndarray,
+    out_sims: np.ndarray,
+    out_bm25: np.ndarray,
+    out_has_sim: np.ndarray,
+) -> int:
+    """Union both stages' candidates, fuse them (0: convex z-scores, 1: RRF) and write the best; return how many."""
+
 def cosines(
     query: np.ndarray,
     vectors: np.ndarray,

@@ -304,6 +304,16 @@ class VectorIndex:
         _kernels.cosines(unit, self._vectors, self._inv_norms, np.ascontiguousarray(ords, dtype=np.int64), out)
         return out
 
+    def fuse(self, query: PreparedQuery, vec_ords: np.ndarray, vec_sims: np.ndarray, vec_bm25: np.ndarray,
+             kw_ords: np.ndarray, kw_bm25: np.ndarray, method: int, alpha: float, rrf_k: int,
+             ords: np.ndarray, fused: np.ndarray, sims: np.ndarray, bm25: np.ndarray, has_sim: np.ndarray) -> int:
+        """Fuse a hybrid search's candidates in one compiled call (_kernels.fuse, with this index's vectors for
+        the keyword-only ones' cosines) and write the best len(ords); return how many."""
+        return _kernels.fuse(np.ascontiguousarray(vec_ords, np.int64), vec_sims, vec_bm25,
+                             np.ascontiguousarray(kw_ords, np.int64), kw_bm25, query.unit, self._vectors,
+                             self._inv_norms, self._live[: self._size], method, alpha, rrf_k,
+                             ords, fused, sims, bm25, has_sim)
+
     def similarities(self, query: np.ndarray | PreparedQuery, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosine (float32) of the query with each ordinal, NaN where none."""
         unit = self.prepare(query).unit
