@@ -447,6 +447,7 @@ static PyMethodDef methods[] = {
     {"postings_scores", engram_postings_scores, METH_VARARGS, engram_postings_scores_doc},
     {"ascii_spans", engram_ascii_spans, METH_VARARGS, engram_ascii_spans_doc},
     {"fuse", engram_fuse, METH_VARARGS, engram_fuse_doc},
+    {"combine_scores", engram_combine_scores, METH_VARARGS, engram_combine_scores_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
     {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},

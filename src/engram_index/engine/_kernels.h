@@ -88,4 +88,8 @@ PyObject *engram_fuse(PyObject *self, PyObject *args);
 /* Whether use_portable() asked for the portable loops (read under the GIL). */
 int engram_portable(void);
 
+/* keyword._score's sums of the BM25 parts, as numpy added them (_kernels_postings.c). */
+extern const char engram_combine_scores_doc[];
+PyObject *engram_combine_scores(PyObject *self, PyObject *args);
+
 #endif

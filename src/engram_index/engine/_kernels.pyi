@@ -92,6 +92,17 @@ def fuse(
 ) -> int:
     """Union both stages' candidates, fuse them (0: convex z-scores, 1: RRF) and write the best; return how many."""
 
+def combine_scores(
+    parts: np.ndarray,
+    plain: np.ndarray,
+    stems: np.ndarray,
+    exacts: np.ndarray,
+    part_cols: np.ndarray,
+    part_weight: float,
+    out: np.ndarray,
+) -> None:
+    """Add up each row's BM25 parts into out (float32) as keyword._score's numpy sums did."""
+
 def cosines(
     query: np.ndarray,
     vectors: np.ndarray,

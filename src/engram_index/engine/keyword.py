@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from engram_index.engine import keyword_query
+from engram_index.engine import _kernels, keyword_query
 from engram_index.engine.analyzer import ANALYZER_VERSION, QueryWord, index_terms
 from engram_index.errors import StorageError
 # Re-exported: callers import the query's words from here.
@@ -453,14 +453,14 @@ class KeywordIndex:
         stemmed = [w for w in words if w.stem and w.stem != w.exact]
         plain = [column[w.exact] for w in words if not (w.stem and w.stem != w.exact)]
         part_columns = [column[p] for w in words for p in _parts(w)]
-        out = parts[:, plain].sum(axis=1) if plain else np.zeros(ords.size, np.float64)
-        if stemmed:
-            stem = parts[:, [column[w.stem] for w in stemmed if w.stem]]
-            exact = parts[:, [column[w.exact] for w in stemmed]]
-            out += np.where(stem > 0, stem, exact).sum(axis=1)
-        if part_columns:
-            out += keyword_query.PART_WEIGHT * parts[:, part_columns].sum(axis=1)
-        return out.astype(np.float32)
+        stems = [column[w.stem] for w in stemmed if w.stem]
+        exacts = [column[w.exact] for w in stemmed]
+        # One compiled pass adds them up as numpy's sums over the columns did (bit for bit).
+        out = np.empty(ords.size, np.float32)
+        _kernels.combine_scores(parts, np.array(plain, np.int64), np.array(stems, np.int64),
+                                np.array(exacts, np.int64), np.array(part_columns, np.int64),
+                                keyword_query.PART_WEIGHT, out)
+        return out
 
     def _searcher(self) -> Any:
         """The searcher of the last commit (kept between searches; a commit or reload replaces it)."""
