@@ -48,3 +48,27 @@ def test_columns_outside_the_parts_are_refused() -> None:
         _kernels.combine_scores(np.ones((2, 3)), none, np.array([0]), none, none, 0.6, out)
     with pytest.raises(ValueError):
         _kernels.combine_scores(np.ones(5), none, none, none, none, 0.6, out)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 199, 200, 201, 1000, 50_000])
+def test_the_top_selection_keeps_what_numpys_partition_and_margin_keep(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for ties in (False, True):
+        values = rng.exponential(5.0, n)
+        if ties:
+            values = np.round(values, 0)  # many equal scores, the k-th among them
+        ords = rng.permutation(3 * n + 1)[:n].astype(np.int64)
+        for k in (1, 10, 200, n + 1):
+            expected = ords
+            if n > k:
+                kth = float(np.partition(values, n - k)[n - k])
+                expected = ords[values >= kth - 1e-6 * abs(kth)]
+            mine = ords.copy()
+            assert mine[: _kernels.select_top(mine, values, k, 1e-6)].tolist() == expected.tolist()
+
+
+def test_the_top_selection_refuses_a_k_of_zero_and_unaligned_values() -> None:
+    with pytest.raises(ValueError):
+        _kernels.select_top(np.arange(3), np.ones(3), 0, 1e-6)
+    with pytest.raises(ValueError):
+        _kernels.select_top(np.arange(3), np.ones(2), 1, 1e-6)

@@ -92,4 +92,8 @@ int engram_portable(void);
 extern const char engram_combine_scores_doc[];
 PyObject *engram_combine_scores(PyObject *self, PyObject *args);
 
+/* The exact top-k's candidates among the postings' scores (_kernels_postings.c). */
+extern const char engram_select_top_doc[];
+PyObject *engram_select_top(PyObject *self, PyObject *args);
+
 #endif

@@ -103,6 +103,9 @@ def combine_scores(
 ) -> None:
     """Add up each row's BM25 parts into out (float32) as keyword._score's numpy sums did."""
 
+def select_top(ords: np.ndarray, values: np.ndarray, k: int, margin: float) -> int:
+    """Move to the front of ords, in order, those within margin of the k-th largest value; return how many."""
+
 def cosines(
     query: np.ndarray,
     vectors: np.ndarray,

@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -348,5 +349,90 @@ PyObject *engram_combine_scores(PyObject *self, PyObject *args)
 done:
     PyMem_RawFree(gathered);
     engram_release_all(v, 6);
+    return result;
+}
+
+const char engram_select_top_doc[] =
+"select_top(ords, values, k, margin) -> int\n--\n\n"
+"Keep, in order, the ordinals (int64, writable) whose value (float64, one per ordinal) is at least\n"
+"the k-th largest value less margin x its magnitude (all of them when there are at most k), moving\n"
+"them to the front of ords; return how many. The same as numpy's partition and mask over them.";
+
+/* Restore the min-heap order below position i of a heap of n doubles. */
+static void sift_down(double *heap, Py_ssize_t n, Py_ssize_t i)
+{
+    double x = heap[i];
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && heap[child + 1] < heap[child])
+            child++;
+        if (!(heap[child] < x))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = x;
+}
+
+/* The k-th largest of n doubles (k <= n): a min-heap of the k largest seen, which most values
+ * pass by with one comparison. */
+static double kth_largest(const double *values, Py_ssize_t n, Py_ssize_t k, double *heap)
+{
+    memcpy(heap, values, (size_t)k * sizeof(double));
+    for (Py_ssize_t i = k / 2; i-- > 0;)
+        sift_down(heap, k, i);
+    for (Py_ssize_t i = k; i < n; i++)
+        if (values[i] > heap[0]) {
+            heap[0] = values[i];
+            sift_down(heap, k, 0);
+        }
+    return heap[0];
+}
+
+PyObject *engram_select_top(PyObject *self, PyObject *args)
+{
+    PyObject *o_obj, *v_obj;
+    Py_ssize_t k;
+    double margin;
+    if (!PyArg_ParseTuple(args, "OOnd:select_top", &o_obj, &v_obj, &k, &margin))
+        return NULL;
+    Py_buffer v[2];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    double *buf = NULL;
+    if (engram_get_buffer(o_obj, &v[0], 1, "ords") < 0 || engram_get_buffer(v_obj, &v[1], 0, "values") < 0)
+        goto done;
+    Py_ssize_t n = v[0].len / 8;
+    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "d", n, "values") < 0)
+        goto done;
+    if (k <= 0) {
+        PyErr_SetString(PyExc_ValueError, "k must be positive");
+        goto done;
+    }
+    if (n <= k) {
+        result = PyLong_FromSsize_t(n);
+        goto done;
+    }
+    buf = PyMem_RawMalloc((size_t)k * sizeof(double));
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *ords = v[0].buf;
+    const double *values = v[1].buf;
+    Py_ssize_t kept = 0;
+    Py_BEGIN_ALLOW_THREADS
+    double kth = kth_largest(values, n, k, buf);
+    double threshold = kth - margin * fabs(kth);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (values[i] >= threshold)
+            ords[kept++] = ords[i];
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(kept);
+done:
+    PyMem_RawFree(buf);
+    engram_release_all(v, 2);
     return result;
 }

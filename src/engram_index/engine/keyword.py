@@ -406,15 +406,15 @@ class KeywordIndex:
         if not terms or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(candidates.size, np.float32)
         ords, approx, stale = self.counts.matches(query_plan(words), allowed)
-        if ords.size > k:
-            kth = float(np.partition(approx, ords.size - k)[ords.size - k])
-            ords = ords[approx >= kth - _EXACT_MARGIN * abs(kth)]
+        # Those within the margin of the k-th best, in one compiled pass (numpy's partition and mask).
+        ords = ords[: _kernels.select_top(ords, approx, k, _EXACT_MARGIN)]
         if stale.size:
             if allowed is not None:
                 inside = stale[stale < allowed.size]
                 stale = inside[allowed[inside]]
-            ords = np.concatenate([ords, stale])
-        ords = np.unique(ords)
+            ords = np.unique(np.concatenate([ords, stale]))
+        else:
+            ords = np.sort(ords)  # distinct already: each document is met once
         scores = self._score(words, terms, np.concatenate([ords, candidates]))
         top, candidate_scores = scores[: ords.size], scores[ords.size :]
         keep = top > 0
