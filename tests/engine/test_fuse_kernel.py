@@ -94,3 +94,27 @@ def test_the_fusion_kernel_refuses_what_it_cannot_fuse() -> None:
     with pytest.raises(ValueError, match="holds"):
         index.fuse(query, np.array([1]), one, np.ones(2, np.float32), np.array([2]), one, 0, 0.6, 60, *out)
     assert _kernels.fuse is not None
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 9, 200, 1032, 5000])
+def test_the_vector_top_equals_numpys_lexsort_of_ordinals_and_negated_cosines(n: int) -> None:
+    rng = np.random.default_rng(n + 3)
+    for ties in (False, True):
+        ords = np.sort(rng.choice(10 * n + 1, n, replace=False)).astype(np.int64)
+        sims = rng.uniform(-1, 1, n).astype(np.float32)
+        if ties:
+            sims = np.round(sims, 1).astype(np.float32)
+            sims[: n // 3] = 0.0
+            sims[n // 3 : n // 2] = -0.0
+        for k in (1, 10, 200, n + 5):
+            top = min(k, n)
+            out_ords, out_sims = np.empty(top, np.int64), np.empty(top, np.float32)
+            assert _kernels.rank_top(ords, sims, out_ords, out_sims) == top
+            order = np.lexsort((ords, -sims))[:k]
+            assert out_ords.tolist() == ords[order].tolist()
+            assert out_sims.tobytes() == sims[order].tobytes()
+
+
+def test_the_vector_top_refuses_ordinals_out_of_order() -> None:
+    with pytest.raises(ValueError, match="ascend"):
+        _kernels.rank_top(np.array([2, 1]), np.ones(2, np.float32), np.empty(1, np.int64), np.empty(1, np.float32))

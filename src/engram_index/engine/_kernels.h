@@ -96,4 +96,8 @@ PyObject *engram_combine_scores(PyObject *self, PyObject *args);
 extern const char engram_select_top_doc[];
 PyObject *engram_select_top(PyObject *self, PyObject *args);
 
+/* The vector search's best by exact cosine, ties by ordinal (_kernels_fuse.c). */
+extern const char engram_rank_top_doc[];
+PyObject *engram_rank_top(PyObject *self, PyObject *args);
+
 #endif

@@ -106,6 +106,9 @@ def combine_scores(
 def select_top(ords: np.ndarray, values: np.ndarray, k: int, margin: float) -> int:
     """Move to the front of ords, in order, those within margin of the k-th largest value; return how many."""
 
+def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
+    """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""
+
 def cosines(
     query: np.ndarray,
     vectors: np.ndarray,

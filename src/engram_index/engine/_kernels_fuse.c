@@ -307,3 +307,60 @@ done:
     engram_release_all(v, 14);
     return result;
 }
+
+const char engram_rank_top_doc[] =
+"rank_top(ords, sims, out_ords, out_sims) -> int\n--\n\n"
+"Write the best len(out_ords) of the ordinals (int64, ascending, distinct) by descending float32\n"
+"cosine, ties by the lower ordinal (numpy's lexsort of the ordinals and the negated cosines), into\n"
+"out_ords (int64) and out_sims (float32); return how many.";
+
+PyObject *engram_rank_top(PyObject *self, PyObject *args)
+{
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO:rank_top", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    static const char *names[4] = {"ords", "sims", "out_ords", "out_sims"};
+    Py_buffer v[4];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    uint64_t *keys = NULL;
+    for (int i = 0; i < 4; i++)
+        if (engram_get_buffer(objs[i], &v[i], i >= 2, names[i]) < 0)
+            goto done;
+    Py_ssize_t n = v[0].len / 8, top = v[2].len / 8;
+    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 4, "f", n, "sims") < 0
+        || engram_check_array(&v[2], 8, "ql", -1, "out_ords") < 0 || engram_check_array(&v[3], 4, "f", top, "out_sims") < 0)
+        goto done;
+    const int64_t *ords = v[0].buf;
+    const float *sims = v[1].buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((i > 0 && ords[i] <= ords[i - 1]) || sims[i] != sims[i] || n > (Py_ssize_t)UINT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "ordinals must ascend and cosines must not be NaN");
+            goto done;
+        }
+    keys = PyMem_RawMalloc(((size_t)n * 2 + 1) * sizeof(uint64_t));
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *out_ords = v[2].buf;
+    float *out_sims = v[3].buf;
+    Py_ssize_t written = n < top ? n : top;
+    Py_BEGIN_ALLOW_THREADS
+    /* The position is the low half of the key: the ordinals ascend, so equal cosines order by
+     * ordinal, and each key leads back to its cosine as given (its sign of zero included). */
+    for (Py_ssize_t i = 0; i < n; i++)
+        keys[i] = ((uint64_t)ordered_bits(-sims[i]) << 32) | (uint64_t)i;
+    sort_keys(keys, keys + n, n);
+    for (Py_ssize_t r = 0; r < written; r++) {
+        Py_ssize_t at = (Py_ssize_t)(keys[r] & 0xffffffffu);
+        out_ords[r] = ords[at];
+        out_sims[r] = sims[at];
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(written);
+done:
+    PyMem_RawFree(keys);
+    engram_release_all(v, 4);
+    return result;
+}

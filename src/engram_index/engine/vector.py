@@ -430,14 +430,10 @@ class VectorIndex:
                 return self._coarse_hits(self._distances(code, pool), pool, k)
             stop = start + self.rerank_chunk
             sims[start:stop] = self._cosines(unit, pool[start:stop])
-        if len(pool) > 4 * k:
-            top = np.argpartition(-sims, k - 1)[:k]
-            # Keep every value tied with the k-th so that the ordinal tie-break is exact.
-            top = np.flatnonzero(sims >= sims[top].min())
-        else:
-            top = np.arange(len(pool))
-        order = top[np.lexsort((pool[top], -sims[top]))][:k]
-        return VectorHits(pool[order].astype(np.int64), sims[order], False)
+        # The best k by cosine, ties by ordinal (the pool ascends), in one compiled sort.
+        best, best_sims = np.empty(min(k, len(pool)), np.int64), np.empty(min(k, len(pool)), np.float32)
+        _kernels.rank_top(np.ascontiguousarray(pool, np.int64), sims, best, best_sims)
+        return VectorHits(best, best_sims, False)
 
 
 def _passed(deadline: float | None) -> bool:
