@@ -450,6 +450,7 @@ static PyMethodDef methods[] = {
     {"combine_scores", engram_combine_scores, METH_VARARGS, engram_combine_scores_doc},
     {"select_top", engram_select_top, METH_VARARGS, engram_select_top_doc},
     {"rank_top", engram_rank_top, METH_VARARGS, engram_rank_top_doc},
+    {"snippet_bounds", engram_snippet_bounds, METH_VARARGS, engram_snippet_bounds_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
     {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},

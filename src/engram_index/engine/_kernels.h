@@ -100,4 +100,8 @@ PyObject *engram_select_top(PyObject *self, PyObject *args);
 extern const char engram_rank_top_doc[];
 PyObject *engram_rank_top(PyObject *self, PyObject *args);
 
+/* The snippet window of an ASCII body (_kernels_terms.c). */
+extern const char engram_snippet_bounds_doc[];
+PyObject *engram_snippet_bounds(PyObject *self, PyObject *args);
+
 #endif

@@ -109,6 +109,9 @@ def select_top(ords: np.ndarray, values: np.ndarray, k: int, margin: float) -> i
 def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
     """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""
 
+def snippet_bounds(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
+    """The snippet window (start, end) of an ASCII body around its spans, as explain chooses it."""
+
 def cosines(
     query: np.ndarray,
     vectors: np.ndarray,

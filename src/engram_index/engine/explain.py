@@ -12,6 +12,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from engram_index.engine import _kernels
 from engram_index.engine.analyzer import STOPWORDS, QueryWord, index_terms, normalize, term_set
 from engram_index.engine.termfind import TermFinder, find_terms
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
@@ -212,6 +213,13 @@ def _whole_tag_spans(tags: Sequence[str], terms: set[str]) -> list[tuple[int, in
 
 def _window(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
     """Choose about max_chars of body covering the most distinct terms (then the earliest)."""
+    if body.isascii():  # the same choice, compiled (_kernels.snippet_bounds)
+        return _kernels.snippet_bounds(body, spans, max_chars)
+    return _window_any(body, spans, max_chars)
+
+
+def _window_any(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
+    """_window for any body, in Python."""
     best_count, best_first, best_last = 0, 0, 0
     counts: dict[str, int] = {}
     j, n = 0, len(spans)
