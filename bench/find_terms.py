@@ -44,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from synth import make_queries, make_space  # noqa: E402
 
-from engram_index.engine import analyzer  # noqa: E402
-from engram_index.engine.analyzer import TermFinder, find_terms, query_words, term_set  # noqa: E402
+from engram_index.engine import analyzer, termfind  # noqa: E402
+from engram_index.engine.analyzer import query_words, term_set  # noqa: E402
+from engram_index.engine.termfind import TermFinder, find_terms  # noqa: E402
 from engram_index.engine.explain import Explainer  # noqa: E402
 from engram_index.engine.keyword import searchable_words  # noqa: E402
 
@@ -58,7 +59,7 @@ BLOCK = 20  # queries timed together
 
 def run_old(tasks: list[Task]) -> list[Spans]:
     """Find every task's terms by the scan short texts took before TermFinder (the library's, called directly)."""
-    return [analyzer._find_by_scan(text, wanted) for wanted, texts in tasks for text in texts]
+    return [termfind._find_by_scan(text, wanted) for wanted, texts in tasks for text in texts]
 
 
 def run_plain(tasks: list[Task]) -> list[Spans]:
@@ -178,7 +179,7 @@ def main() -> None:
     sets = hit_sets(args.n, args.queries, args.scifact)
     for label, tasks in sets.items():
         lengths = [len(text) for _, texts in tasks for text in texts]
-        assert max(lengths) <= analyzer._SCAN_CHARS, "every hit must take the short-text path"
+        assert max(lengths) <= termfind._SCAN_CHARS, "every hit must take the short-text path"
         for text in (text for _, texts in tasks for text in texts):
             parts = SPLITTERS[analyzer._chunker(text)].split(text)
             assert "".join(parts) == text and parts[1::2] == analyzer._chunker(text).findall(text)

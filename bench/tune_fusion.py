@@ -1,6 +1,6 @@
 """How the identifier-part weight and the fusion were chosen: a grid on SciFact, tuned on one half.
 
-For each weight of an identifier part (keyword.PART_WEIGHT, against 1 for the word), collect every
+For each weight of an identifier part (keyword_query.PART_WEIGHT, against 1 for the word), collect every
 query's candidates once (top 200 by vector ∪ top 200 by BM25, each scored both ways), then
 score each fusion on the even-numbered queries (the tuning half) and the odd ones (held out).
 
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from engram_index.engine import fusion  # noqa: E402
 from engram_index.engine.analyzer import query_words  # noqa: E402
-from engram_index.engine import keyword  # noqa: E402
+from engram_index.engine import keyword_query  # noqa: E402
 from engram_index.engine.types import Document  # noqa: E402
 from engram_index.evaluation import EVAL_SPACE, MINILM, load_scifact, ndcg_at  # noqa: E402
 from engram_index.collections import Collections  # noqa: E402
@@ -57,7 +57,7 @@ def main() -> None:
         ids = index.columns.ids
         print(f"{'part weight':<16}{'fusion':<22}{'even':>8}{'odd':>8}{'all':>8}")
         for weight in WEIGHTS:
-            keyword.PART_WEIGHT = weight
+            keyword_query.PART_WEIGHT = weight
             pools = []
             for i, q in judged:
                 words = query_words(q["text"])

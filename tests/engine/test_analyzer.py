@@ -12,15 +12,14 @@ from engram_index.engine.analyzer import (
     STEM_PREFIX,
     STOPWORDS,
     QueryWord,
-    TermFinder,
     Token,
-    find_terms,
     index_terms,
     normalize,
     query_words,
     term_set,
     tokens,
 )
+from engram_index.engine.termfind import TermFinder, find_terms
 
 
 def terms_of(text: str) -> list[tuple[str, str]]:
@@ -477,7 +476,7 @@ def test_find_terms_in_short_random_texts_gives_exactly_the_filtered_tokens() ->
 
 
 def test_one_finder_over_many_short_texts_of_a_query_gives_exactly_the_filtered_tokens() -> None:
-    from engram_index.engine import analyzer
+    from engram_index.engine import termfind
 
     rng = random.Random(12)
     probed = 0
@@ -488,7 +487,7 @@ def test_one_finder_over_many_short_texts_of_a_query_gives_exactly_the_filtered_
         finder = TermFinder(wanted)
         for text, spans in zip(texts + texts, expected + expected):  # the second time, every piece is known
             assert find_terms(text, wanted, finder) == spans, (text, wanted)
-            probed += analyzer._worth_probing(text, finder)
+            probed += termfind._worth_probing(text, finder)
     assert probed > 800  # the probing path, not only the scan, was compared
 
 
@@ -538,3 +537,39 @@ def test_a_finder_with_non_ascii_wanted_terms_finds_them_in_mixed_script_texts()
     finder = TermFinder(wanted)
     for text in ["plain ascii text", "東京大学 in Zürich", "Zurich 東京", "ｶﾞｲﾄﾞ 東京tower zurich's"]:
         assert find_terms(text, wanted, finder) == spans_by_filtering_tokens(text, wanted), text
+
+
+JOINER_EDGES = ["a://b", "a:/b", "a::b", "a:::b", "a::/b", "x.-y", "a..b", "a'b", "a''b", "end.", ".start", "a-",
+                "-a", "::", "://", "a://", "v2.3.1.", "x_y-z::w://v.u'TS"]
+
+
+def test_the_compiled_ascii_finder_gives_exactly_the_filtered_tokens_of_random_ascii_texts() -> None:
+    from engram_index.engine import _kernels, termfind
+    from engram_index.engine.analyzer import _analysis, _chunk_cache
+
+    rng = random.Random(13)
+    compared = 0
+    for _ in range(1500):
+        count = rng.choice([0, 1, 2, 5, 20, 60])
+        pieces = [rng.choice(ASCII_FRAGMENTS + JOINER_EDGES) + rng.choice(ASCII_SEPARATORS) for _ in range(count)]
+        text = "".join(pieces)
+        wanted = random_wanted(rng, text)
+        expected = spans_by_filtering_tokens(text, wanted)
+        probes = termfind._ascii_probes(wanted)
+        assert _kernels.ascii_spans(text, wanted, probes, _chunk_cache, _analysis) == expected, (text, wanted)
+        assert find_terms(text, wanted, TermFinder(wanted)) == expected == find_terms(text, wanted)
+        compared += bool(expected)
+    assert compared > 500  # most texts held a wanted term
+
+
+def test_the_compiled_ascii_finder_refuses_what_it_cannot_read() -> None:
+    from engram_index.engine import _kernels
+    from engram_index.engine.analyzer import _analysis, _chunk_cache
+
+    with pytest.raises(ValueError):
+        _kernels.ascii_spans("café", {"cafe"}, ("caf",), _chunk_cache, _analysis)
+    with pytest.raises(ValueError):
+        _kernels.ascii_spans("server", {"server"}, ("",), _chunk_cache, _analysis)
+    with pytest.raises(TypeError):
+        _kernels.ascii_spans("server", {"server"}, ("serve",), {}, lambda chunk: None)
+    assert _kernels.ascii_spans("server", {"server"}, (), _chunk_cache, _analysis) == []

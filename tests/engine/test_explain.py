@@ -296,3 +296,24 @@ def test_explainers_of_different_queries_on_several_threads_each_find_their_own_
         words = query_words(q)
         expected = [(m, snippet(text, [], None, m, words)) for text in texts for m in [match_terms(words, text, [], None)]]
         assert got == expected, q
+
+
+def test_the_compiled_snippet_window_chooses_as_the_python_one_on_random_ascii_bodies() -> None:
+    import random
+
+    from engram_index.engine import _kernels
+    from engram_index.engine.explain import _window_any
+
+    rng = random.Random(5)
+    words = ["server", "runs", "a", "HTTPServer", "snake_case", "x", "longerwordthanmost", "v2.3.1"]
+    spaces = [" ", "  ", "\t", "\n", "\x1c", "\x0b", "-", ""]
+    for _ in range(3000):
+        body = "".join(rng.choice(words) + rng.choice(spaces) for _ in range(rng.randint(1, 120)))
+        starts = sorted(rng.sample(range(len(body)), min(len(body), rng.randint(1, 30))))
+        spans = [(s, min(len(body), s + rng.randint(1, 40)), rng.choice(["server", "~run", "http", "x"]))
+                 for s in starts]
+        spans = [(s, e, (t + ".")[:-1]) for s, e, t in spans]  # distinct objects for equal terms
+        max_chars = rng.choice([5, 20, 60, 200])
+        if len(body) <= max_chars:
+            continue
+        assert _kernels.snippet_bounds(body, spans, max_chars) == _window_any(body, spans, max_chars), (body, spans)

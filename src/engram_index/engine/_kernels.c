@@ -27,6 +27,11 @@
  * the tests can run both loops of each kernel on one machine. Read under the GIL at each call. */
 static int force_portable = 0;
 
+int engram_portable(void)
+{
+    return force_portable;
+}
+
 
 int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
 {
@@ -440,6 +445,12 @@ static PyMethodDef methods[] = {
     {"self_dots", self_dots, METH_VARARGS, self_dots_doc},
     {"build_postings", engram_build_postings, METH_VARARGS, engram_build_postings_doc},
     {"postings_scores", engram_postings_scores, METH_VARARGS, engram_postings_scores_doc},
+    {"ascii_spans", engram_ascii_spans, METH_VARARGS, engram_ascii_spans_doc},
+    {"fuse", engram_fuse, METH_VARARGS, engram_fuse_doc},
+    {"combine_scores", engram_combine_scores, METH_VARARGS, engram_combine_scores_doc},
+    {"select_top", engram_select_top, METH_VARARGS, engram_select_top_doc},
+    {"rank_top", engram_rank_top, METH_VARARGS, engram_rank_top_doc},
+    {"snippet_bounds", engram_snippet_bounds, METH_VARARGS, engram_snippet_bounds_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
     {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},

@@ -77,4 +77,31 @@ extern const char engram_postings_scores_doc[];
 PyObject *engram_build_postings(PyObject *self, PyObject *args);
 PyObject *engram_postings_scores(PyObject *self, PyObject *args);
 
+/* The spans of a query's terms in an ASCII text (_kernels_terms.c). */
+extern const char engram_ascii_spans_doc[];
+PyObject *engram_ascii_spans(PyObject *self, PyObject *args);
+
+/* The hybrid search's union, fusion and top (_kernels_fuse.c). */
+extern const char engram_fuse_doc[];
+PyObject *engram_fuse(PyObject *self, PyObject *args);
+
+/* Whether use_portable() asked for the portable loops (read under the GIL). */
+int engram_portable(void);
+
+/* keyword._score's sums of the BM25 parts, as numpy added them (_kernels_postings.c). */
+extern const char engram_combine_scores_doc[];
+PyObject *engram_combine_scores(PyObject *self, PyObject *args);
+
+/* The exact top-k's candidates among the postings' scores (_kernels_postings.c). */
+extern const char engram_select_top_doc[];
+PyObject *engram_select_top(PyObject *self, PyObject *args);
+
+/* The vector search's best by exact cosine, ties by ordinal (_kernels_fuse.c). */
+extern const char engram_rank_top_doc[];
+PyObject *engram_rank_top(PyObject *self, PyObject *args);
+
+/* The snippet window of an ASCII body (_kernels_terms.c). */
+extern const char engram_snippet_bounds_doc[];
+PyObject *engram_snippet_bounds(PyObject *self, PyObject *args);
+
 #endif

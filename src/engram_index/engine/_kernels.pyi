@@ -1,6 +1,8 @@
 """The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank, the squared norms and the
 BM25 parts; they take any C-contiguous buffer, numpy arrays here."""
 
+from collections.abc import Callable, Mapping
+
 import numpy as np
 
 def hamming(query: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
@@ -59,6 +61,56 @@ def postings_scores(
     values: np.ndarray,
 ) -> int:
     """Score every document holding a query term over the postings; write ordinals and scores, return how many."""
+
+def ascii_spans(
+    text: str,
+    wanted: set[str],
+    probes: tuple[str, ...],
+    cache: Mapping[str, object],
+    analyze: Callable[[str], object],
+) -> list[tuple[int, int, str]]:
+    """The (start, end, term) spans, in order, of the ASCII text's tokens whose term is wanted."""
+
+def fuse(
+    vec_ords: np.ndarray,
+    vec_sims: np.ndarray,
+    vec_bm25: np.ndarray,
+    kw_ords: np.ndarray,
+    kw_bm25: np.ndarray,
+    query: np.ndarray,
+    vectors: np.ndarray,
+    inv_norms: np.ndarray,
+    live: np.ndarray,
+    method: int,
+    alpha: float,
+    rrf_k: int,
+    out_ords: np.ndarray,
+    out_fused: np.ndarray,
+    out_sims: np.ndarray,
+    out_bm25: np.ndarray,
+    out_has_sim: np.ndarray,
+) -> int:
+    """Union both stages' candidates, fuse them (0: convex z-scores, 1: RRF) and write the best; return how many."""
+
+def combine_scores(
+    parts: np.ndarray,
+    plain: np.ndarray,
+    stems: np.ndarray,
+    exacts: np.ndarray,
+    part_cols: np.ndarray,
+    part_weight: float,
+    out: np.ndarray,
+) -> None:
+    """Add up each row's BM25 parts into out (float32) as keyword._score's numpy sums did."""
+
+def select_top(ords: np.ndarray, values: np.ndarray, k: int, margin: float) -> int:
+    """Move to the front of ords, in order, those within margin of the k-th largest value; return how many."""
+
+def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
+    """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""
+
+def snippet_bounds(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
+    """The snippet window (start, end) of an ASCII body around its spans, as explain chooses it."""
 
 def cosines(
     query: np.ndarray,

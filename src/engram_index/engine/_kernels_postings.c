@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -225,5 +226,213 @@ PyObject *engram_postings_scores(PyObject *self, PyObject *args)
     result = PyLong_FromSsize_t(n);
 done:
     engram_release_all(v, 15);
+    return result;
+}
+
+const char engram_combine_scores_doc[] =
+"combine_scores(parts, plain, stems, exacts, part_cols, part_weight, out)\n--\n\n"
+"Add up each row of parts (float64, rows x columns: a query term's BM25 part per column) into out\n"
+"(float32, one per row) as keyword._score's numpy did, bit for bit: the plain columns (int64\n"
+"indexes), plus per stemmed word its stem's column where positive, else its exact form's (stems\n"
+"and exacts, int64, aligned), plus part_weight x the part columns. Each group is summed as numpy's\n"
+"sum over axis 1 sums it: column by column for two rows or more, pairwise for a single row.";
+
+/* numpy's pairwise sum of n doubles (add.reduce over one contiguous run). */
+static double pairwise(const double *a, Py_ssize_t n)
+{
+    if (n < 8) {
+        double res = 0.;
+        for (Py_ssize_t i = 0; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        Py_ssize_t i;
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    Py_ssize_t half = n / 2;
+    half -= half % 8;
+    return pairwise(a, half) + pairwise(a + half, n - half);
+}
+
+/* The sum of n gathered values as numpy sums a row of a (rows x n) array over axis 1. */
+static double row_sum(const double *values, Py_ssize_t n, Py_ssize_t rows)
+{
+    if (rows == 1)
+        return pairwise(values, n);
+    double res = 0.;
+    for (Py_ssize_t i = 0; i < n; i++)
+        res += values[i];
+    return res;
+}
+
+PyObject *engram_combine_scores(PyObject *self, PyObject *args)
+{
+    PyObject *objs[6];
+    double part_weight;
+    if (!PyArg_ParseTuple(args, "OOOOOdO:combine_scores", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &part_weight, &objs[5]))
+        return NULL;
+    static const char *names[6] = {"parts", "plain", "stems", "exacts", "part_cols", "out"};
+    Py_buffer v[6];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    double *gathered = NULL;
+    for (int i = 0; i < 6; i++)
+        if (engram_get_buffer(objs[i], &v[i], i == 5, names[i]) < 0)
+            goto done;
+    Py_ssize_t rows = v[5].len / 4, np_ = v[1].len / 8, ns = v[2].len / 8, nq = v[4].len / 8;
+    if (engram_check_array(&v[0], 8, "d", -1, "parts") < 0 || engram_check_array(&v[1], 8, "ql", -1, "plain") < 0
+        || engram_check_array(&v[2], 8, "ql", -1, "stems") < 0 || engram_check_array(&v[3], 8, "ql", ns, "exacts") < 0
+        || engram_check_array(&v[4], 8, "ql", -1, "part_cols") < 0 || engram_check_array(&v[5], 4, "f", -1, "out") < 0)
+        goto done;
+    if (rows == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t width = (v[0].len / 8) / rows;
+    if (width * rows != v[0].len / 8) {
+        PyErr_SetString(PyExc_ValueError, "parts must hold a row per value of out");
+        goto done;
+    }
+    const int64_t *cols[4] = {v[1].buf, v[2].buf, v[3].buf, v[4].buf};
+    Py_ssize_t counts[4] = {np_, ns, ns, nq};
+    for (int g = 0; g < 4; g++)
+        for (Py_ssize_t j = 0; j < counts[g]; j++)
+            if (cols[g][j] < 0 || cols[g][j] >= width) {
+                PyErr_Format(PyExc_IndexError, "column %lld is outside the %zd columns", (long long)cols[g][j], width);
+                goto done;
+            }
+    Py_ssize_t most = np_ > ns ? np_ : ns;
+    most = most > nq ? most : nq;
+    gathered = PyMem_RawMalloc(((size_t)most + 1) * sizeof(double));
+    if (gathered == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const double *parts = v[0].buf;
+    float *out = v[5].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const double *row = parts + r * width;
+        double total = 0.0;
+        if (np_) {
+            for (Py_ssize_t j = 0; j < np_; j++)
+                gathered[j] = row[cols[0][j]];
+            total = row_sum(gathered, np_, rows);
+        }
+        if (ns) {
+            for (Py_ssize_t j = 0; j < ns; j++) {
+                double stem = row[cols[1][j]];
+                gathered[j] = stem > 0 ? stem : row[cols[2][j]];
+            }
+            total += row_sum(gathered, ns, rows);
+        }
+        if (nq) {
+            for (Py_ssize_t j = 0; j < nq; j++)
+                gathered[j] = row[cols[3][j]];
+            total += part_weight * row_sum(gathered, nq, rows);
+        }
+        out[r] = (float)total;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(gathered);
+    engram_release_all(v, 6);
+    return result;
+}
+
+const char engram_select_top_doc[] =
+"select_top(ords, values, k, margin) -> int\n--\n\n"
+"Keep, in order, the ordinals (int64, writable) whose value (float64, one per ordinal) is at least\n"
+"the k-th largest value less margin x its magnitude (all of them when there are at most k), moving\n"
+"them to the front of ords; return how many. The same as numpy's partition and mask over them.";
+
+/* Restore the min-heap order below position i of a heap of n doubles. */
+static void sift_down(double *heap, Py_ssize_t n, Py_ssize_t i)
+{
+    double x = heap[i];
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && heap[child + 1] < heap[child])
+            child++;
+        if (!(heap[child] < x))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = x;
+}
+
+/* The k-th largest of n doubles (k <= n): a min-heap of the k largest seen, which most values
+ * pass by with one comparison. */
+static double kth_largest(const double *values, Py_ssize_t n, Py_ssize_t k, double *heap)
+{
+    memcpy(heap, values, (size_t)k * sizeof(double));
+    for (Py_ssize_t i = k / 2; i-- > 0;)
+        sift_down(heap, k, i);
+    for (Py_ssize_t i = k; i < n; i++)
+        if (values[i] > heap[0]) {
+            heap[0] = values[i];
+            sift_down(heap, k, 0);
+        }
+    return heap[0];
+}
+
+PyObject *engram_select_top(PyObject *self, PyObject *args)
+{
+    PyObject *o_obj, *v_obj;
+    Py_ssize_t k;
+    double margin;
+    if (!PyArg_ParseTuple(args, "OOnd:select_top", &o_obj, &v_obj, &k, &margin))
+        return NULL;
+    Py_buffer v[2];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    double *buf = NULL;
+    if (engram_get_buffer(o_obj, &v[0], 1, "ords") < 0 || engram_get_buffer(v_obj, &v[1], 0, "values") < 0)
+        goto done;
+    Py_ssize_t n = v[0].len / 8;
+    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "d", n, "values") < 0)
+        goto done;
+    if (k <= 0) {
+        PyErr_SetString(PyExc_ValueError, "k must be positive");
+        goto done;
+    }
+    if (n <= k) {
+        result = PyLong_FromSsize_t(n);
+        goto done;
+    }
+    buf = PyMem_RawMalloc((size_t)k * sizeof(double));
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *ords = v[0].buf;
+    const double *values = v[1].buf;
+    Py_ssize_t kept = 0;
+    Py_BEGIN_ALLOW_THREADS
+    double kth = kth_largest(values, n, k, buf);
+    double threshold = kth - margin * fabs(kth);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (values[i] >= threshold)
+            ords[kept++] = ords[i];
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(kept);
+done:
+    PyMem_RawFree(buf);
+    engram_release_all(v, 2);
     return result;
 }

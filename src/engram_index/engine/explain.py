@@ -8,10 +8,13 @@ find_terms), with one TermFinder per query remembering what it learned across th
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 
-from engram_index.engine.analyzer import STOPWORDS, QueryWord, TermFinder, find_terms, index_terms, normalize, term_set
+from engram_index.engine import _kernels
+from engram_index.engine.analyzer import STOPWORDS, QueryWord, index_terms, normalize, term_set
+from engram_index.engine.termfind import TermFinder, find_terms
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -72,16 +75,21 @@ class Explainer:
         fields = _Fields(self.wanted, text, tags, source, text_terms)
         whole_tags = {normalize(tag) for tag in tags} if tags else _NO_TAGS
         found: dict[tuple[str, TermKind, FieldName], None] = {}  # in order, each once
+        in_text = fields.text  # looked at first, inline: most matches are there
         for word in self.content:
             # The best kind over all fields wins; among fields holding it, the first one.
-            field = fields.first(word.exact, whole=word.exact in whole_tags)
-            if field is not None:
-                found[word.exact, "exact", field] = None
-            elif word.stem is not None and (field := fields.first(word.stem)) is not None:
-                found[word.stem, "stem", field] = None
+            exact, stem = word.exact, word.stem
+            if exact in in_text:
+                found[exact, "exact", "text"] = None
+            elif (field := fields.first(exact, whole=exact in whole_tags)) is not None:
+                found[exact, "exact", field] = None
+            elif stem is not None and stem in in_text:
+                found[stem, "stem", "text"] = None
+            elif stem is not None and (field := fields.first(stem)) is not None:
+                found[stem, "stem", field] = None
             else:
                 for part in word.parts:
-                    if (field := fields.first(part)) is not None:
+                    if (field := "text" if part in in_text else fields.first(part)) is not None:
                         found[part, "part", field] = None
         return tuple(TermMatch(term, kind, field) for term, kind, field in found)
 
@@ -120,7 +128,7 @@ def _text_terms(text: str, wanted: set[str]) -> set[str]:
 class _Fields:
     """The wanted terms present in each field; tags and source are analyzed only when first needed."""
 
-    __slots__ = ("_wanted", "_text", "_tags", "_tags_terms", "_source", "_source_terms")
+    __slots__ = ("_wanted", "text", "_tags", "_tags_terms", "_source", "_source_terms")
 
     def __init__(
         self, wanted: set[str], text: str, tags: Sequence[str], source: str | None, text_terms: set[str] | None
@@ -128,13 +136,13 @@ class _Fields:
         """Find the wanted terms of the text, unless given; the other fields wait."""
         self._wanted = wanted
         # The text is always looked at first, so it is analyzed at once.
-        self._text = text_terms & wanted if text_terms is not None else _text_terms(text, wanted)
+        self.text = text_terms & wanted if text_terms is not None else _text_terms(text, wanted)
         self._tags, self._tags_terms = tags, _UNREAD
         self._source, self._source_terms = source, _UNREAD
 
     def first(self, term: str, whole: bool = False) -> FieldName | None:
         """Give the first field (text, tags, source) holding the term; whole: a tag equals it."""
-        if term in self._text:
+        if term in self.text:
             return "text"
         if whole:
             return "tags"
@@ -205,25 +213,37 @@ def _whole_tag_spans(tags: Sequence[str], terms: set[str]) -> list[tuple[int, in
 
 def _window(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
     """Choose about max_chars of body covering the most distinct terms (then the earliest)."""
+    if body.isascii():  # the same choice, compiled (_kernels.snippet_bounds)
+        return _kernels.snippet_bounds(body, spans, max_chars)
+    return _window_any(body, spans, max_chars)
+
+
+def _window_any(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
+    """_window for any body, in Python."""
     best_count, best_first, best_last = 0, 0, 0
     counts: dict[str, int] = {}
-    j = 0
+    j, n = 0, len(spans)
     # Two pointers over the spans (sorted by start): spans[i..j) fit in a window at spans[i].
-    for i, (first_start, _, term_i) in enumerate(spans):
-        j = max(j, i)
-        while j < len(spans) and spans[j][1] - first_start <= max_chars:
-            term_j = spans[j][2]
+    for i in range(n):
+        first_start, _, term_i = spans[i]
+        if j < i:
+            j = i
+        while j < n:
+            _, end_j, term_j = spans[j]
+            if end_j - first_start > max_chars:
+                break
             counts[term_j] = counts.get(term_j, 0) + 1
             j += 1
         if len(counts) > best_count:
             best_count, best_first, best_last = len(counts), i, j - 1
         if j > i:  # spans[i] was counted; slide past it
-            if counts[term_i] == 1:
+            left = counts[term_i]
+            if left == 1:
                 del counts[term_i]
             else:
-                counts[term_i] -= 1
+                counts[term_i] = left - 1
     covered_start = spans[best_first][0]
-    covered_end = max(span[1] for span in spans[best_first : best_last + 1])
+    covered_end = max([span[1] for span in spans[best_first : best_last + 1]])
     covered_end = min(covered_end, covered_start + max_chars)
     # Center the covered span, then keep the window inside the body.
     start = max(0, covered_start - (max_chars - (covered_end - covered_start)) // 2)
@@ -232,21 +252,26 @@ def _window(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tup
     return _snap(body, start, end, covered_start, covered_end)
 
 
+# The first whitespace character in a range, and the last (re's \s is str.isspace() for one character).
+_SPACE = re.compile(r"\s")
+_LAST_SPACE = re.compile(r"\s\S*\Z")
+
+
 def _snap(body: str, start: int, end: int, keep_start: int, keep_end: int) -> tuple[int, int]:
     """Move window bounds to word boundaries, never cutting into [keep_start, keep_end)."""
     if start > 0 and not body[start - 1].isspace():
         # Drop the cut word at the start, when a space comes before the matches.
-        space = next((k for k in range(start, keep_start) if body[k].isspace()), None)
+        space = _SPACE.search(body, start, keep_start)
         if space is not None:
-            start = space + 1
+            start = space.start() + 1
     while start < keep_start and body[start].isspace():
         start += 1
     while 0 < start < keep_start and _is_mark(body[start]):
         start += 1  # a combining mark belongs to the character before the cut
     if end < len(body) and not body[end].isspace() and not body[end - 1].isspace():
-        space = next((k for k in range(end - 1, keep_end - 1, -1) if body[k].isspace()), None)
+        space = _LAST_SPACE.search(body, keep_end, end)
         if space is not None:
-            end = space
+            end = space.start()
     while end > keep_end and body[end - 1].isspace():
         end -= 1
     while end < len(body) and _is_mark(body[end]):

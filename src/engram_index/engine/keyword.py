@@ -23,9 +23,14 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from engram_index.engine.analyzer import ANALYZER_VERSION, STOPWORDS, QueryWord, index_terms
+from engram_index.engine import _kernels, keyword_query
+from engram_index.engine.analyzer import ANALYZER_VERSION, QueryWord, index_terms
 from engram_index.errors import StorageError
-from engram_index.engine.termcounts import QueryPlan, TermCounts
+# Re-exported: callers import the query's words from here.
+from engram_index.engine.keyword_query import PART_WEIGHT as PART_WEIGHT
+from engram_index.engine.keyword_query import _parts, query_plan, query_terms
+from engram_index.engine.keyword_query import searchable_words as searchable_words
+from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import Document, Filters
 
 SCHEMA_VERSION = 1
@@ -46,50 +51,6 @@ def document_terms(doc: Document) -> list[str]:
         terms.extend(index_terms(doc.source))
     return terms
 
-
-def searchable_words(words: Sequence[QueryWord]) -> list[QueryWord]:
-    """Drop stopwords and repeated words, unless the query is nothing but stopwords."""
-    seen: set[str] = set()
-    kept = [w for w in words if w.exact not in STOPWORDS]
-    out: list[QueryWord] = []
-    for word in kept or list(words):
-        if word.exact not in seen:
-            seen.add(word.exact)
-            out.append(word)
-    return out
-
-
-# What an identifier part counts for, against 1 for the word itself (tuned on SciFact: 0.4 / 0.6 / 0.8 / 1).
-PART_WEIGHT = 0.6
-
-
-def query_terms(words: Sequence[QueryWord]) -> list[str]:
-    """The distinct terms the query looks for: every word's exact form, stem and identifier parts."""
-    out: dict[str, None] = {}
-    for word in words:
-        out[word.exact] = None
-        if word.stem:
-            out[word.stem] = None
-        out.update(dict.fromkeys(word.parts))
-    return list(out)
-
-
-def _parts(word: QueryWord) -> list[str]:
-    """A word's distinct identifier parts, other than the word itself."""
-    return [p for p in dict.fromkeys(word.parts) if p != word.exact]
-
-
-def query_plan(words: Sequence[QueryWord]) -> QueryPlan:
-    """How the (searchable) words' terms add up, as `KeywordIndex._score` adds them: per word its stem
-    where the document holds it, else its exact form, plus PART_WEIGHT x each identifier part."""
-    columns: list[tuple[str, int, int, float]] = []
-    for group, word in enumerate(words, 1):
-        if word.stem and word.stem != word.exact:
-            columns += [(word.stem, 1, group, 1.0), (word.exact, 2, group, 1.0)]
-        else:
-            columns.append((word.exact, 0, 0, 1.0))
-        columns += [(part, 0, 0, PART_WEIGHT) for part in _parts(word)]
-    return QueryPlan(columns)
 
 
 # The postings' sums and _score's differ only by float64 rounding (~1e-15 of the score); anything
@@ -445,15 +406,15 @@ class KeywordIndex:
         if not terms or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(candidates.size, np.float32)
         ords, approx, stale = self.counts.matches(query_plan(words), allowed)
-        if ords.size > k:
-            kth = float(np.partition(approx, ords.size - k)[ords.size - k])
-            ords = ords[approx >= kth - _EXACT_MARGIN * abs(kth)]
+        # Those within the margin of the k-th best, in one compiled pass (numpy's partition and mask).
+        ords = ords[: _kernels.select_top(ords, approx, k, _EXACT_MARGIN)]
         if stale.size:
             if allowed is not None:
                 inside = stale[stale < allowed.size]
                 stale = inside[allowed[inside]]
-            ords = np.concatenate([ords, stale])
-        ords = np.unique(ords)
+            ords = np.unique(np.concatenate([ords, stale]))
+        else:
+            ords = np.sort(ords)  # distinct already: each document is met once
         scores = self._score(words, terms, np.concatenate([ords, candidates]))
         top, candidate_scores = scores[: ords.size], scores[ords.size :]
         keep = top > 0
@@ -492,14 +453,14 @@ class KeywordIndex:
         stemmed = [w for w in words if w.stem and w.stem != w.exact]
         plain = [column[w.exact] for w in words if not (w.stem and w.stem != w.exact)]
         part_columns = [column[p] for w in words for p in _parts(w)]
-        out = parts[:, plain].sum(axis=1) if plain else np.zeros(ords.size, np.float64)
-        if stemmed:
-            stem = parts[:, [column[w.stem] for w in stemmed if w.stem]]
-            exact = parts[:, [column[w.exact] for w in stemmed]]
-            out += np.where(stem > 0, stem, exact).sum(axis=1)
-        if part_columns:
-            out += PART_WEIGHT * parts[:, part_columns].sum(axis=1)
-        return out.astype(np.float32)
+        stems = [column[w.stem] for w in stemmed if w.stem]
+        exacts = [column[w.exact] for w in stemmed]
+        # One compiled pass adds them up as numpy's sums over the columns did (bit for bit).
+        out = np.empty(ords.size, np.float32)
+        _kernels.combine_scores(parts, np.array(plain, np.int64), np.array(stems, np.int64),
+                                np.array(exacts, np.int64), np.array(part_columns, np.int64),
+                                keyword_query.PART_WEIGHT, out)
+        return out
 
     def _searcher(self) -> Any:
         """The searcher of the last commit (kept between searches; a commit or reload replaces it)."""

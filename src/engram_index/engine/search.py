@@ -291,37 +291,24 @@ class SpaceIndex:
             kw_ords, kw_scores = kw_ords[keep], kw_scores[keep]
         kw_ords, kw_scores = self._live(kw_ords, kw_scores)
 
-        ords = np.unique(np.concatenate([vec.ords, kw_ords]))
-        sims = np.full(ords.size, np.nan, np.float32)
-        bm25 = np.zeros(ords.size, np.float32)
-        sims[np.searchsorted(ords, vec.ords)] = vec.sims
-        bm25[np.searchsorted(ords, vec.ords)] = vec_bm25
-        bm25[np.searchsorted(ords, kw_ords)] = kw_scores
-        missing_sim = np.isnan(sims)
-        if missing_sim.any():
-            sims[missing_sim] = vectors.similarities(query, ords[missing_sim])
-        # A keyword candidate without a usable vector ranks as if orthogonal to the query (but
-        # is given no similarity: it has none).
-        no_vector = np.isnan(sims)
-        sims[no_vector] = 0.0
-
-        fused = fusion.rrf(sims, bm25) if req.fusion == "rrf" else fusion.convex(sims, bm25)
-        top = self._order(ords, fused, req.limit)
-        docs = self.fetch([int(ords[i]) for i in top])
+        # One compiled call: the union, the keyword-only candidates' cosines, the fusion (as
+        # engine/fusion.py computes it, bit for bit) and the best `limit` (ties: the lower ordinal).
+        top = min(req.limit, vec.ords.size + kw_ords.size)
+        ords = np.empty(top, np.int64)
+        fused, sims, bm25 = np.empty(top, np.float64), np.empty(top, np.float32), np.empty(top, np.float32)
+        has_sim = np.empty(top, np.bool_)
+        method = 1 if req.fusion == "rrf" else 0
+        got = vectors.fuse(query, vec.ords, vec.sims, vec_bm25.astype(np.float32, copy=False), kw_ords,
+                           kw_scores.astype(np.float32, copy=False), method, fusion.CONVEX_ALPHA, fusion.RRF_K,
+                           ords, fused, sims, bm25, has_sim)
+        found = ords[:got].tolist()
+        docs = self.fetch(found)
         out: list[Hit] = []
-        for i in top:
-            doc = docs.get(int(ords[i]))
+        for ord_, score, sim, b, with_sim in zip(found, fused.tolist(), sims.tolist(), bm25.tolist(), has_sim.tolist()):
+            doc = docs.get(ord_)
             if doc is None:
                 continue
-            out.append(
-                Hit(
-                    doc,
-                    float(fused[i]),
-                    similarity=None if no_vector[i] else float(sims[i]),
-                    bm25=float(bm25[i]),
-                    fusion=req.fusion,
-                )
-            )
+            out.append(Hit(doc, score, similarity=sim if with_sim else None, bm25=b, fusion=req.fusion))
         _rank_among(out)
         if req.explain:
             self._explain(out, words)

@@ -304,6 +304,16 @@ class VectorIndex:
         _kernels.cosines(unit, self._vectors, self._inv_norms, np.ascontiguousarray(ords, dtype=np.int64), out)
         return out
 
+    def fuse(self, query: PreparedQuery, vec_ords: np.ndarray, vec_sims: np.ndarray, vec_bm25: np.ndarray,
+             kw_ords: np.ndarray, kw_bm25: np.ndarray, method: int, alpha: float, rrf_k: int,
+             ords: np.ndarray, fused: np.ndarray, sims: np.ndarray, bm25: np.ndarray, has_sim: np.ndarray) -> int:
+        """Fuse a hybrid search's candidates in one compiled call (_kernels.fuse, with this index's vectors for
+        the keyword-only ones' cosines) and write the best len(ords); return how many."""
+        return _kernels.fuse(np.ascontiguousarray(vec_ords, np.int64), vec_sims, vec_bm25,
+                             np.ascontiguousarray(kw_ords, np.int64), kw_bm25, query.unit, self._vectors,
+                             self._inv_norms, self._live[: self._size], method, alpha, rrf_k,
+                             ords, fused, sims, bm25, has_sim)
+
     def similarities(self, query: np.ndarray | PreparedQuery, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosine (float32) of the query with each ordinal, NaN where none."""
         unit = self.prepare(query).unit
@@ -420,14 +430,10 @@ class VectorIndex:
                 return self._coarse_hits(self._distances(code, pool), pool, k)
             stop = start + self.rerank_chunk
             sims[start:stop] = self._cosines(unit, pool[start:stop])
-        if len(pool) > 4 * k:
-            top = np.argpartition(-sims, k - 1)[:k]
-            # Keep every value tied with the k-th so that the ordinal tie-break is exact.
-            top = np.flatnonzero(sims >= sims[top].min())
-        else:
-            top = np.arange(len(pool))
-        order = top[np.lexsort((pool[top], -sims[top]))][:k]
-        return VectorHits(pool[order].astype(np.int64), sims[order], False)
+        # The best k by cosine, ties by ordinal (the pool ascends), in one compiled sort.
+        best, best_sims = np.empty(min(k, len(pool)), np.int64), np.empty(min(k, len(pool)), np.float32)
+        _kernels.rank_top(np.ascontiguousarray(pool, np.int64), sims, best, best_sims)
+        return VectorHits(best, best_sims, False)
 
 
 def _passed(deadline: float | None) -> bool:

@@ -1,0 +1,108 @@
+"""Where one in-process hybrid search's CPU goes, stage by stage, on a synthetic space (no HTTP).
+
+Builds (or reuses, --data) the synthetic space bench/peers.py loads for engram-index (its adapter,
+the service's write path, then the keyword compaction), and runs the same hybrid top-10 searches
+as bench/peers.py, with and without explanations, several rounds. Prints the CPU model, the median
+wall-clock and thread-CPU ms per search, and per stage the mean thread-CPU ms a search (the vector
+stage, the keyword stage, the fusion, the fetch of the results, the explanations, the query's
+analysis; "rest" is the search's own glue). Run it with another checkout's `src` first on
+PYTHONPATH to compare two revisions of the engine on the same space.
+
+    python bench/profile_hybrid.py --n 100000 --data DIR [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+
+from engine import SPACE  # noqa: E402
+from peers_common import cpu_model, synthetic_workload  # noqa: E402
+from peers_engram import Engram  # noqa: E402
+
+from engram_index.collections import Collections  # noqa: E402
+from engram_index.engine import search as engine_search  # noqa: E402
+from engram_index.engine.types import SearchRequest  # noqa: E402
+
+spent: dict[str, float] = {}
+
+
+def timed(owner: Any, name: str, label: str) -> None:
+    """Add the thread CPU time of every call of owner.name to spent[label] (when owner has it)."""
+    original: Callable[..., Any] | None = getattr(owner, name, None)
+    if original is None:
+        return
+    call = original
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        began = time.thread_time()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            spent[label] = spent.get(label, 0.0) + time.thread_time() - began
+    setattr(owner, name, wrapper)
+
+
+def main() -> None:
+    """Load or reuse the space, then time the searches."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--data", type=Path, required=True, help="the space's directory (built when missing)")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
+    args = parser.parse_args()
+    work = synthetic_workload(args.n, args.queries, args.scifact)
+    if not args.data.exists():
+        args.data.mkdir(parents=True)
+        peer = Engram(args.data)
+        peer.load(work.corpus)
+        peer.close()
+    spaces = Collections(args.data)
+    index = spaces.index(SPACE)
+    model, usable = cpu_model()
+    print(f"CPU: {model} ({usable} usable cores); {args.n:,} memories, {len(work.query_texts)} queries; "
+          f"engine from {Path(engine_search.__file__).parents[2]}")
+
+    def requests(explain: bool) -> list[SearchRequest]:
+        """The hybrid top-10 searches bench/peers.py sends."""
+        return [SearchRequest(mode="hybrid", q=text, vector=vector, limit=10, explain=explain)
+                for text, vector in zip(work.query_texts, work.query_vectors)]
+
+    for req in requests(True):  # warm: the analyzer's caches, the postings, the pages
+        index.search(req)
+    timed(index.keyword, "exact_top_and_score", "keyword")
+    timed(index.vectors, "search", "vector")
+    timed(index.vectors, "fuse", "fusion")
+    timed(index, "fetch", "fetch")
+    timed(index, "_explain", "explain")
+    timed(engine_search, "query_words", "query analysis")
+    for round_ in range(1, args.rounds + 1):
+        for explain in (True, False):
+            spent.clear()
+            walls, cpus = [], []
+            for req in requests(explain):
+                wall, cpu = time.perf_counter(), time.thread_time()
+                index.search(req)
+                cpus.append(time.thread_time() - cpu)
+                walls.append(time.perf_counter() - wall)
+            count = len(walls)
+            parts = " ".join(f"{label} {total / count * 1000:.3f}" for label, total in spent.items())
+            rest = (sum(cpus) - sum(spent.values())) / count * 1000
+            print(f"round {round_}, {'explanations' if explain else 'no explanations':15}: p50 "
+                  f"{np.median(walls) * 1000:.3f} ms, CPU p50 {np.median(cpus) * 1000:.3f} ms; mean CPU ms: "
+                  f"{parts} rest {rest:.3f}")
+    spaces.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+/* Finding a query's terms in an ASCII text (a module function of _kernels, registered in _kernels.c).
+ *
+ * Why: the explanation of every returned hit needs the spans of the query's terms in the hit's
+ * text, and finding them in Python (probes, pieces, sets) was about half of an explained search's
+ * cost (docs/design/engine.md). Here the ASCII chunk grammar is cut in C, a chunk is looked at only
+ * when its lower-case form holds one of the wanted terms' probes (termfind._probe: every ASCII
+ * source of a term holds its probe), and the terms of such a chunk come from the analyzer's own
+ * cache of chunk analyses (or the analyzer itself, called back), so the spans are exactly the
+ * analyzer's tokens filtered by term. One scalar loop: no vectorised variant to twin.
+ */
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_kernels.h"
+
+const char engram_ascii_spans_doc[] =
+"ascii_spans(text, wanted, probes, cache, analyze) -> list\n--\n\n"
+"The (start, end, term) character spans, in order, of the tokens of an ASCII text whose term is in\n"
+"wanted (a set of str). probes (a tuple of non-empty ASCII str) must hold a substring of the\n"
+"lower-case source of every wanted ASCII term; cache (a dict) maps a chunk to its analysis\n"
+"(terms, ((kind, start, end), ...)), and analyze(chunk) gives the analysis of a chunk not in it.";
+
+/* The characters of the ASCII chunk pattern's words ([A-Za-z0-9_]). */
+static inline int is_word(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* The end of the chunk starting at a word character at i: words joined by ://, :: or one of ./-:'
+ * (each followed by a word character), as the analyzer's _ASCII_CHUNK_RE matches it. */
+static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
+{
+    while (i < n && is_word(s[i]))
+        i++;
+    for (;;) {
+        Py_ssize_t join = 0;
+        if (i + 3 < n && s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/' && is_word(s[i + 3]))
+            join = 3;
+        else if (i + 2 < n && s[i] == ':' && s[i + 1] == ':' && is_word(s[i + 2]))
+            join = 2;
+        else if (i + 1 < n && strchr("./-:'", s[i]) != NULL && s[i] != 0 && is_word(s[i + 1]))
+            join = 1;
+        if (!join)
+            return i;
+        i += join;
+        while (i < n && is_word(s[i]))
+            i++;
+    }
+}
+
+/* Append a chunk's wanted tokens to out; -1 with an exception set on failure. */
+static int chunk_spans(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *wanted, PyObject *cache,
+                       PyObject *analyze, PyObject *out)
+{
+    PyObject *chunk = PyUnicode_Substring(text, start, end);
+    if (chunk == NULL)
+        return -1;
+    PyObject *analysis = PyDict_GetItemWithError(cache, chunk); /* borrowed */
+    if (analysis != NULL)
+        Py_INCREF(analysis);
+    else if (!PyErr_Occurred())
+        analysis = PyObject_CallOneArg(analyze, chunk);
+    Py_DECREF(chunk);
+    if (analysis == NULL)
+        return -1;
+    int status = -1;
+    PyObject *terms, *meta;
+    if (!PyTuple_Check(analysis) || PyTuple_GET_SIZE(analysis) != 2
+        || !PyTuple_Check(terms = PyTuple_GET_ITEM(analysis, 0)) || !PyTuple_Check(meta = PyTuple_GET_ITEM(analysis, 1))
+        || PyTuple_GET_SIZE(terms) != PyTuple_GET_SIZE(meta)) {
+        PyErr_SetString(PyExc_TypeError, "a chunk's analysis must be (terms, meta) tuples of one length");
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(terms); t++) {
+        PyObject *term = PyTuple_GET_ITEM(terms, t);
+        int found = PySet_Contains(wanted, term);
+        if (found < 0)
+            goto done;
+        if (!found)
+            continue;
+        PyObject *where = PyTuple_GET_ITEM(meta, t);
+        if (!PyTuple_Check(where) || PyTuple_GET_SIZE(where) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a term's place must be (kind, start, end)");
+            goto done;
+        }
+        Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, 1)), b = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, 2));
+        if ((a == -1 || b == -1) && PyErr_Occurred())
+            goto done;
+        PyObject *span = Py_BuildValue("(nnO)", start + a, start + b, term);
+        if (span == NULL)
+            goto done;
+        int appended = PyList_Append(out, span);
+        Py_DECREF(span);
+        if (appended < 0)
+            goto done;
+    }
+    status = 0;
+done:
+    Py_DECREF(analysis);
+    return status;
+}
+
+PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
+{
+    PyObject *text, *wanted, *probes, *cache, *analyze;
+    if (!PyArg_ParseTuple(args, "UO!O!O!O:ascii_spans", &text, &PySet_Type, &wanted, &PyTuple_Type, &probes,
+                          &PyDict_Type, &cache, &analyze))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "text must be ASCII");
+        return NULL;
+    }
+    Py_ssize_t np = PyTuple_GET_SIZE(probes);
+    for (Py_ssize_t p = 0; p < np; p++) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, p);
+        if (!PyUnicode_Check(probe) || !PyUnicode_IS_ASCII(probe) || PyUnicode_GET_LENGTH(probe) == 0) {
+            PyErr_SetString(PyExc_ValueError, "probes must be non-empty ASCII str");
+            return NULL;
+        }
+    }
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PyList_New(0);
+    if (out == NULL || n == 0 || np == 0)
+        return out;
+    /* The lower-case text, and per character the chunk it belongs to (-1: none) and whether a
+     * probe starts inside that chunk. */
+    unsigned char *lowered = PyMem_Malloc((size_t)n + 1);
+    int32_t *owner = PyMem_Malloc((size_t)n * sizeof(int32_t));
+    Py_ssize_t *bounds = PyMem_Malloc((size_t)n * 2 * sizeof(Py_ssize_t));
+    uint8_t *marked = PyMem_Calloc((size_t)n, 1);
+    if (lowered == NULL || owner == NULL || bounds == NULL || marked == NULL) {
+        PyErr_NoMemory();
+        Py_CLEAR(out);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        lowered[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+        owner[i] = -1;
+    }
+    lowered[n] = 0;
+    Py_ssize_t chunks = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (!is_word(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = chunk_end(s, n, i);
+        bounds[2 * chunks] = i;
+        bounds[2 * chunks + 1] = end;
+        for (Py_ssize_t j = i; j < end; j++)
+            owner[j] = (int32_t)chunks;
+        chunks++;
+        i = end;
+    }
+    for (Py_ssize_t p = 0; p < np; p++) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, p);
+        const char *needle = (const char *)PyUnicode_1BYTE_DATA(probe);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(probe);
+        const unsigned char *at = lowered, *stop = lowered + n;
+        while (stop - at >= len) {
+            const unsigned char *hit = memmem(at, (size_t)(stop - at), needle, (size_t)len);
+            if (hit == NULL)
+                break;
+            int32_t c = owner[hit - lowered];
+            if (c >= 0) {
+                marked[c] = 1;
+                /* The rest of this chunk is marked already: look on after it. */
+                at = lowered + bounds[2 * c + 1];
+            } else {
+                at = hit + 1;
+            }
+        }
+    }
+    for (Py_ssize_t c = 0; c < chunks; c++)
+        if (marked[c] && chunk_spans(text, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, out) < 0) {
+            Py_CLEAR(out);
+            break;
+        }
+done:
+    PyMem_Free(lowered);
+    PyMem_Free(owner);
+    PyMem_Free(bounds);
+    PyMem_Free(marked);
+    return out;
+}
+
+const char engram_snippet_bounds_doc[] =
+"snippet_bounds(body, spans, max_chars) -> (start, end)\n--\n\n"
+"The snippet window of an ASCII body, as explain._window and explain._snap choose it: about\n"
+"max_chars characters covering the most distinct terms of spans (a list of (start, end, term),\n"
+"sorted by start, not empty), then the earliest such, centred and moved to word boundaries.";
+
+/* Whether the character at i of an ASCII body is whitespace as str.isspace() says. */
+static inline int space_at(const unsigned char *s, Py_ssize_t i)
+{
+    return Py_UNICODE_ISSPACE(s[i]);
+}
+
+PyObject *engram_snippet_bounds(PyObject *self, PyObject *args)
+{
+    PyObject *body, *spans;
+    Py_ssize_t max_chars;
+    if (!PyArg_ParseTuple(args, "UO!n:snippet_bounds", &body, &PyList_Type, &spans, &max_chars))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(body)) {
+        PyErr_SetString(PyExc_ValueError, "body must be ASCII");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(spans);
+    if (n == 0 || max_chars <= 0) {
+        PyErr_SetString(PyExc_ValueError, "spans must not be empty and max_chars must be positive");
+        return NULL;
+    }
+    Py_ssize_t *bounds = PyMem_Malloc((size_t)n * 2 * sizeof(Py_ssize_t));
+    Py_ssize_t *ids = PyMem_Malloc((size_t)n * sizeof(Py_ssize_t)); /* each span's distinct term, numbered */
+    Py_ssize_t *counts = PyMem_Calloc((size_t)n, sizeof(Py_ssize_t));
+    PyObject **terms = PyMem_Malloc((size_t)n * sizeof(PyObject *));
+    PyObject *result = NULL;
+    if (bounds == NULL || ids == NULL || counts == NULL || terms == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *span = PyList_GET_ITEM(spans, i);
+        if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a span must be (start, end, term)");
+            goto done;
+        }
+        bounds[2 * i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
+        bounds[2 * i + 1] = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
+        if (PyErr_Occurred())
+            goto done;
+        PyObject *term = PyTuple_GET_ITEM(span, 2);
+        Py_ssize_t id = 0;
+        for (; id < distinct; id++) {
+            if (terms[id] == term)
+                break;
+            int same = PyObject_RichCompareBool(terms[id], term, Py_EQ);
+            if (same < 0)
+                goto done;
+            if (same)
+                break;
+        }
+        if (id == distinct)
+            terms[distinct++] = term;
+        ids[i] = id;
+    }
+    /* explain._window: two pointers over the spans; spans[i..j) fit in a window starting at spans[i]. */
+    Py_ssize_t best_count = 0, best_first = 0, best_last = 0, in_window = 0, j = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t first_start = bounds[2 * i];
+        if (j < i)
+            j = i;
+        while (j < n && bounds[2 * j + 1] - first_start <= max_chars) {
+            if (counts[ids[j]]++ == 0)
+                in_window++;
+            j++;
+        }
+        if (in_window > best_count) {
+            best_count = in_window;
+            best_first = i;
+            best_last = j - 1;
+        }
+        if (j > i && --counts[ids[i]] == 0)
+            in_window--;
+    }
+    Py_ssize_t covered_start = bounds[2 * best_first], covered_end = bounds[2 * best_first + 1];
+    for (Py_ssize_t i = best_first + 1; i <= best_last; i++)
+        if (bounds[2 * i + 1] > covered_end)
+            covered_end = bounds[2 * i + 1];
+    if (covered_end > covered_start + max_chars)
+        covered_end = covered_start + max_chars;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(body);
+    Py_ssize_t start = covered_start - (max_chars - (covered_end - covered_start)) / 2;
+    start = start > 0 ? start : 0;
+    Py_ssize_t end = start + max_chars < length ? start + max_chars : length;
+    start = end - max_chars > 0 ? end - max_chars : 0;
+    /* explain._snap (an ASCII body has no combining marks). */
+    const unsigned char *s = PyUnicode_1BYTE_DATA(body);
+    if (start > 0 && !space_at(s, start - 1)) {
+        for (Py_ssize_t k = start; k < covered_start; k++)
+            if (space_at(s, k)) {
+                start = k + 1;
+                break;
+            }
+    }
+    while (start < covered_start && space_at(s, start))
+        start++;
+    if (end < length && !space_at(s, end) && !space_at(s, end - 1)) {
+        for (Py_ssize_t k = end - 1; k >= covered_end; k--)
+            if (space_at(s, k)) {
+                end = k;
+                break;
+            }
+    }
+    while (end > covered_end && space_at(s, end - 1))
+        end--;
+    result = Py_BuildValue("(nn)", start, end);
+done:
+    PyMem_Free(bounds);
+    PyMem_Free(ids);
+    PyMem_Free(counts);
+    PyMem_Free(terms);
+    return result;
+}
