@@ -160,14 +160,16 @@ class Context:
     has_next: np.ndarray | None = None  # the candidate is its context
 
 
-def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours) -> Context:
-    """The hits and the turns just after them (an answer often holds none of the question's words: the
-    question before it does), each with the turn just before it when `neighbours` says it is its
-    context. Call inside `index.reading()`."""
+def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
+                 follow: bool = True) -> Context:
+    """The hits and (with `follow`) the turns just after them (an answer often holds none of the
+    question's words: the question before it does), each with the turn just before it when
+    `neighbours` says it is its context. Call inside `index.reading()`."""
     ords = index.columns.ids_to_ords([h.document.id for h in hits])
+    known = {int(o): h.document for o, h in zip(ords, hits) if o >= 0}  # read already: not read again
     ords = ords[ords >= 0]
     after = ords + 1
-    joined = [ords, after[_usable(index, after, filters)]]
+    joined = [ords, after[_usable(index, after, filters)] if follow else ords[:0]]
     if NEXT_CONTEXT:
         before = ords - 1
         joined.append(before[_usable(index, before, filters)])
@@ -176,8 +178,9 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     has_prev = _usable(index, prev, filters)
     nxt = cands + 1
     has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
-    docs = index.fetch(sorted({int(o) for o in cands} | {int(o) for o in prev[has_prev]}
-                              | {int(o) for o in nxt[has_next]}))
+    wanted = {int(o) for o in cands} | {int(o) for o in prev[has_prev]} | {int(o) for o in nxt[has_next]}
+    docs = index.fetch(sorted(wanted - known.keys()))
+    docs.update((o, known[o]) for o in wanted & known.keys())
     for i, (c, p, n) in enumerate(zip(cands, prev, nxt)):
         if has_prev[i]:
             earlier, later = docs.get(int(p)), docs.get(int(c))
