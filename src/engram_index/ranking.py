@@ -161,17 +161,17 @@ class Context:
 
 
 def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
-                 prepare: Callable[[Iterable[Document]], None] | None = None) -> Context:
-    """The hits and the turns just after them (an answer often holds none of the question's words: the
-    question before it does), each with the turn just before it when `neighbours` says it is its
-    context. `prepare`, when given, sees every document before `neighbours` is asked (to read what
-    it needs of them at once). Call inside `index.reading()`."""
+                 prepare: Callable[[Iterable[Document]], None] | None = None, follow: bool = True) -> Context:
+    """The hits and (with `follow`) the turns just after them (an answer often holds none of the
+    question's words: the question before it does), each with the turn just before it when
+    `neighbours` says it is its context. `prepare`, when given, sees every document before
+    `neighbours` is asked (to read what it needs of them at once). Call inside `index.reading()`."""
     found = index.columns.ids_to_ords([h.document.id for h in hits])
     # The hits' documents are at hand: only their neighbours are read from the store.
     known = {int(o): h.document for o, h in zip(found, hits) if o >= 0}
     ords = found[found >= 0]
     after = ords + 1
-    joined = [ords, after[_usable(index, after, filters)]]
+    joined = [ords, after[_usable(index, after, filters)] if follow else ords[:0]]
     if NEXT_CONTEXT:
         before = ords - 1
         joined.append(before[_usable(index, before, filters)])
@@ -181,8 +181,8 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     nxt = cands + 1
     has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
     wanted = {int(o) for o in cands} | {int(o) for o in prev[has_prev]} | {int(o) for o in nxt[has_next]}
-    docs = index.fetch(sorted(wanted.difference(known)))
-    docs.update((o, doc) for o, doc in known.items() if o in wanted)
+    docs = index.fetch(sorted(wanted - known.keys()))
+    docs.update((o, known[o]) for o in wanted & known.keys())
     if prepare is not None:
         prepare(docs.values())
     for i, (c, p, n) in enumerate(zip(cands, prev, nxt)):

@@ -224,11 +224,10 @@ class Retriever:
         asked = content_query(query)
         words = content_words(query_words(asked), asked)
         with index.reading():
-            ctx = with_context(index, extra, filters, same_conversation)
+            ctx = with_context(index, extra, filters, same_conversation, follow=False)  # these facts alone
             total = context_scores(index, words, ctx)
-        wanted = {int(o) for o in index.columns.ids_to_ords([h.document.id for h in extra])}
         scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
-                  if int(o) in wanted and t > 0 and int(o) in ctx.docs]
+                  if t > 0 and int(o) in ctx.docs]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
             for hit in scored:

@@ -103,8 +103,9 @@ def _backed(found: Sequence[Candidate], source: dict[tuple[str, str], tuple[str,
     for c in ordered:
         src = source[(c.kind, c.id)]
         other = best.get((src, "chunk" if c.kind == "memory" else "memory"))
-        c.backed = None if other is None else other.own_similarity
-        if other is None or first[src] is c:
+        lead = other is not None and first[src] is c
+        c.backed = other.own_similarity if other is not None and lead else None
+        if other is None or lead:
             out.append(c)
     return out
 
