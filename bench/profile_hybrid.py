@@ -5,10 +5,11 @@ the service's write path, then the keyword compaction), and runs the same hybrid
 as bench/peers.py, with and without explanations, several rounds. Prints the CPU model, the median
 wall-clock and thread-CPU ms per search, and per stage the mean thread-CPU ms a search (the vector
 stage, the keyword stage, the fusion, the fetch of the results, the explanations, the query's
-analysis; "rest" is the search's own glue). Run it with another checkout's `src` first on
-PYTHONPATH to compare two revisions of the engine on the same space.
+analysis; "rest" is the search's own glue). `--src` imports the package from another checkout's
+`src` (its C module built in place: `python setup.py build_ext --inplace` there) instead of the
+installed one, to compare two revisions of the engine on the same space.
 
-    python bench/profile_hybrid.py --n 100000 --data DIR [--rounds 3]
+    python bench/profile_hybrid.py --n 100000 --data DIR [--rounds 3] [--src OTHER/src]
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ import numpy as np
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
+if "--src" in sys.argv:  # before anything imports the package: another checkout's, not the installed one
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve()))
+    # Imported now, so that the benches' own path to this checkout's src (peers_common) comes too late.
+    import engram_index  # noqa: E402, F401
 
 from engine import SPACE  # noqa: E402
 from peers_common import cpu_model, synthetic_workload  # noqa: E402
@@ -59,6 +64,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="the space's directory (built when missing)")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--src", type=Path, help="a checkout's src to import the engine from")
     parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     work = synthetic_workload(args.n, args.queries, args.scifact)

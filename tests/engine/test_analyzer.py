@@ -545,7 +545,7 @@ JOINER_EDGES = ["a://b", "a:/b", "a::b", "a:::b", "a::/b", "x.-y", "a..b", "a'b"
 
 def test_the_compiled_ascii_finder_gives_exactly_the_filtered_tokens_of_random_ascii_texts() -> None:
     from engram_index.engine import _kernels, termfind
-    from engram_index.engine.analyzer import _analysis, _chunk_cache
+    from engram_index.engine.analyzer import STOPWORDS, _analysis, _chunk_cache, _stem
 
     rng = random.Random(13)
     compared = 0
@@ -556,7 +556,9 @@ def test_the_compiled_ascii_finder_gives_exactly_the_filtered_tokens_of_random_a
         wanted = random_wanted(rng, text)
         expected = spans_by_filtering_tokens(text, wanted)
         probes = termfind._ascii_probes(wanted)
-        assert _kernels.ascii_spans(text, wanted, probes, _chunk_cache, _analysis) == expected, (text, wanted)
+        assert _kernels.ascii_spans(text, wanted, probes, _chunk_cache, _analysis, _stem, STOPWORDS) == expected
+        # With nothing cached, plain words take the compiled fast path and the rest the analyzer.
+        assert _kernels.ascii_spans(text, wanted, probes, {}, _analysis, _stem, STOPWORDS) == expected, (text, wanted)
         assert find_terms(text, wanted, TermFinder(wanted)) == expected == find_terms(text, wanted)
         compared += bool(expected)
     assert compared > 500  # most texts held a wanted term
@@ -564,12 +566,12 @@ def test_the_compiled_ascii_finder_gives_exactly_the_filtered_tokens_of_random_a
 
 def test_the_compiled_ascii_finder_refuses_what_it_cannot_read() -> None:
     from engram_index.engine import _kernels
-    from engram_index.engine.analyzer import _analysis, _chunk_cache
+    from engram_index.engine.analyzer import STOPWORDS, _analysis, _chunk_cache, _stem
 
     with pytest.raises(ValueError):
-        _kernels.ascii_spans("café", {"cafe"}, ("caf",), _chunk_cache, _analysis)
+        _kernels.ascii_spans("café", {"cafe"}, ("caf",), _chunk_cache, _analysis, _stem, STOPWORDS)
     with pytest.raises(ValueError):
-        _kernels.ascii_spans("server", {"server"}, ("",), _chunk_cache, _analysis)
+        _kernels.ascii_spans("server", {"server"}, ("",), _chunk_cache, _analysis, _stem, STOPWORDS)
     with pytest.raises(TypeError):
-        _kernels.ascii_spans("server", {"server"}, ("serve",), {}, lambda chunk: None)
-    assert _kernels.ascii_spans("server", {"server"}, (), _chunk_cache, _analysis) == []
+        _kernels.ascii_spans("snake_case", {"snake"}, ("snake",), {}, lambda chunk: None, _stem, STOPWORDS)
+    assert _kernels.ascii_spans("server", {"server"}, (), _chunk_cache, _analysis, _stem, STOPWORDS) == []

@@ -1,7 +1,7 @@
 """The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank, the squared norms and the
 BM25 parts; they take any C-contiguous buffer, numpy arrays here."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
 
@@ -68,6 +68,8 @@ def ascii_spans(
     probes: tuple[str, ...],
     cache: Mapping[str, object],
     analyze: Callable[[str], object],
+    stem: Callable[[str], str],
+    stopwords: Collection[str],
 ) -> list[tuple[int, int, str]]:
     """The (start, end, term) spans, in order, of the ASCII text's tokens whose term is wanted."""
 

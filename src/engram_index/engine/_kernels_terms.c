@@ -17,11 +17,13 @@
 #include "_kernels.h"
 
 const char engram_ascii_spans_doc[] =
-"ascii_spans(text, wanted, probes, cache, analyze) -> list\n--\n\n"
+"ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords) -> list\n--\n\n"
 "The (start, end, term) character spans, in order, of the tokens of an ASCII text whose term is in\n"
 "wanted (a set of str). probes (a tuple of non-empty ASCII str) must hold a substring of the\n"
 "lower-case source of every wanted ASCII term; cache (a dict) maps a chunk to its analysis\n"
-"(terms, ((kind, start, end), ...)), and analyze(chunk) gives the analysis of a chunk not in it.";
+"(terms, ((kind, start, end), ...)), and analyze(chunk) gives the analysis of a chunk not in it,\n"
+"except a plain word or number, whose terms are found as the analyzer's fast path finds them, with\n"
+"stem(word) (the analyzer's cached Snowball stem) and stopwords (a set or frozenset).";
 
 /* The characters of the ASCII chunk pattern's words ([A-Za-z0-9_]). */
 static inline int is_word(unsigned char c)
@@ -51,18 +53,99 @@ static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
     }
 }
 
+/* Append a (start, end, term) span to out; -1 with an exception set on failure. */
+static int append_span(PyObject *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
+{
+    PyObject *span = Py_BuildValue("(nnO)", start, end, term);
+    if (span == NULL)
+        return -1;
+    int appended = PyList_Append(out, span);
+    Py_DECREF(span);
+    return appended;
+}
+
+/* The analyzer's fast path for a chunk not in its cache (analyzer._chunk_words: digits, or letters
+ * of one case, or capitalized, under 16 characters): its exact term is the chunk in lower case and
+ * its stem, unless it is digits or a stopword, "~" + stem(exact), both spanning the whole chunk.
+ * Appends the wanted ones and returns 1; returns 0 for any other chunk (the analyzer decides), -1
+ * with an exception set on failure. */
+static int plain_spans(PyObject *text, PyObject *chunk, Py_ssize_t start, Py_ssize_t end, PyObject *wanted,
+                       PyObject *stem, PyObject *stopwords, PyObject *out)
+{
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text) + start;
+    Py_ssize_t n = end - start;
+    if (n >= 16)
+        return 0; /* may be opaque: the analyzer's rules */
+    int digits = 1, lower_rest = 1, upper = 1, lower = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        int is_lower = c >= 'a' && c <= 'z', is_upper = c >= 'A' && c <= 'Z', is_digit = c >= '0' && c <= '9';
+        if (!is_lower && !is_upper && !is_digit)
+            return 0;
+        digits &= is_digit;
+        lower &= is_lower;
+        upper &= is_upper;
+        if (i > 0)
+            lower_rest &= is_lower;
+    }
+    if (!digits && !lower && !upper && !(n >= 2 && lower_rest))
+        return 0; /* letters and digits mixed, or an inner case change */
+    PyObject *exact = PyObject_CallMethod(chunk, "lower", NULL);
+    if (exact == NULL)
+        return -1;
+    int status = -1, found = PySet_Contains(wanted, exact);
+    if (found < 0 || (found && append_span(out, start, end, exact) < 0))
+        goto done;
+    if (!digits) {
+        int stop = PySet_Contains(stopwords, exact);
+        if (stop < 0)
+            goto done;
+        if (!stop) {
+            PyObject *stemmed = PyObject_CallOneArg(stem, exact);
+            if (stemmed == NULL)
+                goto done;
+            PyObject *term = PyUnicode_FromFormat("~%U", stemmed);
+            Py_DECREF(stemmed);
+            if (term == NULL)
+                goto done;
+            if (PyUnicode_GET_LENGTH(term) > 64) { /* analyzer.MAX_TERM_CHARS */
+                PyObject *cut = PyUnicode_Substring(term, 0, 64);
+                Py_DECREF(term);
+                if ((term = cut) == NULL)
+                    goto done;
+            }
+            found = PySet_Contains(wanted, term);
+            if (found < 0 || (found && append_span(out, start, end, term) < 0)) {
+                Py_DECREF(term);
+                goto done;
+            }
+            Py_DECREF(term);
+        }
+    }
+    status = 1;
+done:
+    Py_DECREF(exact);
+    return status;
+}
+
 /* Append a chunk's wanted tokens to out; -1 with an exception set on failure. */
 static int chunk_spans(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *wanted, PyObject *cache,
-                       PyObject *analyze, PyObject *out)
+                       PyObject *analyze, PyObject *stem, PyObject *stopwords, PyObject *out)
 {
     PyObject *chunk = PyUnicode_Substring(text, start, end);
     if (chunk == NULL)
         return -1;
     PyObject *analysis = PyDict_GetItemWithError(cache, chunk); /* borrowed */
-    if (analysis != NULL)
+    if (analysis != NULL) {
         Py_INCREF(analysis);
-    else if (!PyErr_Occurred())
+    } else if (!PyErr_Occurred()) {
+        int plain = plain_spans(text, chunk, start, end, wanted, stem, stopwords, out);
+        if (plain != 0) {
+            Py_DECREF(chunk);
+            return plain < 0 ? -1 : 0;
+        }
         analysis = PyObject_CallOneArg(analyze, chunk);
+    }
     Py_DECREF(chunk);
     if (analysis == NULL)
         return -1;
@@ -105,9 +188,9 @@ done:
 
 PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
 {
-    PyObject *text, *wanted, *probes, *cache, *analyze;
-    if (!PyArg_ParseTuple(args, "UO!O!O!O:ascii_spans", &text, &PySet_Type, &wanted, &PyTuple_Type, &probes,
-                          &PyDict_Type, &cache, &analyze))
+    PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords;
+    if (!PyArg_ParseTuple(args, "UO!O!O!OOO:ascii_spans", &text, &PySet_Type, &wanted, &PyTuple_Type, &probes,
+                          &PyDict_Type, &cache, &analyze, &stem, &stopwords))
         return NULL;
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "text must be ASCII");
@@ -177,7 +260,7 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
         }
     }
     for (Py_ssize_t c = 0; c < chunks; c++)
-        if (marked[c] && chunk_spans(text, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, out) < 0) {
+        if (marked[c] && chunk_spans(text, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, stem, stopwords, out) < 0) {
             Py_CLEAR(out);
             break;
         }

@@ -18,11 +18,13 @@ from engram_index.engine import _kernels
 from engram_index.engine.analyzer import (
     MAX_TERM_CHARS,
     STEM_PREFIX,
+    STOPWORDS,
     _analysis,
     _chunk_cache,
     _chunker,
     _piece_cache,
     _remember,
+    _stem,
 )
 
 _NON_ASCII = regex.compile(r"[^\x00-\x7F]")
@@ -140,7 +142,7 @@ def find_terms(text: str, terms: Collection[str], finder: TermFinder | None = No
         # probe are looked up in the analyzer's cache (the finder's probes when it fits).
         fits = finder is not None and finder.wanted == wanted
         probes = finder.ascii_probes if finder is not None and fits else _ascii_probes(wanted)
-        return _kernels.ascii_spans(text, wanted, probes, _chunk_cache, _analysis)
+        return _kernels.ascii_spans(text, wanted, probes, _chunk_cache, _analysis, _stem, STOPWORDS)
     short = len(text) <= _SCAN_CHARS
     if finder is None or finder.wanted != wanted:
         if short:
