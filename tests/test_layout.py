@@ -206,12 +206,6 @@ def test_one_endpoint_wrapper_answers_every_faces_failures_in_its_envelope() -> 
 
 
 MAX_MODULE_LINES = 520  # "modules under ~500 lines", with a little room
-# Engine modules still over the limit, each to be split (then taken off this list) by the engine's own
-# work: no module joins it, and one that is split below the limit must leave it.
-OVER_LIMIT_ENGINE = {
-    "engram_index/engine/keyword.py",
-    "engram_index/engine/analyzer.py",
-}
 
 
 def module_lines() -> dict[str, int]:
@@ -220,10 +214,6 @@ def module_lines() -> dict[str, int]:
             for path in PACKAGE.rglob("*.py")}
 
 
-def test_no_module_in_src_is_over_the_line_limit_but_the_listed_engine_modules() -> None:
-    lines = module_lines()
-    over = {name: count for name, count in lines.items() if count > MAX_MODULE_LINES}
-    assert sorted(set(over) - OVER_LIMIT_ENGINE) == [], f"split these into modules of one concern each: {over}"
-    assert all(name.startswith("engram_index/engine/") for name in OVER_LIMIT_ENGINE)
-    stale = sorted(name for name in OVER_LIMIT_ENGINE if lines.get(name, 0) <= MAX_MODULE_LINES)
-    assert stale == [], f"no longer over {MAX_MODULE_LINES} lines (or gone): take them off OVER_LIMIT_ENGINE: {stale}"
+def test_no_module_in_src_is_over_the_line_limit() -> None:
+    over = {name: count for name, count in module_lines().items() if count > MAX_MODULE_LINES}
+    assert over == {}, f"split these into modules of one concern each: {over}"
