@@ -199,6 +199,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         index = face.collections.index(name)
         if CONTEXT and (kind == "chunk" or MEMORY_CONTEXT):
             scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None)
+            scored = [s for s in scored if s[0].document.id not in skip]  # a joined memory may be expired
         else:
             ids = [h.document.id for h in hits]
             scored = list(zip(hits, coverages(*index.holds(topic, ids), word_weights(index, topic)),
