@@ -10,11 +10,16 @@ analysis; "rest" is the search's own glue). `--src` imports the package from ano
 installed one, to compare two revisions of the engine on the same space.
 
     python bench/profile_hybrid.py --n 100000 --data DIR [--rounds 3] [--src OTHER/src]
+
+`--answers FILE` also writes every hit of 2,400 searches (both fusions, with and without a tag
+filter and explanations) to FILE as JSON, or, when FILE exists, compares them with it and says
+how many searches answer differently: two revisions must give the same answers.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -36,7 +41,7 @@ from peers_engram import Engram  # noqa: E402
 
 from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine import search as engine_search  # noqa: E402
-from engram_index.engine.types import SearchRequest  # noqa: E402
+from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
 
 spent: dict[str, float] = {}
 
@@ -65,6 +70,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--src", type=Path, help="a checkout's src to import the engine from")
+    parser.add_argument("--answers", type=Path, help="write the searches' answers here, or compare with them")
     parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     work = synthetic_workload(args.n, args.queries, args.scifact)
@@ -86,6 +92,8 @@ def main() -> None:
 
     for req in requests(True):  # warm: the analyzer's caches, the postings, the pages
         index.search(req)
+    if args.answers is not None:
+        answers(index, work, args.answers)
     timed(index.keyword, "exact_top_and_score", "keyword")
     timed(index.vectors, "search", "vector")
     timed(index.vectors, "fuse", "fusion")
@@ -108,6 +116,30 @@ def main() -> None:
                   f"{np.median(walls) * 1000:.3f} ms, CPU p50 {np.median(cpus) * 1000:.3f} ms; mean CPU ms: "
                   f"{parts} rest {rest:.3f}")
     spaces.close()
+
+
+def answers(index: Any, work: Any, path: Path) -> None:
+    """Write every hit of the searches to path (JSON), or compare them with the ones written there."""
+    found = []
+    for fusion in ("convex", "rrf"):
+        for tag in (None, work.tag):
+            for explain in (True, False):
+                for text, vector in zip(work.query_texts, work.query_vectors):
+                    req = SearchRequest(mode="hybrid", q=text, vector=vector, limit=10, explain=explain,
+                                        fusion=fusion, filters=Filters(tags=(tag,)) if tag else Filters())
+                    found.append([[h.document.id, h.score, h.similarity, h.bm25, h.vector_rank, h.keyword_rank,
+                                   h.fusion, [[t.term, t.kind, t.field] for t in h.terms],
+                                   None if h.snippet is None else [h.snippet.field, h.snippet.text,
+                                                                  [list(r) for r in h.snippet.highlights]]]
+                                  for h in index.search(req).hits])
+    if not path.exists():
+        path.write_text(json.dumps(found))
+        print(f"answers of {len(found)} searches written to {path}")
+        return
+    before = json.loads(path.read_text())
+    different = sum(a != b for a, b in zip(before, json.loads(json.dumps(found))))
+    print(f"answers compared with {path}: {len(found)} searches, {different} answer differently"
+          + ("" if len(before) == len(found) else f" (it holds {len(before)})"))
 
 
 if __name__ == "__main__":
