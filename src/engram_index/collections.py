@@ -14,6 +14,7 @@ import logging
 import shutil
 import threading
 import time
+from collections import OrderedDict
 from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +42,11 @@ TAIL_POLL_S = 1.0
 COMPACT_SEGMENTS = 4
 QUIET_S = 10.0
 _COMPACT_HEAP = 256 * 1024 * 1024
+# How many collections a node keeps loaded at most (serve --max-collections): the least recently used
+# idle one beyond it is closed, and loads again on its next request.
+MAX_LOADED = 128
+# Where a space's cache records the last erasure it purged (a store's purge mark, Collections.purge).
+PURGED_FILE = "PURGED"
 
 
 def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
@@ -62,7 +68,8 @@ class Collections:
     """Every space of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
-                 lock: bool = True, store: str | None = None, search_threads: int = SEARCH_THREADS) -> None:
+                 lock: bool = True, store: str | None = None, search_threads: int = SEARCH_THREADS,
+                 max_loaded: int = MAX_LOADED) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
@@ -71,7 +78,10 @@ class Collections:
         WAL and tantivy's committed segments both let a reader in while a writer works). `store`: a
         postgresql:// URL whose records this directory caches (None: its own SQLite file).
         Every face's searches run on one pool of `search_threads` (search_pool.py: deadlines, a queue).
+        At most `max_loaded` collections stay loaded: the least recently used idle one is closed.
         """
+        if max_loaded < 1:
+            raise StorageError("a node must keep at least one collection loaded")
         if not lock and not read_only:
             raise StorageError("only a read-only opening may go without the data directory's lock")
         self.data_dir = data_dir
@@ -86,6 +96,9 @@ class Collections:
                         self.store.path, self.store.page_size() // 1024, data_dir)
         self.searches = SearchPool(search_threads)
         self._indexes: dict[str, SpaceIndex] = {}
+        self.max_loaded = max_loaded
+        self._used: OrderedDict[str, None] = OrderedDict()  # loaded collections, least recently used first
+        self._purged: dict[str, int] = {}  # the last erasure each loaded cache purged (its PURGED file)
         # While a space moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
         self._loading: set[str] = set()
@@ -166,6 +179,7 @@ class Collections:
         """The space's index, loading it (and catching up on missed writes) on first use."""
         index = self._indexes.get(uri)
         if index is not None:
+            self._touch(uri)
             return index
         self.store.space(uri)  # UnknownSpace before any lock is made for it
         with self._space_lock(uri):
@@ -175,7 +189,54 @@ class Collections:
                 index = self._load(info, progress)
                 self._indexes[uri] = index
                 self._ids[uri] = info.id
+        self._touch(uri)
+        self._evict(keep=uri)  # after its own lock is released: eviction takes other spaces' locks
         return index
+
+    def _touch(self, uri: str) -> None:
+        """Mark a loaded collection as the most recently used."""
+        with self._lock:
+            self._used[uri] = None
+            self._used.move_to_end(uri)
+
+    def _evict(self, keep: str) -> None:
+        """Close the least recently used idle collections beyond `max_loaded` (one being written,
+        loaded or compacted is not idle: its lock is held, and it is skipped)."""
+        if self.read_only:
+            return  # read-only workers map what the owner saved; they load nothing they must write back
+        with self._lock:
+            over = len(self._indexes) - self.max_loaded
+            order = [uri for uri in self._used if uri != keep and uri in self._indexes]
+        if over <= 0 or not self._compaction_lock.acquire(blocking=False):
+            return  # nothing to do, or a compaction or a save of term counts runs: the next load evicts
+        try:
+            self._evict_idle(order, over)
+        finally:
+            self._compaction_lock.release()
+
+    def _evict_idle(self, order: list[str], over: int) -> None:
+        """Close `over` collections of `order` (least recently used first) that nothing holds."""
+        for uri in order:
+            if over <= 0:
+                return
+            lock = self._space_lock(uri)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                index = self._indexes.get(uri)
+                if index is None:
+                    continue
+                with index.exclusive():  # the searches in flight finish first; later ones load it again
+                    self._indexes.pop(uri, None)
+                    self._next.pop(uri, None)
+                index.close()  # commits and saves its term counts (under its read lock)
+                with self._lock:
+                    self._used.pop(uri, None)
+                self._purged.pop(uri, None)
+                over -= 1
+                log.info("evicted the idle collection %s (%d loaded at most)", uri, self.max_loaded)
+            finally:
+                lock.release()
 
     def loaded(self, uri: str) -> SpaceIndex | None:
         """The space's index if it is loaded, else None (nothing is started)."""
@@ -271,7 +332,20 @@ class Collections:
             index.commit()
         if info.next_model is not None:
             self._next[info.uri] = self._build_next(info)
+        if kw_seq == 0 and self._shared is not None and not self.read_only:
+            self._note_clean_build(info)
         return index
+
+    def _note_clean_build(self, info: SpaceInfo) -> None:
+        """A keyword index built from the records alone holds no erased word: the erasures marked before
+        the records were read need no purge (one marked since may, and is purged by the tailer)."""
+        assert self._shared is not None
+        mark = self._shared.purges([info.id]).get(info.id, 0)
+        if 0 < mark <= info.seq:
+            marker = self.data_dir / "spaces" / str(info.id) / PURGED_FILE
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{mark}\n")
+            self._purged[info.uri] = mark
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -350,6 +424,7 @@ class Collections:
                     index = self._indexes.get(uri)
                     if index is not None and latest.get(space_id, 0) > index.seq:
                         self.refresh(uri)
+                self._purge_marked(loaded)
             except Exception:  # the store is away: the next round tries again
                 log.warning("could not tail the change log", exc_info=True)
 
@@ -397,10 +472,12 @@ class Collections:
         if self.read_only:
             return False
         committed = False
-        for index in list(self._indexes.values()):
+        for uri, index in list(self._indexes.items()):
             if index.keyword.pending or index.keyword.committed_seq != index.seq:
-                index.commit()
-                committed = True
+                with self._space_lock(uri):  # not while an eviction closes it
+                    if self._indexes.get(uri) is index:
+                        index.commit()
+                        committed = True
         self._save_due_counts()
         return committed
 
@@ -432,6 +509,50 @@ class Collections:
                 self._maintain_in_background()
             except Exception:  # pragma: no cover - logged, retried at the next tick
                 log.exception("keyword commit failed; will retry")
+
+    # -- erasure ------------------------------------------------------------------------------
+
+    def purge(self, uri: str) -> None:
+        """Leave no byte of a space's deleted documents in this node's cache (an erasure), and over a
+        shared store mark it, so that every other node purges its own cache when it reads the mark."""
+        if self.read_only:
+            raise StorageError("this data directory is open read-only")
+        index = self.index(uri)
+        with self._space_lock(uri):
+            seq = index.seq
+        self._purge_cache(uri, seq)
+        if self._shared is not None:
+            self._shared.mark_purged(self._ids[uri], seq)
+
+    def purged(self, uri: str) -> int:
+        """The sequence of the last erasure this node's cache of a space purged (0: none)."""
+        if uri not in self._purged:
+            info = self.store.space(uri)
+            marker = self.data_dir / "spaces" / str(info.id) / PURGED_FILE
+            self._purged[uri] = int(marker.read_text()) if marker.exists() else 0
+        return self._purged[uri]
+
+    def _purge_cache(self, uri: str, seq: int) -> None:
+        """Rebuild the space's keyword index and term counts from the records, drop its saved vectors and
+        record `seq` as purged: the deleted words leave every segment (a delete only marks them)."""
+        self.compact(uri)
+        info = self.store.space(uri)
+        shutil.rmtree(self._vectors_path(info), ignore_errors=True)  # saved for --workers; made again at start
+        marker = self.data_dir / "spaces" / str(info.id) / PURGED_FILE
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"{seq}\n")
+        self._purged[uri] = seq
+        log.info("purged the erased documents of %s from this node's cache (through sequence %d)", uri, seq)
+
+    def _purge_marked(self, loaded: dict[str, int]) -> None:
+        """Purge the caches of loaded spaces that another node marked for an erasure since they last purged."""
+        assert self._shared is not None
+        marks = self._shared.purges(list(loaded.values()))
+        for uri, space_id in loaded.items():
+            mark = marks.get(space_id, 0)
+            if mark > self.purged(uri) and uri in self._indexes:
+                self.refresh(uri)  # the erasure's deletes first: the rebuild reads the records after them
+                self._purge_cache(uri, mark)
 
     # -- compaction ---------------------------------------------------------------------------
 
@@ -555,6 +676,7 @@ class Collections:
         for index in self._indexes.values():
             index.close()
         self._indexes.clear()
+        self._used.clear()
         self.store.close()
         if self._dir_lock is not None:
             self._dir_lock.close()  # releases the lock

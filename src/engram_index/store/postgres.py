@@ -149,6 +149,17 @@ class PostgresStore(ModelMoves):
         rows = self._read(lambda c: c.execute("SELECT id, seq FROM spaces WHERE id = ANY(%s)", (list(ids),)).fetchall())
         return {int(i): int(q) for i, q in rows}
 
+    def mark_purged(self, space_id: int, seq: int) -> None:
+        """Record that deletions up to `seq` must leave every node's cache (an erasure): nodes read it as they tail."""
+        self._transaction(lambda c: c.execute(
+            "UPDATE spaces SET purged_seq = GREATEST(purged_seq, %s) WHERE id=%s", (seq, space_id)))
+
+    def purges(self, ids: Sequence[int]) -> dict[int, int]:
+        """Each collection's latest sequence whose deletions every node must purge from its cache (0: none)."""
+        rows = self._read(lambda c: c.execute(
+            "SELECT id, purged_seq FROM spaces WHERE id = ANY(%s)", (list(ids),)).fetchall())
+        return {int(i): int(q) for i, q in rows}
+
     def wait_for_changes(self, timeout: float) -> set[int] | None:
         """The ids of collections written (by any node) since the last call, waiting up to `timeout` for
         the first; None when the listener could not listen (the caller falls back to polling)."""
