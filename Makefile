@@ -19,7 +19,7 @@ MINILM := --model all-MiniLM-L6-v2 \
           --model-digest sha256:53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db \
           --dims 384
 
-.PHONY: install install-dev browser postgres run try-members test bench peers eval clean
+.PHONY: install install-dev browser postgres run try-members test test-postgresql bench peers eval clean
 
 # What serving needs: the package, its runtime dependencies and the local embedding model.
 # --no-compile: byte-compiling every installed module (atproto alone has thousands) took half the
@@ -77,6 +77,14 @@ test: install-dev browser postgres
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope
+
+# Every face's own suite (the Kindgi and supermemory SDKs, garden.engram's XRPC, sync and auth) again with
+# its records in PostgreSQL (a server the suite starts). Apart from `make test`, which it would double;
+# .ci/run runs both.
+FACE_SUITES := tests/kindgi tests/supermemory tests/engram
+
+test-postgresql: install-dev postgres
+	ENGRAM_TEST_STORE=postgresql $(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope $(FACE_SUITES)
 
 bench: install-dev
 	$(BIN)/python bench/engine.py

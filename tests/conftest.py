@@ -106,6 +106,23 @@ def chosen_store(request: pytest.FixtureRequest) -> str | None:
     return str(server.database())  # type: ignore[attr-defined]
 
 
+# The garden.engram suite's lane on PostgreSQL: each data directory its tests open gets a database of
+# its own (tests/engram/conftest.py sends every Collections opened without a store there).
+_LANE_DATABASES: dict[Path, str] = {}
+_LANE_SERVER: list[object] = []
+
+
+def lane_store(data_dir: Path) -> str | None:
+    """The PostgreSQL database a data directory's records live in under ENGRAM_TEST_STORE=postgresql (None:
+    its own SQLite file), made on first use."""
+    if os.environ.get("ENGRAM_TEST_STORE") != "postgresql" or not _LANE_SERVER:
+        return None
+    key = data_dir.resolve()
+    if key not in _LANE_DATABASES:
+        _LANE_DATABASES[key] = str(_LANE_SERVER[0].database())  # type: ignore[attr-defined]
+    return _LANE_DATABASES[key]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest) -> str | None:
     """Run the test on each store: None (the embedded SQLite) and a fresh PostgreSQL database's URL."""

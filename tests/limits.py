@@ -71,8 +71,11 @@ def roomy_app(data_dir: Path, service_did: str, **options: Any) -> Starlette:
 
 def serve_command(python: str, data: Path, port: int, *options: str) -> list[str]:
     """The command line of `engram-index serve` on a loopback port, roomy limits first (later options win)."""
+    from tests.conftest import lane_store
+
+    store = lane_store(data)  # the garden suite's lane on PostgreSQL (tests/engram/conftest.py)
     return [python, "-m", "engram_index.cli", "serve", "--data", str(data), "--port", str(port),
-            *ROOMY_SERVE_OPTIONS, *options]
+            *(("--store", store) if store else ()), *ROOMY_SERVE_OPTIONS, *options]
 
 
 # How long a test waits for what must happen (a server's start, a sync, a document's processing, an

@@ -33,6 +33,7 @@ from engram_index.engram.auth.state import AuthState
 from engram_index.engram.identity.did import PLC_DEFAULT, DidResolver
 from engram_index.engram.records import is_space_uri
 from engram_index.collections import Collections
+from engram_index.eviction import MAX_LOADED
 from engram_index.console.web import web_routes
 from engram_index.console.wiring import McpRoute
 from engram_index.engram.sync.runner import SyncConfig, SyncRunner
@@ -86,6 +87,7 @@ def create_app(
     store: str | None = None,
     face_embedder: Embedder | None = None,
     allow_private_urls: bool = False,
+    max_collections: int = MAX_LOADED,
 ) -> Starlette:
     """Build the service for a data directory, checking callers with `authenticator`.
 
@@ -97,6 +99,7 @@ def create_app(
     of the v5 and Kindgi faces (a token bucket and slots per key; the default when None). `store`:
     a postgresql:// URL holding the records (None: the data directory's own SQLite store).
     `face_embedder` embeds for the v5 and Kindgi faces (None: the query embedder of `embedding`).
+    At most `max_collections` collections stay loaded (the least recently used idle one is closed).
     """
 
     # The MCP server at /mcp and the web page at / call the faces of this very app (`app`, below).
@@ -113,7 +116,8 @@ def create_app(
         app.state.embedding = embedding or QueryEmbedding()
         app.state.embedding.embedder = metrics.timed(app.state.embedding.embedder)  # query embeddings timed
         app.state.llm, app.state.reranker = llm, reranker
-        app.state.spaces = Collections(data_dir, read_only=read_only, store=store, search_threads=search_threads)
+        app.state.spaces = Collections(data_dir, read_only=read_only, store=store, search_threads=search_threads,
+                                       max_loaded=max_collections)
         app.state.spaces.on_searchable = metrics.observe_lag
         app.state.sync = None
         if sync is not None:
@@ -256,7 +260,7 @@ def app_from_settings(
         key_limits=Admission(settings.key_rate, settings.key_burst, settings.key_concurrent),
         embedding=embedding, read_only=read_only, sync=sync, search_threads=settings.search_threads,
         llm=llm, reranker=reranker, store=settings.store, face_embedder=face_embedder,
-        allow_private_urls=settings.allow_private_urls,
+        allow_private_urls=settings.allow_private_urls, max_collections=settings.max_collections,
     )
 
 

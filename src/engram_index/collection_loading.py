@@ -32,8 +32,9 @@ def vectors_path(data_dir: Path, info: CollectionInfo) -> Path:
 
 
 def load_index(store: RecordStore, data_dir: Path, info: CollectionInfo, *, read_only: bool, locked: bool,
-               stopping: threading.Event, progress: Progress | None) -> SpaceIndex:
-    """A collection's index built from its records and its keyword files.
+               stopping: threading.Event, progress: Progress | None) -> tuple[SpaceIndex, bool]:
+    """A collection's index built from its records and its keyword files, and whether its keyword
+    index was built from the records alone (so it holds no word of an erased document).
 
     `locked`: this process holds the data directory's lock (else it is a one-off reader beside its
     owner); `stopping` set: the directory is closing, and the load stops with Closing.
@@ -88,7 +89,7 @@ def load_index(store: RecordStore, data_dir: Path, info: CollectionInfo, *, read
         index.save_counts()  # commits too
     elif replayed or index.keyword.committed_seq != info.seq:
         index.commit()
-    return index
+    return index, kw_seq == 0
 
 
 def build_next(store: RecordStore, info: CollectionInfo) -> VectorIndex:

@@ -14,6 +14,7 @@ import logging
 import shutil
 import threading
 import time
+from collections import OrderedDict
 from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,11 +22,13 @@ from typing import IO, cast
 
 from engram_index.collection_loading import Closing, Progress, apply_next, build_next, load_index, vectors_path
 from engram_index.compaction import Compaction
+from engram_index.eviction import MAX_LOADED, Eviction
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.vector import VectorIndex
 from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
 from engram_index.errors import IndexLoading, StorageError
 from engram_index.heap import Trimmer
+from engram_index.purging import Purging
 from engram_index.store.base import (RecordStore, SharedStore, CollectionInfo, Statement, StoredDocument,
                                      WriteResult)
 from engram_index.store.opening import open_store
@@ -54,11 +57,12 @@ def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
     return lock
 
 
-class Collections(Compaction):
+class Collections(Compaction, Eviction, Purging):
     """Every collection of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
-                 lock: bool = True, store: str | None = None, search_threads: int = SEARCH_THREADS) -> None:
+                 lock: bool = True, store: str | None = None, search_threads: int = SEARCH_THREADS,
+                 max_loaded: int = MAX_LOADED) -> None:
         """Open the data directory (creating it when new).
 
         Read-only: several processes may search together (serve --workers), none may write, and
@@ -67,7 +71,10 @@ class Collections(Compaction):
         WAL and tantivy's committed segments both let a reader in while a writer works). `store`: a
         postgresql:// URL whose records this directory caches (None: its own SQLite file).
         Every face's searches run on one pool of `search_threads` (search_pool.py: deadlines, a queue).
+        At most `max_loaded` collections stay loaded: the least recently used idle one is closed.
         """
+        if max_loaded < 1:
+            raise StorageError("a node must keep at least one collection loaded")
         if not lock and not read_only:
             raise StorageError("only a read-only opening may go without the data directory's lock")
         self.data_dir = data_dir
@@ -82,6 +89,9 @@ class Collections(Compaction):
                         self.store.path, self.store.page_size() // 1024, data_dir)
         self.searches = SearchPool(search_threads)
         self._indexes: dict[str, SpaceIndex] = {}
+        self.max_loaded = max_loaded
+        self._used: OrderedDict[str, None] = OrderedDict()
+        self._purged: dict[str, int] = {}
         # While a collection moves to a new model: its memories' vectors for that model, ready to swap in.
         self._next: dict[str, VectorIndex] = {}
         self._loading: set[str] = set()
@@ -166,18 +176,24 @@ class Collections(Compaction):
         """The collection's index, loading it (and catching up on missed writes) on first use."""
         index = self._indexes.get(uri)
         if index is not None:
+            self._touch(uri)
             return index
         self.store.collection(uri)  # UnknownSpace before any lock is made for it
         with self._collection_lock(uri):
             index = self._indexes.get(uri)
             if index is None:
                 info = self.store.collection(uri)
-                index = load_index(self.store, self.data_dir, info, read_only=self.read_only,
-                                   locked=self._dir_lock is not None, stopping=self._stop, progress=progress)
+                index, clean = load_index(self.store, self.data_dir, info, read_only=self.read_only,
+                                          locked=self._dir_lock is not None, stopping=self._stop,
+                                          progress=progress)
                 if info.next_model is not None:
                     self._next[info.uri] = build_next(self.store, info)
+                if clean and self._shared is not None and not self.read_only:
+                    self._note_clean_build(info)
                 self._indexes[uri] = index
                 self._ids[uri] = info.id
+        self._touch(uri)
+        self._evict(keep=uri)  # after its own lock is released: eviction takes other collections' locks
         return index
 
     def loaded(self, uri: str) -> SpaceIndex | None:
@@ -297,6 +313,7 @@ class Collections(Compaction):
                     index = self._indexes.get(uri)
                     if index is not None and latest.get(space_id, 0) > index.seq:
                         self.refresh(uri)
+                self._purge_marked(loaded)
             except Exception:  # the store is away: the next round tries again
                 log.warning("could not tail the change log", exc_info=True)
 
@@ -336,10 +353,12 @@ class Collections(Compaction):
         if self.read_only:
             return False
         committed = False
-        for index in list(self._indexes.values()):
+        for uri, index in list(self._indexes.items()):
             if index.keyword.pending or index.keyword.committed_seq != index.seq:
-                index.commit()
-                committed = True
+                with self._collection_lock(uri):  # not while an eviction closes it
+                    if self._indexes.get(uri) is index:
+                        index.commit()
+                        committed = True
         self._save_due_counts()
         return committed
 
@@ -408,6 +427,7 @@ class Collections(Compaction):
         for index in self._indexes.values():
             index.close()
         self._indexes.clear()
+        self._used.clear()
         self.store.close()
         if self._dir_lock is not None:
             self._dir_lock.close()  # releases the lock

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from engram_index.eviction import MAX_LOADED
 from engram_index.search_pool import SEARCH_THREADS
 
 
@@ -29,6 +30,7 @@ class ServeSettings:
     face_embedder: str = "auto"  # the v5 and Kindgi faces' embedder
     embed_authorities: tuple[str, ...] = ()  # () : every authority
     search_threads: int = SEARCH_THREADS
+    max_collections: int = MAX_LOADED  # collections a process keeps loaded; the idle LRU one beyond is closed
     llm: str | None = None
     rerank: str | None = None
     store: str | None = None  # postgresql://... (None: the data directory's own SQLite store)

@@ -56,11 +56,11 @@ class Server:
 
 @contextmanager
 def kindgi_server(data: Path, embedder: Embedder | None | object = None,
-                  key_limits: Admission | None = None, store: str | None = None) -> Iterator[Server]:
-    """Serve a data directory (with the hashing embedder unless told otherwise; caching `store` when given)
-    until the block ends."""
+                  key_limits: Admission | None = None, store: str | None = None, **options: Any) -> Iterator[Server]:
+    """Serve a data directory (with the hashing embedder unless told otherwise; caching `store` when given;
+    other `create_app` options as given) until the block ends."""
     chosen = HashingEmbedder(DIMS) if embedder is None else None if embedder is NO_EMBEDDER else embedder
     app = roomy_app(data, DID, authenticator=InsecureOpen(), embedding=roomy_embedding(chosen),  # type: ignore[arg-type]
-                     key_limits=key_limits, store=store)
+                     key_limits=key_limits, store=store, **options)
     with serving(app) as url:
         yield Server(url, data, app, store)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from engram_index.engine.types import Document
 from engram_index.kindgi.facts import space_name
 from engram_index.store.sqlite import StoredDocument
@@ -62,10 +64,13 @@ def test_a_query_matching_few_says_so(server: Server) -> None:
     assert found["message"] == "only 1 of its 2 items matched the query"
 
 
-def test_an_index_behind_its_acknowledged_writes_says_it_is_loading(server: Server) -> None:
+def test_an_index_behind_its_acknowledged_writes_says_it_is_loading(server: Server,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     client = server.client(user="alice", projects=["web"])
     client.memory.write_fact(type="note", scope=SCOPE, content="green tea in the morning")
     collections = server.app.state.kindgi.facts.collections
+    # Over PostgreSQL the node tails the store's writes: hold that off, as for another node's write in flight.
+    monkeypatch.setattr(collections, "refresh", lambda uri: 0)
     name = space_name("acme")
     collections.index(name)  # loaded, as after any search
     # Written to the store alone, as by the writer beside a reader: acknowledged, not yet in this index.

@@ -56,6 +56,9 @@ from engram_index.cli.common import (
               help="Seconds between polls of every synced space (the backstop for lost notifications).")
 @click.option("--search-threads", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Threads running searches in each process (more contend for the GIL).")
+@click.option("--max-collections", type=click.IntRange(1, 1_000_000), default=128, show_default=True,
+              help="Collections (spaces, namespaces, tenants) each process keeps loaded; beyond it the least recently "
+                   "used idle one is closed, and loads again on its next request.")
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
               help="Log a line per request.")
 @click.option("--llm", "llm_spec", envvar="ENGRAM_LLM", default=None,
@@ -76,7 +79,8 @@ def serve(
     did_web_http_localhost: bool, rate: float, burst: float, concurrent: int, key_rate: float, key_burst: float,
     key_concurrent: int, embedder_spec: str, face_embedder_spec: str,
     embed_authorities: tuple[str, ...], workers: int, sync_account: str | None, sync_password: str | None,
-    public_url: str | None, poll_interval: float, open_registration: bool, search_threads: int, access_log: bool,
+    public_url: str | None, poll_interval: float, open_registration: bool, search_threads: int,
+    max_collections: int, access_log: bool,
     llm_spec: str | None, rerank_spec: str | None, malloc_arenas: int, allow_private_urls: bool,
     store: str | None,
 ) -> None:
@@ -124,6 +128,7 @@ def serve(
         did_web_http_localhost=did_web_http_localhost, rate=rate, burst=burst, concurrent=concurrent,
         key_rate=key_rate, key_burst=key_burst, key_concurrent=key_concurrent, embedder=embedder_spec,
         face_embedder=face_embedder_spec, embed_authorities=tuple(embed_authorities), search_threads=search_threads,
+        max_collections=max_collections,
         llm=llm_spec, rerank=rerank_spec, store=store, allow_private_urls=allow_private_urls,
     )
     if workers > 1:

@@ -170,7 +170,8 @@ class Erasures:
                 ids = self._erase(tenant, eid, selector) or settled
             if ids:
                 if self.facts.has_space(tenant):
-                    self.facts.collections.compact(self.facts.space(tenant))  # no keyword segment keeps the words
+                    # No keyword segment keeps the words, here nor (marked in a shared store) on other nodes.
+                    self.facts.collections.purge(self.facts.space(tenant))
                 if self.idempotency is not None:
                     self.idempotency.withhold(ids)  # nor a kept answer that created or retrieved them
                 self.store.rewrite()  # nor a fragment in a page's unused space (the crash path's byte check)

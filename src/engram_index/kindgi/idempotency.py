@@ -62,7 +62,7 @@ _GONE = ("EXISTS (SELECT 1 FROM json_each(?) AS named WHERE NOT EXISTS"
 # _INSERT for an answer naming facts: withheld, inside the writing transaction, when one is gone.
 _INSERT_NAMING = ("INSERT OR REPLACE INTO kindgi_idempotency(key, body_sha, status, content_type, body, created_ms)"
                   f" SELECT ?, ?, ?, CASE WHEN gone THEN '{WITHHELD}' ELSE ? END, CASE WHEN gone THEN x'' ELSE ? END, ?"
-                  f" FROM (SELECT {_GONE} AS gone)")
+                  f" FROM (SELECT {_GONE} AS gone) AS checked")  # PostgreSQL before 16 needs the alias
 log = logging.getLogger(__name__)
 
 

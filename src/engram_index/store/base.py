@@ -158,3 +158,9 @@ class SharedStore(RecordStore, Protocol):
 
     def wait_for_changes(self, timeout: float) -> set[int] | None:
         """Ids of collections written since the last call, waiting up to `timeout`; None: not listening."""
+
+    def mark_purged(self, space_id: int, seq: int) -> None:
+        """Record that the collection's deleted documents up to `seq` must leave every node's cache (an erasure)."""
+
+    def purges(self, ids: Sequence[int]) -> dict[int, int]:
+        """Each collection's latest sequence whose deletions every node must purge from its cache (0: none)."""

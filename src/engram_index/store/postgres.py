@@ -38,6 +38,10 @@ _MIGRATION_LOCK = 0x656E6772616D
 _CHANGES_SQL = (f"SELECT seq, deleted, {DOC_COLUMNS} FROM documents"
                 " WHERE space_id=%s AND (seq, ord) > (%s, %s) ORDER BY seq, ord LIMIT %s")
 _SPACE_SQL = f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri=%s"
+# How long the pool keeps retrying a connection, with its doubling backoff, before it gives up and the
+# next request starts over at a 1 s delay: with psycopg_pool's default (5 min) the delay kept doubling
+# through an outage, so a node went on answering 503 for up to half the outage after PostgreSQL was back.
+RECONNECT_S = 5.0
 # Type codes whose values SQLite would hand back as integers: booleans, and numeric (sum of bigints).
 _BOOL, _NUMERIC = 16, 1700
 
@@ -63,6 +67,7 @@ class PostgresStore(ModelMoves):
         self.dialect = Dialect(self._primary_key)
         try:
             self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, timeout=timeout, open=True,
+                                        reconnect_timeout=RECONNECT_S,
                                         kwargs={"autocommit": True}, name="engram-store")
             self._pool.wait(timeout)
         except (psycopg.Error, PoolTimeout) as exc:
@@ -147,6 +152,17 @@ class PostgresStore(ModelMoves):
     def sequences(self, ids: Sequence[int]) -> dict[int, int]:
         """Each collection's latest committed sequence number (by any node): the log position to reach."""
         rows = self._read(lambda c: c.execute("SELECT id, seq FROM spaces WHERE id = ANY(%s)", (list(ids),)).fetchall())
+        return {int(i): int(q) for i, q in rows}
+
+    def mark_purged(self, space_id: int, seq: int) -> None:
+        """Record that deletions up to `seq` must leave every node's cache (an erasure): nodes read it as they tail."""
+        self._transaction(lambda c: c.execute(
+            "UPDATE spaces SET purged_seq = GREATEST(purged_seq, %s) WHERE id=%s", (seq, space_id)))
+
+    def purges(self, ids: Sequence[int]) -> dict[int, int]:
+        """Each collection's latest sequence whose deletions every node must purge from its cache (0: none)."""
+        rows = self._read(lambda c: c.execute(
+            "SELECT id, purged_seq FROM spaces WHERE id = ANY(%s)", (list(ids),)).fetchall())
         return {int(i): int(q) for i, q in rows}
 
     def wait_for_changes(self, timeout: float) -> set[int] | None:

@@ -55,4 +55,6 @@ MIGRATIONS: tuple[str, ...] = (
         revoked_ms BIGINT
     );
     """,
+    # 1: an erasure's mark that every node purges its cache of the collection (Collections.purge).
+    "ALTER TABLE spaces ADD COLUMN purged_seq BIGINT NOT NULL DEFAULT 0",
 )
