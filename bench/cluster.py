@@ -145,9 +145,9 @@ def main() -> None:
             root = Path(tmp)
             url = server.database()
             embedded = Collections(root / "sqlite")
-            embedded.ensure_space(URI)
+            embedded.ensure_collection(URI)
             a = Collections(root / "node-a", store=url)
-            a.ensure_space(URI)
+            a.ensure_collection(URI)
             rows.append(("writes/s, one memory each: SQLite (synchronous=FULL)",
                          f"{write_rate(embedded, args.writes, 0):.0f}"))
             embedded.close()

@@ -71,7 +71,7 @@ def build(data: Path, n: int, scifact: Path) -> None:
             return
         embedder = MiniLMEmbedder()
         name = space_name(TENANT)
-        spaces.ensure_space(name, embedder.identity)
+        spaces.ensure_collection(name, embedder.identity)
         embedder.close()
         synth = make_space(n, scifact_dir=scifact, seed=1)
         base = int(time.time() * 1000) - n
@@ -161,7 +161,7 @@ def relabel(data: Path, identity: ModelIdentity) -> None:
     int8's are within cosine 0.99 of them), so that the face searches them without re-embedding."""
     spaces = Collections(data)
     try:
-        spaces.ensure_space(space_name(TENANT), identity)
+        spaces.ensure_collection(space_name(TENANT), identity)
     finally:
         spaces.close()
 

@@ -30,7 +30,7 @@ def found(spaces: Collections, uri: str, word: str) -> list[str]:
 def filled(data: Path, store: str | None, max_loaded: int) -> Collections:
     spaces = Collections(data, store=store, max_loaded=max_loaded)
     for n, uri in enumerate(SPACES):
-        spaces.ensure_space(uri)
+        spaces.ensure_collection(uri)
         spaces.write(uri, [doc(f"d{n}", f"walrus number {n}")])
     return spaces
 
@@ -70,7 +70,7 @@ def test_a_collection_that_is_being_written_is_not_evicted_the_next_idle_one_is(
     held, release = threading.Event(), threading.Event()
 
     def writing() -> None:  # a write of `a` in progress holds its lock, as from its commit to its apply
-        with spaces._space_lock(a):
+        with spaces._collection_lock(a):
             held.set()
             release.wait()
 
@@ -108,4 +108,4 @@ def test_a_kindgi_node_limited_to_one_collection_answers_each_tenant_from_its_ow
             for tenant, client in clients.items():
                 answer = client.memory.retrieve(mode="keyword", query="numbat")
                 assert [r.fact.content for r in answer.results] == [f"numbat of {tenant}"]
-        assert sum(server.app.state.spaces.loaded(uri) is not None for uri in server.app.state.spaces.store.spaces()) == 1
+        assert sum(server.app.state.spaces.loaded(uri) is not None for uri in server.app.state.spaces.store.collections()) == 1

@@ -155,9 +155,6 @@ class Collections(Compaction, Eviction, Purging):
             if space_id is not None:
                 shutil.rmtree(self.data_dir / "spaces" / str(space_id), ignore_errors=True)
 
-    # The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
-    ensure_space = ensure_collection
-
     def info(self, uri: str) -> CollectionInfo:
         """The store's view of a collection (UnknownSpace when absent)."""
         return self.store.collection(uri)

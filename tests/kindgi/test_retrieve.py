@@ -200,7 +200,7 @@ def test_a_tenant_whose_facts_hold_another_models_vectors_is_refused_semantic_na
     client = server.client(user="alice", projects=["web"])
     _seed(client)
     spaces = server.app.state.spaces
-    spaces.ensure_space("kindgi:acme", HashingEmbedder(DIMS * 2).identity)  # as if written by another model
+    spaces.ensure_collection("kindgi:acme", HashingEmbedder(DIMS * 2).identity)  # as if written by another model
     with pytest.raises(ServerError) as err:
         client.memory.retrieve(mode="semantic", query="tea")
     assert err.value.status == 422 and err.value.server_code == "semantic-unavailable"

@@ -97,7 +97,7 @@ def nodes(tmp_path: Path, postgres_server: object) -> Iterator[tuple[PostgresSer
     v5_key, _ = KeyStore(tmp_path, store).create("supermemory", {"namespaces": None})
     store.close()
     seed = Collections(tmp_path / "seed", store=url)
-    seed.ensure_space(SPACE)
+    seed.ensure_collection(SPACE)
     seed.close()
     a, b = (ServeProcess(tmp_path / f"node-{name}", "--store", url, "--embedder", "hashing:64") for name in "ab")
     a.start()

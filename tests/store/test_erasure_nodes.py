@@ -53,7 +53,7 @@ def test_a_fact_erased_through_one_node_leaves_no_byte_in_another_nodes_cache(
         assert _files_holding(b.data, b"bilbysecret"), "node B's cache should hold the word before the erasure"
 
         assert _finished(admin, str(admin.memory.create_erasure({"factId": fact.id}).id)) == "completed"
-        space = next(uri for uri in node_b.store.spaces())
+        space = next(uri for uri in node_b.store.collections())
         mark = node_b.store.purges([node_b.info(space).id])[node_b.info(space).id]  # type: ignore[attr-defined]
         assert mark > 0
         _until(lambda: node_b.purged(space) >= mark, "node B did not report purging the erasure")
@@ -80,6 +80,6 @@ def test_a_node_that_was_away_during_an_erasure_purges_its_cache_when_it_loads_a
             reader = b.client(user="alice", projects=["web"])
             assert reader.memory.retrieve(mode="keyword", query="dibblersecret").results == []
             node_b: Collections = b.app.state.spaces
-            space = next(uri for uri in node_b.store.spaces())
+            space = next(uri for uri in node_b.store.collections())
             _until(lambda: node_b.purged(space) > 0, "node B did not purge the erasure it missed")
             assert _files_holding(b.data, b"dibblersecret") == []

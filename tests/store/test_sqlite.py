@@ -80,7 +80,7 @@ def test_documents_round_trip_every_field(store: Store) -> None:
 
 
 def test_metadata_reads_back_exactly_as_written_even_where_a_fast_parser_would_not(store: Store) -> None:
-    sid = store.space(URI).id
+    sid = store.collection(URI).id
     metadata = {"big": 2**70 + 1, "negative": -(2**63) - 1, "edge": 2**64 - 1, "nan_free": 0.1, "text": "1" * 25,
                 "nested": [{"x": 1e308, "y": -0.0}], "é": "ü"}
     doc = Document(id="m", author="did:plc:q", text="t", tags=("1" * 30, "x" * 40), source=None,

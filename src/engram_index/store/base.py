@@ -32,10 +32,6 @@ class CollectionInfo:
     next_model: ModelIdentity | None = None
 
 
-# The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
-SpaceInfo = CollectionInfo
-
-
 @dataclass(frozen=True, slots=True)
 class Change:
     """One document's latest state after a sequence number: a document, or None when deleted."""

@@ -244,12 +244,6 @@ class PostgresStore(ModelMoves):
         """The URIs of every collection in the store."""
         return [str(r[0]) for r in self._read(lambda c: c.execute("SELECT uri FROM spaces ORDER BY id").fetchall())]
 
-    # The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
-    ensure_space = ensure_collection
-    drop_space = drop_collection
-    space = collection
-    spaces = collections
-
     # -- writes -----------------------------------------------------------------------------
 
     def write(self, space_id: int, puts: Sequence[StoredDocument], deletes: Sequence[str] = (),

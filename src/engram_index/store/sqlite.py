@@ -230,12 +230,6 @@ class Store(ModelMoves):
         """The URIs of every collection in the store."""
         return [r[0] for r in self._reader().execute("SELECT uri FROM spaces ORDER BY id")]
 
-    # The names before the core said "collection" (issue 26), for branches written against them: remove once merged.
-    ensure_space = ensure_collection
-    drop_space = drop_collection
-    space = collection
-    spaces = collections
-
     # -- writes -----------------------------------------------------------------------------
 
     def write(
