@@ -160,12 +160,37 @@ class Context:
     has_next: np.ndarray | None = None  # the candidate is its context
 
 
+Fetch = Callable[[Sequence[int]], dict[int, Document]]  # ordinals → the live documents among them
+
+
+def column_documents(index: SpaceIndex) -> Fetch:
+    """A reader of documents from the index's own columns (id and tags, no text, no store read): what
+    `with_context` needs of the turns around the hits when the caller reads its answers elsewhere and
+    `neighbours` looks at tags alone. Call it inside `index.reading()`."""
+    columns = index.columns
+    # The columns keep each live document's tags (deduplicated, in order); engine/ names no
+    # public accessor for them yet.
+    tags = columns._doc_tags
+
+    def fetch(ords: Sequence[int]) -> dict[int, Document]:
+        out: dict[int, Document] = {}
+        for o in ords:
+            doc_id = columns.ids[o] if 0 <= o < len(columns.ids) and columns.live[o] else None
+            if doc_id is not None:
+                out[o] = Document(doc_id, "", "", tags=tags.get(o, ()))
+        return out
+
+    return fetch
+
+
 def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
-                 prepare: Callable[[Iterable[Document]], None] | None = None, follow: bool = True) -> Context:
+                 prepare: Callable[[Iterable[Document]], None] | None = None, follow: bool = True,
+                 fetch: Fetch | None = None) -> Context:
     """The hits and (with `follow`) the turns just after them (an answer often holds none of the
     question's words: the question before it does), each with the turn just before it when
     `neighbours` says it is its context. `prepare`, when given, sees every document before
-    `neighbours` is asked (to read what it needs of them at once). Call inside `index.reading()`."""
+    `neighbours` is asked (to read what it needs of them at once); `fetch` reads the documents not
+    at hand (the store's, `index.fetch`, by default). Call inside `index.reading()`."""
     found = index.columns.ids_to_ords([h.document.id for h in hits])
     # The hits' documents are at hand: only their neighbours are read from the store.
     known = {int(o): h.document for o, h in zip(found, hits) if o >= 0}
@@ -181,7 +206,7 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     nxt = cands + 1
     has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
     wanted = {int(o) for o in cands} | {int(o) for o in prev[has_prev]} | {int(o) for o in nxt[has_next]}
-    docs = index.fetch(sorted(wanted - known.keys()))
+    docs = (fetch or index.fetch)(sorted(wanted - known.keys()))
     docs.update((o, known[o]) for o in wanted & known.keys())
     if prepare is not None:
         prepare(docs.values())
@@ -209,14 +234,16 @@ def context_scores(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) 
 
 
 def context_keyword(index: SpaceIndex, query: str, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
-                    limit: int) -> list[Hit]:
+                    limit: int, words: Sequence[QueryWord] | None = None, columns: bool = False) -> list[Hit]:
     """Re-score keyword hits with their conversation context (`with_context`): each query word counts
     with its better BM25 part, in the turn or in the turn just before it; best first, ties by
-    insertion order."""
-    asked = content_query(query)
-    words = content_words(query_words(asked), asked)
+    insertion order. `words`: the query's content words when the caller has them already;
+    `columns`: the turns around the hits are read from the columns (`column_documents`)."""
+    if words is None:
+        asked = content_query(query)
+        words = content_words(query_words(asked), asked)
     with index.reading():
-        ctx = with_context(index, hits, filters, neighbours)
+        ctx = with_context(index, hits, filters, neighbours, fetch=column_documents(index) if columns else None)
         total = context_scores(index, words, ctx)  # each word once, where it scores best
     order = sorted(range(ctx.ords.size), key=lambda i: (-float(total[i]), int(ctx.ords[i])))
     out: list[Hit] = []

@@ -33,8 +33,8 @@ from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
-from engram_index.ranking import (content_query, content_words, context_keyword, context_scores, insertion_keys, rrf,
-                                  stable_order, with_context)
+from engram_index.ranking import (column_documents, content_query, content_words, context_keyword, context_scores,
+                                  insertion_keys, rrf, stable_order, with_context)
 from engram_index.remodel import describe
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
@@ -202,8 +202,10 @@ class Retriever:
         hits = self.facts.collections.search(name, SearchRequest(
             "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False)).hits
         if CONTEXT:
+            # Without explanations only the facts' ids and tags count (the answers are the revisions'
+            # bodies): the turns around the hits come from the columns, not from the store.
             hits = context_keyword(self.facts.collections.index(name), asked, hits, filters, same_conversation,
-                                   depth)
+                                   depth, words=content_words(query_words(asked), asked), columns=not explain)
         hits = hits[:depth]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
@@ -224,7 +226,9 @@ class Retriever:
         asked = content_query(query)
         words = content_words(query_words(asked), asked)
         with index.reading():
-            ctx = with_context(index, extra, filters, same_conversation, follow=False)  # these facts alone
+            # These facts alone (their documents are at hand); the turns before them only for their tags.
+            ctx = with_context(index, extra, filters, same_conversation, follow=False,
+                               fetch=column_documents(index))
             total = context_scores(index, words, ctx)
         scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
                   if t > 0 and int(o) in ctx.docs]
