@@ -223,12 +223,20 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
 def context_scores(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) -> np.ndarray:
     """Per candidate, Σ over the words of the word's best BM25 part in the turn or its context."""
     total = np.zeros(ctx.ords.size)
+    n = ctx.ords.size
+    prev = ctx.prev[ctx.has_prev]
+    following = (ctx.next[ctx.has_next] if ctx.next is not None and ctx.has_next is not None
+                 else ctx.ords[:0])
+    # Each ordinal's score is its own, so one call per word scores the turns and their contexts at once.
+    ords = np.concatenate([ctx.ords, prev, following])
     for word in words:
-        best = index.keyword.scores([word], ctx.ords).astype(np.float64)
-        if ctx.has_prev.any():
-            best[ctx.has_prev] = np.maximum(best[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
-        if ctx.next is not None and ctx.has_next is not None and ctx.has_next.any():
-            best[ctx.has_next] = np.maximum(best[ctx.has_next], index.keyword.scores([word], ctx.next[ctx.has_next]))
+        scores = index.keyword.scores([word], ords)
+        best = scores[:n].astype(np.float64)
+        if prev.size:
+            best[ctx.has_prev] = np.maximum(best[ctx.has_prev], scores[n:n + prev.size])
+        if following.size:
+            assert ctx.has_next is not None
+            best[ctx.has_next] = np.maximum(best[ctx.has_next], scores[n + prev.size:])
         total += best
     return total
 
