@@ -225,7 +225,7 @@ class Retriever:
             ids = [h.document.id for h in leg_hits]
             order = dict(zip(ids, insertion_keys(index, ids)))
             legs[leg] = stable_order(leg_hits, lambda h: float(h.score), lambda h: (order[h.document.id],))
-        ranked = self._rank(intent.mode, legs)[: intent.limit]
+        ranked = self._rank(intent.mode, legs, intent.limit, explain)
         found = self.facts.retrievable(tenant, [fid for fid, _, _ in ranked])
         out: list[dict[str, Any]] = []
         for fid, score, why in ranked:
@@ -308,27 +308,34 @@ class Retriever:
                                    for h, s in zip(extra, sims) if not np.isnan(s)]
         return sorted(scored, key=lambda h: -float(h.score))
 
-    def _rank(self, mode: str, legs: dict[str, list[Hit]]) -> list[tuple[str, float, dict[str, Any]]]:
-        """(fact id, score, explanation) best first, for one mode's legs."""
+    def _rank(self, mode: str, legs: dict[str, list[Hit]], limit: int,
+              explain: bool) -> list[tuple[str, float, dict[str, Any]]]:
+        """The best `limit` (fact id, score, explanation) for one mode's legs; the explanations (only
+        with `explain`, else empty) are built for those alone."""
         if mode in ("keyword", "semantic"):
             out = []
-            for rank, hit in enumerate(legs[mode], 1):
+            for rank, hit in enumerate(legs[mode][:limit], 1):
                 score = hit.bm25 if mode == "keyword" else hit.similarity
-                why: dict[str, Any] = {mode: _explanation(hit, rank, mode)}
-                snippet = _snippet(hit)
-                if snippet is not None:
-                    why["snippet"] = snippet
+                why: dict[str, Any] = {}
+                if explain:
+                    why[mode] = _explanation(hit, rank, mode)
+                    snippet = _snippet(hit)
+                    if snippet is not None:
+                        why["snippet"] = snippet
                 out.append((hit.document.id, float(score or 0.0), why))
             return out
-        hits = {leg: {h.document.id: h for h in legs[leg]} for leg in ("keyword", "semantic")}
-        best = rrf([[h.document.id for h in legs["keyword"]], [h.document.id for h in legs["semantic"]]], RRF_K)
+        best = rrf([[h.document.id for h in legs["keyword"]], [h.document.id for h in legs["semantic"]]],
+                   RRF_K)[:limit]
+        hits = {leg: {h.document.id: h for h in legs[leg]} for leg in ("keyword", "semantic")} if explain else {}
         out = []
         for fid, score, leg_ranks in best:
-            ranks = {LEGS[leg]: rank for leg, rank in leg_ranks.items()}
-            why = {leg: _explanation(hits[leg].get(fid), rank, leg) for leg, rank in ranks.items()}
-            why["fusion"] = {"method": "rrf", "k": RRF_K, "ranks": ranks}
-            snippet = _snippet(hits["keyword"].get(fid))
-            if snippet is not None:
-                why["snippet"] = snippet
+            why = {}
+            if explain:
+                ranks = {LEGS[leg]: rank for leg, rank in leg_ranks.items()}
+                why = {leg: _explanation(hits[leg].get(fid), rank, leg) for leg, rank in ranks.items()}
+                why["fusion"] = {"method": "rrf", "k": RRF_K, "ranks": ranks}
+                snippet = _snippet(hits["keyword"].get(fid))
+                if snippet is not None:
+                    why["snippet"] = snippet
             out.append((fid, float(score), why))
         return out
