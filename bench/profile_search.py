@@ -81,6 +81,7 @@ class Inline(Executor):
 
 
 PARTS = [
+    (api_search, "ranked_search", "ranking: the search with conversation context"),
     (engine_search.SpaceIndex, "search", "engine: the whole search"),
     (KeywordIndex, "search_and_score", "engine: keyword (tantivy + term counts)"),
     (VectorIndex, "search", "engine: vector scan + exact re-rank"),
