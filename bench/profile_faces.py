@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import logging
 import os
 import pstats
 import sys
@@ -55,10 +56,13 @@ def main() -> None:
     parser.add_argument("--face", choices=("v5", "kindgi"), required=True)
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--requests", type=int, default=150)
-    parser.add_argument("--cprofile", type=int, default=0, help="print this many functions by cumulative time")
+    parser.add_argument("--cprofile", type=int, default=0, help="print this many functions by --sort")
+    parser.add_argument("--sort", default="cumulative", help="the profile's order: cumulative, tottime, ...")
+    parser.add_argument("--dump", type=Path, default=None, help="also write the profile here (pstats)")
     shared = Path(os.environ.get("ENGRAM_SHARED", _HERE.parents[1] / "shared"))
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
     args = parser.parse_args()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the client's request lines are not the face's cost
     v5_http.run_in_threadpool = _inline  # type: ignore[assignment]
     kindgi_routes.run_in_threadpool = _inline  # type: ignore[assignment]
     queries = [json.loads(line)["text"] for line in (args.scifact / "queries.jsonl").open()][:20 + args.requests]
@@ -102,7 +106,9 @@ def main() -> None:
                       f" {(time.perf_counter() - wall) / n * 1000:.2f} ms wall per request ({n} requests"
                       + (", profiled" if args.cprofile else "") + ")")
                 if args.cprofile:
-                    pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.cprofile)
+                    if args.dump is not None:
+                        profiler.dump_stats(args.dump)
+                    pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.cprofile)
 
     asyncio.run(run())
 

@@ -81,6 +81,7 @@ class Inline(Executor):
 
 
 PARTS = [
+    (api_search, "ranked_search", "ranking: the search with conversation context"),
     (engine_search.SpaceIndex, "search", "engine: the whole search"),
     (KeywordIndex, "search_and_score", "engine: keyword (tantivy + term counts)"),
     (VectorIndex, "search", "engine: vector scan + exact re-rank"),
@@ -112,6 +113,7 @@ def main() -> None:
     parser.add_argument("--cprofile", type=int, default=0, metavar="N",
                         help="also run one pass under cProfile and print its N costliest functions (own time)")
     parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
+    parser.add_argument("--dump", type=Path, default=None, help="with --cprofile, also write the profile here (pstats)")
     args = parser.parse_args()
     http_load.build(args.data, args.n, args.scifact)
     texts, vectors = http_load.make_queries(http_load.make_space(1000, scifact_dir=args.scifact, seed=1), 200, seed=2)
@@ -132,7 +134,7 @@ def main() -> None:
         for module in (api_search, xrpc):  # older trees ran these on a thread pool: run them inline
             if hasattr(module, "run_in_threadpool"):
                 module.run_in_threadpool = run_inline  # type: ignore[attr-defined]
-        asyncio.run(drive(app, query_strings, headers, args.passes, args.n, args.cprofile))
+        asyncio.run(drive(app, query_strings, headers, args.passes, args.n, args.cprofile, args.dump))
 
 
 async def run_inline(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -159,7 +161,7 @@ async def call(app: Any, query_string: bytes, headers: list[tuple[bytes, bytes]]
 
 
 async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes, bytes]], passes: int, n: int,
-                cprofile: int) -> None:
+                cprofile: int, dump: Path | None = None) -> None:
     """Warm up, run the passes, print the minimum of each part's per-search mean."""
     async with app.router.lifespan_context(app):
         app.state.spaces.searches.executor = Inline()
@@ -195,6 +197,8 @@ async def drive(app: Any, query_strings: list[bytes], headers: list[tuple[bytes,
             for qs in query_strings:
                 await call(app, qs, headers)
             profiler.disable()
+        if dump is not None:
+            profiler.dump_stats(dump)
         for sort, title in (("tottime", "own time"), ("cumulative", "time with callees")):
             print(f"\none pass under cProfile, the {cprofile} costliest functions by {title}:")
             pstats.Stats(profiler).sort_stats(sort).print_stats(cprofile)

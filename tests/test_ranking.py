@@ -11,6 +11,7 @@ from engram_index.collections import Collections
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.types import Document, Filters, SearchRequest
 from engram_index.ranking import (
+    column_documents,
     content_query,
     content_words,
     context_keyword,
@@ -103,5 +104,34 @@ def test_search_without_any_context_is_the_engines_own_answer(tmp_path: Path) ->
         ours, engine = search(index, req, same_source), index.search(req)
         assert [(h.document.id, h.score, h.keyword_rank, h.terms) for h in ours.hits] == \
                [(h.document.id, h.score, h.keyword_rank, h.terms) for h in engine.hits]
+    finally:
+        spaces.close()
+
+
+def test_the_context_read_from_the_columns_ranks_as_the_stores_documents_do(tmp_path: Path) -> None:
+    turns = [("a", "Mel: What did you research last week, Caroline?"), ("a", "Adoption agencies, mostly."),
+             ("a", "Mel: Cool, tell me more."), ("b", "Caroline: My research paper is done."),
+             ("b", "Mel: Adoption is a big step."), ("b", "Research on adoption, then.")]
+    spaces = Collections(tmp_path)
+    try:
+        spaces.ensure_collection(SPACE)
+        spaces.write(SPACE, [StoredDocument(Document(f"t{i}", "did:plc:ranking00000000000000000", text,
+                                                     tags=(f"s:sessionId={s}", "t:turn"), created_ms=i))
+                             for i, (s, text) in enumerate(turns)])
+        spaces.write(SPACE, [], deletes=["t4"])  # a deleted turn is no one's context, read either way
+        index = spaces.index(SPACE)
+        query = content_query("What did Caroline research?")
+        hits = index.search(SearchRequest("keyword", q=query, limit=10, explain=False)).hits
+
+        def session(a: Document, b: Document) -> bool:
+            return [t for t in a.tags if t.startswith("s:")] == [t for t in b.tags if t.startswith("s:")]
+
+        stored = context_keyword(index, query, hits, Filters(), session, 10)
+        columns = context_keyword(index, query, hits, Filters(), session, 10, columns=True)
+        assert [(h.document.id, h.score) for h in columns] == [(h.document.id, h.score) for h in stored]
+        assert "t1" in [h.document.id for h in columns]  # the answer joined by its question's context
+        with index.reading():
+            read = column_documents(index)([1, 4, 99])
+        assert list(read) == [1] and read[1].id == "t1" and read[1].tags == ("s:sessionId=a", "t:turn")
     finally:
         spaces.close()

@@ -160,12 +160,37 @@ class Context:
     has_next: np.ndarray | None = None  # the candidate is its context
 
 
+Fetch = Callable[[Sequence[int]], dict[int, Document]]  # ordinals → the live documents among them
+
+
+def column_documents(index: SpaceIndex) -> Fetch:
+    """A reader of documents from the index's own columns (id and tags, no text, no store read): what
+    `with_context` needs of the turns around the hits when the caller reads its answers elsewhere and
+    `neighbours` looks at tags alone. Call it inside `index.reading()`."""
+    columns = index.columns
+    # The columns keep each live document's tags (deduplicated, in order); engine/ names no
+    # public accessor for them yet.
+    tags = columns._doc_tags
+
+    def fetch(ords: Sequence[int]) -> dict[int, Document]:
+        out: dict[int, Document] = {}
+        for o in ords:
+            doc_id = columns.ids[o] if 0 <= o < len(columns.ids) and columns.live[o] else None
+            if doc_id is not None:
+                out[o] = Document(doc_id, "", "", tags=tags.get(o, ()))
+        return out
+
+    return fetch
+
+
 def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
-                 prepare: Callable[[Iterable[Document]], None] | None = None, follow: bool = True) -> Context:
+                 prepare: Callable[[Iterable[Document]], None] | None = None, follow: bool = True,
+                 fetch: Fetch | None = None) -> Context:
     """The hits and (with `follow`) the turns just after them (an answer often holds none of the
     question's words: the question before it does), each with the turn just before it when
     `neighbours` says it is its context. `prepare`, when given, sees every document before
-    `neighbours` is asked (to read what it needs of them at once). Call inside `index.reading()`."""
+    `neighbours` is asked (to read what it needs of them at once); `fetch` reads the documents not
+    at hand (the store's, `index.fetch`, by default). Call inside `index.reading()`."""
     found = index.columns.ids_to_ords([h.document.id for h in hits])
     # The hits' documents are at hand: only their neighbours are read from the store.
     known = {int(o): h.document for o, h in zip(found, hits) if o >= 0}
@@ -181,7 +206,7 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     nxt = cands + 1
     has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
     wanted = {int(o) for o in cands} | {int(o) for o in prev[has_prev]} | {int(o) for o in nxt[has_next]}
-    docs = index.fetch(sorted(wanted - known.keys()))
+    docs = (fetch or index.fetch)(sorted(wanted - known.keys()))
     docs.update((o, known[o]) for o in wanted & known.keys())
     if prepare is not None:
         prepare(docs.values())
@@ -198,25 +223,35 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
 def context_scores(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) -> np.ndarray:
     """Per candidate, Σ over the words of the word's best BM25 part in the turn or its context."""
     total = np.zeros(ctx.ords.size)
+    n = ctx.ords.size
+    prev = ctx.prev[ctx.has_prev]
+    following = (ctx.next[ctx.has_next] if ctx.next is not None and ctx.has_next is not None
+                 else ctx.ords[:0])
+    # Each ordinal's score is its own, so one call per word scores the turns and their contexts at once.
+    ords = np.concatenate([ctx.ords, prev, following])
     for word in words:
-        best = index.keyword.scores([word], ctx.ords).astype(np.float64)
-        if ctx.has_prev.any():
-            best[ctx.has_prev] = np.maximum(best[ctx.has_prev], index.keyword.scores([word], ctx.prev[ctx.has_prev]))
-        if ctx.next is not None and ctx.has_next is not None and ctx.has_next.any():
-            best[ctx.has_next] = np.maximum(best[ctx.has_next], index.keyword.scores([word], ctx.next[ctx.has_next]))
+        scores = index.keyword.scores([word], ords)
+        best = scores[:n].astype(np.float64)
+        if prev.size:
+            best[ctx.has_prev] = np.maximum(best[ctx.has_prev], scores[n:n + prev.size])
+        if following.size:
+            assert ctx.has_next is not None
+            best[ctx.has_next] = np.maximum(best[ctx.has_next], scores[n + prev.size:])
         total += best
     return total
 
 
 def context_keyword(index: SpaceIndex, query: str, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
-                    limit: int) -> list[Hit]:
+                    limit: int, words: Sequence[QueryWord] | None = None, columns: bool = False) -> list[Hit]:
     """Re-score keyword hits with their conversation context (`with_context`): each query word counts
     with its better BM25 part, in the turn or in the turn just before it; best first, ties by
-    insertion order."""
-    asked = content_query(query)
-    words = content_words(query_words(asked), asked)
+    insertion order. `words`: the query's content words when the caller has them already;
+    `columns`: the turns around the hits are read from the columns (`column_documents`)."""
+    if words is None:
+        asked = content_query(query)
+        words = content_words(query_words(asked), asked)
     with index.reading():
-        ctx = with_context(index, hits, filters, neighbours)
+        ctx = with_context(index, hits, filters, neighbours, fetch=column_documents(index) if columns else None)
         total = context_scores(index, words, ctx)  # each word once, where it scores best
     order = sorted(range(ctx.ords.size), key=lambda i: (-float(total[i]), int(ctx.ords[i])))
     out: list[Hit] = []

@@ -30,11 +30,11 @@ from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
 from engram_index.kindgi.scope import reader_groups, scope_tags
-from engram_index.engine.analyzer import query_words
+from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
-from engram_index.ranking import (content_query, content_words, context_keyword, context_scores, insertion_keys, rrf,
-                                  stable_order, with_context)
+from engram_index.ranking import (column_documents, content_query, content_words, context_keyword, context_scores,
+                                  insertion_keys, rrf, stable_order, with_context)
 from engram_index.remodel import describe
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
@@ -58,14 +58,53 @@ KEYWORD_OVER_SEMANTIC = True
 SEMANTIC_CONTEXT = False
 
 
+Conversation = tuple[list[str], list[str]]  # a fact's session tags and thread tags
+
+
+def conversation(doc: Document) -> Conversation:
+    """The fact's session tags and thread tags (in its tags' order)."""
+    sessions: list[str] = []
+    threads: list[str] = []
+    for tag in doc.tags:
+        if tag.startswith("s:"):
+            if tag.startswith("s:sessionId="):
+                sessions.append(tag)
+            elif tag.startswith("s:threadId="):
+                threads.append(tag)
+    return sessions, threads
+
+
+def _same(a: Conversation, b: Conversation) -> bool:
+    """Whether two conversations are one: by session where either has one, else by thread."""
+    for mine, theirs in zip(a, b):
+        if mine or theirs:
+            return bool(mine) and mine == theirs
+    return False
+
+
 def same_conversation(earlier: Document, later: Document) -> bool:
     """Whether `earlier` is the context of `later`: both facts of one session (else of one thread)."""
-    for key in ("s:sessionId=", "s:threadId="):
-        a = [t for t in earlier.tags if t.startswith(key)]
-        b = [t for t in later.tags if t.startswith(key)]
-        if a or b:
-            return bool(a) and a == b
-    return False  # the order of `both`'s legs: ties keep the keyword leg's order
+    return _same(conversation(earlier), conversation(later))
+
+
+class Conversations:
+    """`same_conversation` with each fact's conversation worked out once (a retrieve asks about the
+    same facts many times: each is the later turn of one pair and the earlier of the next)."""
+
+    def __init__(self) -> None:
+        """No fact seen yet."""
+        self._seen: dict[str, Conversation] = {}
+
+    def _of(self, doc: Document) -> Conversation:
+        """The fact's conversation, remembered by its id (one retrieve reads one index state)."""
+        found = self._seen.get(doc.id)
+        if found is None:
+            found = self._seen[doc.id] = conversation(doc)
+        return found
+
+    def __call__(self, earlier: Document, later: Document) -> bool:
+        """As `same_conversation`."""
+        return _same(self._of(earlier), self._of(later))
 
 
 def _explanation(hit: Hit | None, rank: int, leg: str) -> dict[str, Any]:
@@ -163,11 +202,14 @@ class Retriever:
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
             vector = self._embedding.submit(self._queries.vector, embedder, query)
+        asked = content_query(query)  # the query's content words, analysed once for every leg
+        words = content_words(query_words(asked), asked)
+        neighbours = Conversations()
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)
             if index.keyword.pending_ords().size > PENDING_SCAN:
                 index.commit()  # more uncommitted writes than a search scores itself: commit them first
-            legs["keyword"] = self._keyword_leg(name, query, depth, filters, explain)
+            legs["keyword"] = self._keyword_leg(name, asked, words, neighbours, depth, filters, explain)
         if vector is not None:
             query_vector = vector.result()
             legs["semantic"] = self.facts.collections.search(name, SearchRequest(
@@ -176,13 +218,14 @@ class Retriever:
             if intent.mode == "both" and SEMANTIC_OVER_KEYWORD:
                 legs["semantic"] = self._by_meaning(name, query_vector, legs["semantic"], legs["keyword"], filters)
             if intent.mode == "both" and KEYWORD_OVER_SEMANTIC:
-                legs["keyword"] = self._by_words(name, query, legs["keyword"], found_by_meaning, filters, explain)
+                legs["keyword"] = self._by_words(name, asked, words, neighbours, legs["keyword"], found_by_meaning,
+                                                 filters, explain)
         index = self.facts.collections.index(name)
         for leg, leg_hits in legs.items():  # equal scores by insertion order, not by the facts' random ids
             ids = [h.document.id for h in leg_hits]
             order = dict(zip(ids, insertion_keys(index, ids)))
             legs[leg] = stable_order(leg_hits, lambda h: float(h.score), lambda h: (order[h.document.id],))
-        ranked = self._rank(intent.mode, legs)[: intent.limit]
+        ranked = self._rank(intent.mode, legs, intent.limit, explain)
         found = self.facts.retrievable(tenant, [fid for fid, _, _ in ranked])
         out: list[dict[str, Any]] = []
         for fid, score, why in ranked:
@@ -195,15 +238,18 @@ class Retriever:
             out.append(result)
         return out
 
-    def _keyword_leg(self, name: str, query: str, depth: int, filters: Filters, explain: bool) -> list[Hit]:
-        """BM25 of the query's content words, each fact with the fact before it in its conversation as
-        context (ranking.context_keyword); the explanation's terms are the content words'."""
-        asked = content_query(query)
+    def _keyword_leg(self, name: str, asked: str, words: list[QueryWord], neighbours: Conversations, depth: int,
+                     filters: Filters, explain: bool) -> list[Hit]:
+        """BM25 of the query's content words (`asked`, analysed as `words`), each fact with the fact before
+        it in its conversation as context (ranking.context_keyword); the explanation's terms are the
+        content words'."""
         hits = self.facts.collections.search(name, SearchRequest(
             "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False)).hits
         if CONTEXT:
-            hits = context_keyword(self.facts.collections.index(name), asked, hits, filters, same_conversation,
-                                   depth)
+            # Without explanations only the facts' ids and tags count (the answers are the revisions'
+            # bodies): the turns around the hits come from the columns, not from the store.
+            hits = context_keyword(self.facts.collections.index(name), asked, hits, filters, neighbours,
+                                   depth, words=words, columns=not explain)
         hits = hits[:depth]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
@@ -211,8 +257,8 @@ class Retriever:
                 hit.terms, hit.snippet = explainer.explain(hit.document.text, hit.document.tags, None)
         return hits
 
-    def _by_words(self, name: str, query: str, keyword: list[Hit], semantic: list[Hit], filters: Filters,
-                  explain: bool) -> list[Hit]:
+    def _by_words(self, name: str, asked: str, words: list[QueryWord], neighbours: Conversations,
+                  keyword: list[Hit], semantic: list[Hit], filters: Filters, explain: bool) -> list[Hit]:
         """`both`'s keyword leg: the keyword hits and the semantic leg's facts that hold a content word, all
         by BM25 with their context (as the keyword leg scores), so that a fact found by meaning has a rank
         among the keyword hits too."""
@@ -221,10 +267,10 @@ class Retriever:
         if not extra:
             return keyword
         index = self.facts.collections.index(name)
-        asked = content_query(query)
-        words = content_words(query_words(asked), asked)
         with index.reading():
-            ctx = with_context(index, extra, filters, same_conversation, follow=False)  # these facts alone
+            # These facts alone (their documents are at hand); the turns before them only for their tags.
+            ctx = with_context(index, extra, filters, neighbours, follow=False,
+                               fetch=column_documents(index))
             total = context_scores(index, words, ctx)
         scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
                   if t > 0 and int(o) in ctx.docs]
@@ -262,27 +308,34 @@ class Retriever:
                                    for h, s in zip(extra, sims) if not np.isnan(s)]
         return sorted(scored, key=lambda h: -float(h.score))
 
-    def _rank(self, mode: str, legs: dict[str, list[Hit]]) -> list[tuple[str, float, dict[str, Any]]]:
-        """(fact id, score, explanation) best first, for one mode's legs."""
+    def _rank(self, mode: str, legs: dict[str, list[Hit]], limit: int,
+              explain: bool) -> list[tuple[str, float, dict[str, Any]]]:
+        """The best `limit` (fact id, score, explanation) for one mode's legs; the explanations (only
+        with `explain`, else empty) are built for those alone."""
         if mode in ("keyword", "semantic"):
             out = []
-            for rank, hit in enumerate(legs[mode], 1):
+            for rank, hit in enumerate(legs[mode][:limit], 1):
                 score = hit.bm25 if mode == "keyword" else hit.similarity
-                why: dict[str, Any] = {mode: _explanation(hit, rank, mode)}
-                snippet = _snippet(hit)
-                if snippet is not None:
-                    why["snippet"] = snippet
+                why: dict[str, Any] = {}
+                if explain:
+                    why[mode] = _explanation(hit, rank, mode)
+                    snippet = _snippet(hit)
+                    if snippet is not None:
+                        why["snippet"] = snippet
                 out.append((hit.document.id, float(score or 0.0), why))
             return out
-        hits = {leg: {h.document.id: h for h in legs[leg]} for leg in ("keyword", "semantic")}
-        best = rrf([[h.document.id for h in legs["keyword"]], [h.document.id for h in legs["semantic"]]], RRF_K)
+        best = rrf([[h.document.id for h in legs["keyword"]], [h.document.id for h in legs["semantic"]]],
+                   RRF_K)[:limit]
+        hits = {leg: {h.document.id: h for h in legs[leg]} for leg in ("keyword", "semantic")} if explain else {}
         out = []
         for fid, score, leg_ranks in best:
-            ranks = {LEGS[leg]: rank for leg, rank in leg_ranks.items()}
-            why = {leg: _explanation(hits[leg].get(fid), rank, leg) for leg, rank in ranks.items()}
-            why["fusion"] = {"method": "rrf", "k": RRF_K, "ranks": ranks}
-            snippet = _snippet(hits["keyword"].get(fid))
-            if snippet is not None:
-                why["snippet"] = snippet
+            why = {}
+            if explain:
+                ranks = {LEGS[leg]: rank for leg, rank in leg_ranks.items()}
+                why = {leg: _explanation(hits[leg].get(fid), rank, leg) for leg, rank in ranks.items()}
+                why["fusion"] = {"method": "rrf", "k": RRF_K, "ranks": ranks}
+                snippet = _snippet(hits["keyword"].get(fid))
+                if snippet is not None:
+                    why["snippet"] = snippet
             out.append((fid, float(score), why))
         return out
