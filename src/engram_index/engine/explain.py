@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from engram_index.engine import _kernels
 from engram_index.engine.analyzer import STOPWORDS, QueryWord, index_terms, normalize, term_set
-from engram_index.engine.termfind import TermFinder, find_terms
+from engram_index.engine.termfind import TermFinder, find_terms, find_terms_with
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -63,7 +63,7 @@ class Explainer:
 
     def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
         """The matched terms and the snippet of one document, reading its text only once."""
-        spans = find_terms(text, self.wanted, self.finder)
+        spans = find_terms_with(text, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
 
