@@ -1,8 +1,10 @@
 """engram-index beside what users would pick instead: the same memories, the same queries, one table.
 
 Every system loads the same synthetic spaces (bench/synth.py, as bench/engine.py builds them) and
-SciFact, and answers the same hybrid top-10 queries, with and without a tag filter. Each system and
-data set runs in a process of its own, so that peak RSS is that system's alone. Peers come from
+SciFact, and answers the same hybrid top-10 queries, with and without a tag filter. Before each timed
+pass every system runs the whole pass once untimed (the same queries, filter and budget), so that no
+timed pass is the first after a load. Each system and data set runs in a process of its own, so that
+peak RSS is that system's alone. Peers come from
 the optional extra: `pip install -e '.[bench]'`; one that is not installed is skipped, said so.
 
     python bench/peers.py                     # SciFact, 10k and 100k; writes docs/benchmarks.md

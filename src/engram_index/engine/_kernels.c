@@ -449,6 +449,8 @@ static PyMethodDef methods[] = {
     {"fuse", engram_fuse, METH_VARARGS, engram_fuse_doc},
     {"combine_scores", engram_combine_scores, METH_VARARGS, engram_combine_scores_doc},
     {"select_top", engram_select_top, METH_VARARGS, engram_select_top_doc},
+    {"postings_bounds", engram_postings_bounds, METH_VARARGS, engram_postings_bounds_doc},
+    {"postings_top", engram_postings_top, METH_VARARGS, engram_postings_top_doc},
     {"rank_top", engram_rank_top, METH_VARARGS, engram_rank_top_doc},
     {"snippet_bounds", engram_snippet_bounds, METH_VARARGS, engram_snippet_bounds_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},

@@ -96,6 +96,12 @@ PyObject *engram_combine_scores(PyObject *self, PyObject *args);
 extern const char engram_select_top_doc[];
 PyObject *engram_select_top(PyObject *self, PyObject *args);
 
+/* The postings' bounds and their pruned (MaxScore) scoring for a top k (_kernels_maxscore.c). */
+extern const char engram_postings_bounds_doc[];
+extern const char engram_postings_top_doc[];
+PyObject *engram_postings_bounds(PyObject *self, PyObject *args);
+PyObject *engram_postings_top(PyObject *self, PyObject *args);
+
 /* The vector search's best by exact cosine, ties by ordinal (_kernels_fuse.c). */
 extern const char engram_rank_top_doc[];
 PyObject *engram_rank_top(PyObject *self, PyObject *args);

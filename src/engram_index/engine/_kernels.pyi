@@ -108,6 +108,44 @@ def combine_scores(
 def select_top(ords: np.ndarray, values: np.ndarray, k: int, margin: float) -> int:
     """Move to the front of ords, in order, those within margin of the k-th largest value; return how many."""
 
+def postings_bounds(
+    post_starts: np.ndarray,
+    post_ords: np.ndarray,
+    post_tfs: np.ndarray,
+    doc_lengths: np.ndarray,
+    k1: float,
+    b: float,
+    average: float,
+    max_part: np.ndarray,
+) -> None:
+    """Per term of the postings, its holders' largest tf / (tf + norm) at that average (MaxScore's bounds)."""
+
+def postings_top(
+    post_starts: np.ndarray,
+    post_ords: np.ndarray,
+    post_tfs: np.ndarray,
+    doc_lengths: np.ndarray,
+    max_part: np.ndarray,
+    bound_average: float,
+    tids: np.ndarray,
+    kinds: np.ndarray,
+    groups: np.ndarray,
+    weights: np.ndarray,
+    idf: np.ndarray,
+    k1: float,
+    b: float,
+    average: float,
+    stale: np.ndarray | None,
+    allowed: np.ndarray | None,
+    k: int,
+    margin: float,
+    acc: np.ndarray,
+    mark: np.ndarray,
+    touched: np.ndarray,
+    values: np.ndarray,
+) -> tuple[int, int]:
+    """postings_scores pruned for a top k (MaxScore); return how many were written and the entries not read."""
+
 def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
     """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from engram_index.engine import _kernels
 from engram_index.engine.analyzer import STOPWORDS, QueryWord, index_terms, normalize, term_set
-from engram_index.engine.termfind import TermFinder, find_terms
+from engram_index.engine.termfind import TermFinder, find_terms, find_terms_with
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -46,7 +46,7 @@ def _wanted(words: Sequence[QueryWord]) -> set[str]:
 class Explainer:
     """The explanations of one query's hits: what depends on the query alone is worked out once."""
 
-    __slots__ = ("words", "content", "wanted", "finder")
+    __slots__ = ("words", "content", "wanted", "finder", "_others", "_matches")
 
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Take the analyzed query (stopwords and repeats already dropped, as the keyword index does)."""
@@ -56,12 +56,27 @@ class Explainer:
         # The hits of one query share its probes and many pieces ("cells", the query's own words);
         # the finder remembers them, and is not shared with other searches or threads.
         self.finder = TermFinder(self.wanted)
+        # Hits often share their tags and source: each distinct (tags, source) is analyzed once a
+        # query, and each (term, kind, field) made once (they are immutable).
+        self._others: dict[tuple[tuple[str, ...], str | None], tuple[frozenset[str], set[str], set[str]]] = {}
+        self._matches: dict[tuple[str, TermKind, FieldName], TermMatch] = {}
 
     def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
         """The matched terms and the snippet of one document, reading its text only once."""
-        spans = find_terms(text, self.wanted, self.finder)
+        spans = find_terms_with(text, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
+
+    def _other_fields(self, tags: Sequence[str], source: str | None) -> tuple[frozenset[str], set[str], set[str]]:
+        """The whole tags (normalized), and the wanted terms of the tags and of the source."""
+        key = (tuple(tags), source)
+        found = self._others.get(key)
+        if found is None:
+            whole = frozenset(normalize(tag) for tag in tags) if tags else _NO_TAGS
+            tag_terms = term_set(_tag_body(tags)) & self.wanted if tags else set()
+            source_terms = term_set(source) & self.wanted if source else set()
+            found = self._others[key] = (whole, tag_terms, source_terms)
+        return found
 
     def match_terms(
         self, text: str, tags: Sequence[str], source: str | None, text_terms: set[str] | None = None
@@ -72,26 +87,45 @@ class Explainer:
         """
         if not self.content:
             return ()
-        fields = _Fields(self.wanted, text, tags, source, text_terms)
-        whole_tags = {normalize(tag) for tag in tags} if tags else _NO_TAGS
+        wanted = self.wanted
+        in_text = text_terms & wanted if text_terms is not None else _text_terms(text, wanted)
+        others: tuple[frozenset[str], set[str], set[str]] | None = None
         found: dict[tuple[str, TermKind, FieldName], None] = {}  # in order, each once
-        in_text = fields.text  # looked at first, inline: most matches are there
         for word in self.content:
-            # The best kind over all fields wins; among fields holding it, the first one.
+            # The best kind over all fields wins; among fields holding it, the first (text, tags, source).
             exact, stem = word.exact, word.stem
             if exact in in_text:
                 found[exact, "exact", "text"] = None
-            elif (field := fields.first(exact, whole=exact in whole_tags)) is not None:
-                found[exact, "exact", field] = None
+                continue
+            if others is None:
+                others = self._other_fields(tags, source)
+            whole, in_tags, in_source = others
+            if exact in whole or exact in in_tags:
+                found[exact, "exact", "tags"] = None
+            elif exact in in_source:
+                found[exact, "exact", "source"] = None
             elif stem is not None and stem in in_text:
                 found[stem, "stem", "text"] = None
-            elif stem is not None and (field := fields.first(stem)) is not None:
-                found[stem, "stem", field] = None
+            elif stem is not None and stem in in_tags:
+                found[stem, "stem", "tags"] = None
+            elif stem is not None and stem in in_source:
+                found[stem, "stem", "source"] = None
             else:
                 for part in word.parts:
-                    if (field := "text" if part in in_text else fields.first(part)) is not None:
-                        found[part, "part", field] = None
-        return tuple(TermMatch(term, kind, field) for term, kind, field in found)
+                    if part in in_text:
+                        found[part, "part", "text"] = None
+                    elif part in in_tags:
+                        found[part, "part", "tags"] = None
+                    elif part in in_source:
+                        found[part, "part", "source"] = None
+        made = self._matches
+        out = []
+        for key in found:
+            match = made.get(key)
+            if match is None:
+                match = made[key] = TermMatch(*key)
+            out.append(match)
+        return tuple(out)
 
 
 _NO_TAGS: frozenset[str] = frozenset()
@@ -123,40 +157,6 @@ def _text_terms(text: str, wanted: set[str]) -> set[str]:
     if len(text) <= 4000:
         return set(index_terms(text)) & wanted
     return {term for _, _, term in find_terms(text, wanted)}
-
-
-class _Fields:
-    """The wanted terms present in each field; tags and source are analyzed only when first needed."""
-
-    __slots__ = ("_wanted", "text", "_tags", "_tags_terms", "_source", "_source_terms")
-
-    def __init__(
-        self, wanted: set[str], text: str, tags: Sequence[str], source: str | None, text_terms: set[str] | None
-    ) -> None:
-        """Find the wanted terms of the text, unless given; the other fields wait."""
-        self._wanted = wanted
-        # The text is always looked at first, so it is analyzed at once.
-        self.text = text_terms & wanted if text_terms is not None else _text_terms(text, wanted)
-        self._tags, self._tags_terms = tags, _UNREAD
-        self._source, self._source_terms = source, _UNREAD
-
-    def first(self, term: str, whole: bool = False) -> FieldName | None:
-        """Give the first field (text, tags, source) holding the term; whole: a tag equals it."""
-        if term in self.text:
-            return "text"
-        if whole:
-            return "tags"
-        if self._tags_terms is _UNREAD:
-            # A long text is only searched for the wanted terms; tags and source are short.
-            self._tags_terms = term_set(_tag_body(self._tags)) & self._wanted if self._tags else set()
-        if term in self._tags_terms:
-            return "tags"
-        if self._source_terms is _UNREAD:
-            self._source_terms = term_set(self._source) & self._wanted if self._source else set()
-        return "source" if term in self._source_terms else None
-
-
-_UNREAD: set[str] = set()  # a field not analyzed yet (compared by identity)
 
 
 def snippet(

@@ -405,7 +405,8 @@ class KeywordIndex:
         terms = query_terms(words)
         if not terms or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(candidates.size, np.float32)
-        ords, approx, stale = self.counts.matches(query_plan(words), allowed)
+        # MaxScore: documents that cannot reach the margin of the k-th best may be left out.
+        ords, approx, stale = self.counts.matches(query_plan(words), allowed, k, _EXACT_MARGIN)
         # Those within the margin of the k-th best, in one compiled pass (numpy's partition and mask).
         ords = ords[: _kernels.select_top(ords, approx, k, _EXACT_MARGIN)]
         if stale.size:

@@ -43,9 +43,14 @@ STALE_SHARE = 64
 class Postings:
     """The term counts inverted at one moment: per term id, its holders (ascending) and their counts."""
 
-    def __init__(self, starts: np.ndarray, ords: np.ndarray, tfs: np.ndarray) -> None:
-        """Hold the offsets (one more than the vocabulary), the holders and their counts."""
-        self.starts, self.ords, self.tfs = starts, ords, tfs
+    def __init__(
+        self, starts: np.ndarray, ords: np.ndarray, tfs: np.ndarray, doc_lengths: np.ndarray, average: float
+    ) -> None:
+        """Hold the offsets (one more than the vocabulary), the holders and their counts, and per term
+        the largest tf / (tf + norm) of its holders at the lengths' average now (MaxScore's bounds)."""
+        self.starts, self.ords, self.tfs, self.average = starts, ords, tfs, average
+        self.max_part = np.empty(starts.size - 1, np.float64)
+        _kernels.postings_bounds(starts, ords, tfs, doc_lengths, K1, B, average, self.max_part)
 
 
 class QueryPlan:
@@ -85,6 +90,7 @@ class TermCounts:
         self._stale: set[int] = set()
         self._stale_mask: np.ndarray | None = None
         self._postings_lock = threading.Lock()
+        self.skipped = 0  # postings entries the last pruned scoring did not read (for tests and benches)
 
     def __len__(self) -> int:
         """The number of documents held."""
@@ -290,7 +296,9 @@ class TermCounts:
                 starts = np.empty(len(self._terms) + 1, np.int64)
                 ords, tfs = np.empty(total, np.int32), np.empty(total, np.uint16)
                 _kernels.build_postings(self._starts, self._lengths, self._ids, self._tfs, starts, ords, tfs)
-                self._postings, self._stale, self._stale_mask = Postings(starts, ords, tfs), set(), None
+                average = self._tokens / self._live if self._live else 0.0
+                self._postings = Postings(starts, ords, tfs, self._doc_lengths, average)
+                self._stale, self._stale_mask = set(), None
             stale = np.fromiter(self._stale, np.int64, len(self._stale))
             if stale.size and self._stale_mask is None:
                 mask = np.zeros(self._lengths.size, bool)
@@ -298,10 +306,16 @@ class TermCounts:
                 self._stale_mask = mask
             return self._postings, stale, self._stale_mask if stale.size else None
 
-    def matches(self, plan: QueryPlan, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def matches(
+        self, plan: QueryPlan, allowed: np.ndarray | None, k: int = 0, margin: float = 0.0
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every document holding a query term that the postings hold (and `allowed` lets through), with
         its score by the plan (float64, equal to `term_scores`' sums but for rounding), and the
-        ordinals written since the postings were inverted (not scored here: their postings are stale)."""
+        ordinals written since the postings were inverted (not scored here: their postings are stale).
+
+        With k > 0, only those that can score at least the k-th best less `margin` x its magnitude are
+        sure to be there (MaxScore skips the rest: `_kernels.postings_top`); `skipped` counts the
+        postings entries it did not read (0 when nothing was pruned)."""
         postings, stale, stale_mask = self.inverted()
         vocab = self._vocab
         tids = np.array([vocab.get(term, -1) for term, _, _, _ in plan.columns], np.int64)
@@ -317,9 +331,10 @@ class TermCounts:
         acc, mark = self._scratch()
         # Fresh outputs: their pages are committed only as far as they are written.
         touched, values = np.empty(acc.size, np.int64), np.empty(acc.size, np.float64)
-        n = _kernels.postings_scores(postings.starts, postings.ords, postings.tfs, self._doc_lengths, tids, kinds,
-                                     groups, weights, idf, K1, B, self._tokens / self._live, stale_mask, allowed,
-                                     acc, mark, touched, values)
+        n, self.skipped = _kernels.postings_top(
+            postings.starts, postings.ords, postings.tfs, self._doc_lengths, postings.max_part, postings.average,
+            tids, kinds, groups, weights, idf, K1, B, self._tokens / self._live, stale_mask, allowed, k, margin,
+            acc, mark, touched, values)
         return touched[:n], values[:n], stale
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray]:

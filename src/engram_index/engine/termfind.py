@@ -163,6 +163,13 @@ def find_terms(text: str, terms: Collection[str], finder: TermFinder | None = No
     return _find_by_scan(text, wanted) if short else _find_by_split(text, finder)
 
 
+def find_terms_with(text: str, finder: TermFinder) -> list[tuple[int, int, str]]:
+    """find_terms(text, finder.wanted, finder), without checking that the finder fits (it is its own)."""
+    if text.isascii():
+        return _kernels.ascii_spans(text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS)
+    return find_terms(text, finder.wanted, finder)
+
+
 def _worth_probing(text: str, finder: TermFinder) -> bool:
     """Say whether probing a short text beats the scan: no one-letter probe, few non-ASCII characters."""
     if not finder.probe_short_texts:
