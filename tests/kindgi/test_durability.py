@@ -33,9 +33,10 @@ def test_every_answered_write_survives_kill_9_in_the_store_and_in_every_index(tm
                 word, text = "moa", "moa extinct words"
             found = again.memory.retrieve(mode="keyword", query=word).results
             assert [r.fact.id for r in found] == [fact_id], word
-            near = again.memory.retrieve(mode="semantic", query=text, limit=50).results
+            # The text the fact was embedded as (its words and its type: revisions.embedding_text).
+            near = again.memory.retrieve(mode="semantic", query=f"{text}\n\nTags: type:note", limit=50).results
             assert {r.fact.id for r in near} == set(written)  # every fact has its vector back
-            assert next(r.score for r in near if r.fact.id == fact_id) > 0.99  # its own words: cosine 1
+            assert next(r.score for r in near if r.fact.id == fact_id) > 0.99  # its own embedded text: cosine 1
         assert again.memory.retrieve(mode="keyword", query="kiwi0bird").results == []
         assert again.memory.get_fact(first).version == 2
     finally:
