@@ -89,6 +89,9 @@ class Doc:
     deleted: bool = False
     forgotten: set[str] = field(default_factory=set)
     pending: Op | None = None  # a change to it the kill cut off, not yet sent again
+    # Every metadata it was sent (acknowledged or cut off): a chunk or memory is embedded with the
+    # metadata of the processing that made it, which a later metadata-only PATCH leaves as it was.
+    sent_metadata: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -222,7 +225,9 @@ class V5Crash:
             old, new = COLORS[(doc.n + doc.recolours) % 7], COLORS[(doc.n + doc.recolours + 1) % 7]
             return Op(kind, doc=doc, content=doc.content.replace(f" the {old} ", f" the {new} ", 1))
         if kind == "meta":
-            return Op(kind, doc=doc, metadata={"n": doc.n, "edit": doc.edits + 1, "colour": COLORS[doc.edits % 7]})
+            metadata = {"n": doc.n, "edit": doc.edits + 1, "colour": COLORS[doc.edits % 7]}
+            doc.sent_metadata.append(metadata)
+            return Op(kind, doc=doc, metadata=metadata)
         return Op(kind, doc=doc)
 
     def _write(self, owner: int, rng: random.Random, stop: threading.Event, cut: list[Op], done: Round,
@@ -300,7 +305,8 @@ class V5Crash:
                 if doc_id in self.docs and self.docs[doc_id].n != n:
                     self.problems.append(f"{op.kind} of #{n} answered #{self.docs[doc_id].n}'s id {doc_id}")
                 content = text(n)
-                self.docs[doc_id] = Doc(n, op.owner, doc_id, custom, content, {"n": n}, file=op.kind == "upload")
+                self.docs[doc_id] = Doc(n, op.owner, doc_id, custom, content, {"n": n}, file=op.kind == "upload",
+                                        sent_metadata=[{"n": n}])
                 if op.kind == "upload":
                     self.files.add(n)
             self._count(op.kind, done, len(result))

@@ -17,7 +17,7 @@ from engram_index.collections import Collections
 from engram_index.keys import KeyStore
 from engram_index.store.postgres import PostgresStore
 from engram_index.testkit.postgres import PostgresServer
-from tests.kindgi.server import ServeProcess
+from tests.limits import ServeProcess
 from tests.limits import PATIENCE_S
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}

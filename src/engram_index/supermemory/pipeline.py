@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -185,11 +186,17 @@ EMBED_METADATA = True
 
 
 def in_context(job: Job, text: str) -> str:
-    """The text one chunk or memory of `job`'s document is embedded as: itself, then `Tags: key:value, …`
-    of the document's metadata (its strings and numbers, in the order sent)."""
+    """The text one chunk or memory of `job`'s document is embedded as (`embedded_text`)."""
+    return embedded_text(job.doc.metadata, text)
+
+
+def embedded_text(metadata: dict[str, Any] | None, text: str) -> str:
+    """The text a chunk or memory is embedded as: itself, then `Tags: key:value, …` of its document's
+    metadata when it was processed (its strings and numbers, in the order sent; a later metadata-only
+    PATCH does not re-embed, as a garden.engram record's tags are those of its version)."""
     if not EMBED_METADATA:
         return text
-    tags = [f"{k}:{v}" for k, v in (job.doc.metadata or {}).items()
+    tags = [f"{k}:{v}" for k, v in (metadata or {}).items()
             if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
     return embed_text("", text, tags)
 
