@@ -16,7 +16,9 @@ from engram_index.store.opening import RECORDS_FILE
 from tests.conftest import _LANE_SERVER, lane_store
 
 
-@pytest.fixture(scope="session", autouse=True)
+# Package scope: the patch holds while this package's tests run and is undone before any other
+# package's (in one PostgreSQL lane session the Kindgi and v5 suites keep their own stores).
+@pytest.fixture(scope="package", autouse=True)
 def garden_records_on_the_chosen_store(request: pytest.FixtureRequest) -> Iterator[None]:
     """Collections opened without a store (by a test, an app, the CLI in process) use the lane's database."""
     if os.environ.get("ENGRAM_TEST_STORE") != "postgresql":

@@ -172,6 +172,10 @@ def sql_scope_filter(scope: dict[str, Any], params: list[Any]) -> str:
         if key in CONTAINERS:
             parts.append(f"{COLUMNS[CONTAINERS.index(key)]} = ?")
             params.append(value)
+        elif '"' in key or "\\" in key:
+            # No JSON path can name such a key (SQLite finds nothing, PostgreSQL's jsonpath refuses it):
+            # it matches no fact on either store, never a 500.
+            parts.append("FALSE")
         else:  # a forward-compatible key: matched in the stored scope JSON
             parts.append("json_extract(body, ?) = json(?)")
             params += [f'$.scope."{key}"', orjson.dumps(value).decode()]
