@@ -23,9 +23,8 @@ sys.path.insert(0, str(_HERE))
 
 from engine import SPACE  # noqa: E402
 from peers_common import cpu_model, synthetic_workload  # noqa: E402
-from peers_engram import Engram  # noqa: E402
+from peers_engram import reused_space  # noqa: E402
 
-from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine.analyzer import query_words  # noqa: E402
 from engram_index.engine.keyword import _EXACT_MARGIN  # noqa: E402
 from engram_index.engine.keyword_query import query_plan, searchable_words  # noqa: E402
@@ -40,12 +39,7 @@ def main() -> None:
     parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     work = synthetic_workload(args.n, args.queries, args.scifact)
-    if not args.data.exists():
-        args.data.mkdir(parents=True)
-        peer = Engram(args.data)
-        peer.load(work.corpus)
-        peer.close()
-    spaces = Collections(args.data)
+    spaces = reused_space(args.data, work.corpus)
     counts = spaces.index(SPACE).keyword.counts
     model, usable = cpu_model()
     print(f"CPU: {model} ({usable} usable cores); {args.n:,} memories, {len(work.query_texts)} queries")

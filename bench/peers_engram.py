@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from engine import MODEL, SPACE, ingest
 from peers_common import Corpus, Peer, Search
@@ -57,3 +59,13 @@ class Engram(Peer):
     def close(self) -> None:
         """Commit and close the data directory."""
         self.spaces.close()
+
+
+def reused_space(data: Path, corpus: Corpus) -> Collections:
+    """The directory's collections, the synthetic space built in it first when the directory is missing."""
+    if not data.exists():
+        data.mkdir(parents=True)
+        peer = Engram(data)
+        peer.load(corpus)
+        peer.close()
+    return Collections(data)

@@ -37,9 +37,8 @@ if "--src" in sys.argv:  # before anything imports the package: another checkout
 
 from engine import SPACE  # noqa: E402
 from peers_common import cpu_model, synthetic_workload  # noqa: E402
-from peers_engram import Engram  # noqa: E402
+from peers_engram import reused_space  # noqa: E402
 
-from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine import search as engine_search  # noqa: E402
 from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
 
@@ -74,12 +73,7 @@ def main() -> None:
     parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     work = synthetic_workload(args.n, args.queries, args.scifact)
-    if not args.data.exists():
-        args.data.mkdir(parents=True)
-        peer = Engram(args.data)
-        peer.load(work.corpus)
-        peer.close()
-    spaces = Collections(args.data)
+    spaces = reused_space(args.data, work.corpus)
     index = spaces.index(SPACE)
     model, usable = cpu_model()
     print(f"CPU: {model} ({usable} usable cores); {args.n:,} memories, {len(work.query_texts)} queries; "
