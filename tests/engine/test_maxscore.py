@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from engram_index.engine import _kernels
-from engram_index.engine.analyzer import query_words
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.termcounts import K1, B, QueryPlan, TermCounts
 from engram_index.engine.types import Document, Filters, SearchRequest
+from tests.engine.test_keyword_exact import brute_force
 
 MARGIN = 1e-6
 
@@ -58,16 +58,6 @@ def space() -> Iterator[tuple[SpaceIndex, Docs]]:
     index.apply(changes, seq=1)
     index.commit()
     yield index, docs
-
-
-def brute_force(index: SpaceIndex, q: str, limit: int, allowed: set[int] | None = None) -> list[tuple[int, float]]:
-    """Every live document scored by our BM25, best first, ties by insertion ordinal."""
-    ords = np.flatnonzero(index.columns.live[: index.columns.size])
-    if allowed is not None:
-        ords = np.array([o for o in ords.tolist() if o in allowed], np.int64)
-    scores = index.keyword.scores(query_words(q), ords)
-    ranked = sorted((-float(s), int(o)) for o, s in zip(ords, scores) if s > 0)
-    return [(o, -s) for s, o in ranked[:limit]]
 
 
 def found(index: SpaceIndex, q: str, limit: int, filters: Filters = Filters()) -> list[tuple[int, float]]:
