@@ -168,16 +168,13 @@ def column_documents(index: SpaceIndex) -> Fetch:
     `with_context` needs of the turns around the hits when the caller reads its answers elsewhere and
     `neighbours` looks at tags alone. Call it inside `index.reading()`."""
     columns = index.columns
-    # The columns keep each live document's tags (deduplicated, in order); engine/ names no
-    # public accessor for them yet.
-    tags = columns._doc_tags
 
     def fetch(ords: Sequence[int]) -> dict[int, Document]:
         out: dict[int, Document] = {}
         for o in ords:
             doc_id = columns.ids[o] if 0 <= o < len(columns.ids) and columns.live[o] else None
             if doc_id is not None:
-                out[o] = Document(doc_id, "", "", tags=tags.get(o, ()))
+                out[o] = Document(doc_id, "", "", tags=columns.tags_of(o))
         return out
 
     return fetch

@@ -82,6 +82,10 @@ class Columns:
             self.ids[ord_] = None
             self.count -= 1
 
+    def tags_of(self, ord_: int) -> tuple[str, ...]:
+        """The tags of the live document at this ordinal (deduplicated, in order; () when none)."""
+        return self._doc_tags.get(ord_, ())
+
     def _untag(self, ord_: int) -> None:
         """Drop an ordinal from its tags' postings."""
         for tag in self._doc_tags.pop(ord_, ()):
