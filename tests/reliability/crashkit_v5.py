@@ -405,6 +405,8 @@ class V5Crash:
         landed = []
         for doc_id, row in checks.stored_documents(self.data).items():
             if doc_id not in self.docs and row.n in self.unacked:
-                self.docs[doc_id] = Doc(row.n, -1, doc_id, None, text(row.n), {"n": row.n}, file=row.n in self.files)
+                # Sent with {"n": n} as every add is: the metadata its chunks and memories are embedded with.
+                self.docs[doc_id] = Doc(row.n, -1, doc_id, None, text(row.n), {"n": row.n}, file=row.n in self.files,
+                                        sent_metadata=[{"n": row.n}])
                 landed.append(row.n)
         return landed
