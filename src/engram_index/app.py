@@ -142,7 +142,7 @@ def create_app(
                 app.state.spaces.index_if_loaded(uri)
             except Exception:
                 pass  # loading started in the background
-        async with mcp.start().session_manager.run():
+        async with mcp.running():
             yield
         client, app.state.console_client = getattr(app.state, "console_client", None), None
         if client is not None:

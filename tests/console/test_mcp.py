@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from engram_index.console.access import Console
 from engram_index.console.mcp_server import build
 from tests.console.served import FACTS, MEMORIES, SCOPE, SPACE, Served, served
+from tests.limits import PATIENCE_S, REPO
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 ClientCall = Callable[[Client], Awaitable[Any]]
@@ -304,3 +306,28 @@ def test_an_app_served_twice_answers_mcp_each_time(tmp_path: Path) -> None:
         with serving(app) as url:
             out = over_http(Served(url, data, "", app), None, _recall("green tea", mode="keyword"))
             assert out["results"][0]["text"] == MEMORIES[0][0]
+
+
+def test_a_served_app_imports_the_mcp_sdk_only_when_mcp_is_first_asked_for(tmp_path: Path) -> None:
+    # In a fresh interpreter: this suite's own imports have long loaded the SDK.
+    script = """
+import sys
+from pathlib import Path
+import httpx
+from engram_index.engram.auth import InsecureOpen
+from engram_index.testkit.serve import serving
+from tests.limits import roomy_app
+
+app = roomy_app(Path(sys.argv[1]), "did:web:localhost", authenticator=InsecureOpen())
+with serving(app) as url:
+    assert httpx.get(url + "/xrpc/_health").status_code == 200
+    assert not [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")], "imported before /mcp"
+    asked = httpx.post(url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                       headers={"Accept": "application/json, text/event-stream"})
+    assert asked.status_code == 200, asked.text
+    assert "recall" in {t["name"] for t in asked.json()["result"]["tools"]}
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data")], capture_output=True, text=True,
+                          timeout=PATIENCE_S, cwd=REPO, env={**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO}"})
+    assert done.stdout.strip() == "ok", done.stderr
