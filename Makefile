@@ -76,7 +76,7 @@ postgres:
 test: install-dev browser postgres
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope $(addprefix --ignore=,$(OWN_LANE))
+	$(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope --no-loadscope-reorder $(addprefix --ignore=,$(OWN_LANE))
 
 # Every face's own suite (the Kindgi and supermemory SDKs, garden.engram's XRPC, sync and auth) again with
 # its records in PostgreSQL (a server the suite starts). Apart from `make test`, which it would double;
@@ -87,7 +87,7 @@ FACE_SUITES := tests/kindgi tests/supermemory tests/engram
 OWN_LANE := tests/store/test_cluster_outage.py
 
 test-postgresql: install-dev postgres
-	ENGRAM_TEST_STORE=postgresql $(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope $(FACE_SUITES) $(OWN_LANE)
+	ENGRAM_TEST_STORE=postgresql $(BIN)/python -m pytest -n $(TEST_LANES) --dist loadscope --no-loadscope-reorder $(FACE_SUITES) $(OWN_LANE)
 
 bench: install-dev
 	$(BIN)/python bench/engine.py

@@ -63,6 +63,25 @@ def simsimd_level(request: pytest.FixtureRequest) -> Iterator[str]:
     yield from run(request.node, request.param)
 
 
+# A module's cost when it has no `long` mark: about what one of the suite's short tests takes, in seconds.
+SHORT_TEST_S = 0.3
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules longest first (a `long(seconds)` mark, or their number of tests), each module's tests in order.
+
+    The lanes (pytest-xdist, `--dist loadscope --no-loadscope-reorder`) take modules in this order:
+    longest first, the short ones fill in at the end, so that both lanes finish together instead of
+    one running a long module alone at the end.
+    """
+    cost: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        mark = item.get_closest_marker("long")
+        cost[module] = float(mark.args[0]) if mark else cost.get(module, 0.0) + SHORT_TEST_S
+    items.sort(key=lambda item: -cost[item.nodeid.split("::", 1)[0]])
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Count kernel paths from every test's report (in the controller too, under pytest-xdist)."""
     from tests.kernel_paths import note

@@ -98,8 +98,17 @@ class ServeProcess:
 
     def start(self) -> None:
         """Start the server and wait until it answers."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the server without waiting (several can then start side by side, see `wait_ready`)."""
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self) -> None:
+        """Wait until the launched server answers."""
+        assert self.proc is not None, "launch it first"
         deadline = time.monotonic() + PATIENCE_S
         while True:
             try:

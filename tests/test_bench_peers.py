@@ -3,11 +3,14 @@ why this CPU cannot run it)."""
 
 from __future__ import annotations
 
+import pytest
 import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.long(40)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "peers.py"

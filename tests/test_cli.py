@@ -11,6 +11,8 @@ from click.testing import CliRunner
 from engram_index.cli import main
 from engram_index.engram.records import encode_query_vector
 
+pytestmark = pytest.mark.long(20)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 SPACE = "at://did:plc:cli234cli234cli234cli234/space/garden.engram.space/notes"
 MODEL = ["--model", "m", "--model-digest", "sha256:00", "--dims", "4"]
 

@@ -18,6 +18,8 @@ from engram_index.engine.types import SearchRequest
 from engram_index.collections import Collections
 from tests.limits import PATIENCE_S
 
+pytestmark = pytest.mark.long(17)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 URI = "at://did:plc:crash/space/garden.engram.space/s"
 
 WRITER = textwrap.dedent(

@@ -6,6 +6,8 @@ import pytest
 
 from engram_index.evaluation import evaluate, ndcg_at, recall_at
 
+pytestmark = pytest.mark.long(25)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 
 def test_ndcg_is_one_for_a_perfect_ranking_and_discounts_lower_ranks() -> None:
     assert ndcg_at(["a", "b"], {"a": 1, "b": 1}) == pytest.approx(1.0)

@@ -20,6 +20,8 @@ from engram_index.testkit.serve import serving
 from tests.limits import ServeProcess
 from tests.limits import roomy_app, roomy_embedding
 
+pytestmark = pytest.mark.long(30)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 NO_SPACE = "at://did:plc:nobodynobodynobodynobody/space/garden.engram.space/none"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

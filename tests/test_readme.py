@@ -25,6 +25,8 @@ import pytest
 
 from engram_index.testkit.serve import free_port
 
+pytestmark = pytest.mark.long(20)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 SKIP = re.compile(r"<!-- readme-test: skip \((.+?)\) -->\s*$")

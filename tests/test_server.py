@@ -9,10 +9,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from engram_index.server import tcp_listener
 from engram_index.testkit.serve import free_port
 from tests.limits import serve_command
+
+pytestmark = pytest.mark.long(15)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import ast
 from pathlib import Path
+
+pytestmark = pytest.mark.long(18)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from pathlib import Path
 
 from kindgi.client import Kindgi
 
 from engram_index.keys import KeyStore
 from tests.limits import ServeProcess
+
+pytestmark = pytest.mark.long(18)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 

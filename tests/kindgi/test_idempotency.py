@@ -18,6 +18,8 @@ from tests.kindgi.server import Server, kindgi_server
 from tests.limits import ServeProcess
 from tests.limits import PATIENCE_S
 
+pytestmark = pytest.mark.long(13)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 FACT = {"type": "note", "scope": SCOPE, "content": "idempotent words"}
 

@@ -8,6 +8,7 @@ tests/engram/sync/test_sync_crash.py.
 
 from __future__ import annotations
 
+import pytest
 import os
 import random
 import subprocess
@@ -17,6 +18,8 @@ from .crashkit import SRC, check_acknowledged, import_command, kill_at_random
 from .crashkit_kindgi import KindgiCrash
 from .crashkit_v5 import V5Crash
 from .records import write_file
+
+pytestmark = pytest.mark.long(60)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 SPACE = "at://did:plc:rel2rel2rel2rel2rel2rel2/space/garden.engram.space/crash"
 ROUNDS = int(os.environ.get("CRASH_ROUNDS", "6"))

@@ -14,6 +14,8 @@ import pytest
 from .faces import FACES
 from .fuzzkit import Served, Tally, alive, fuzz, fuzz_raw, settled_rss_mb
 
+pytestmark = pytest.mark.long(50)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "400"))
 RAW_EXAMPLES = int(os.environ.get("FUZZ_RAW_EXAMPLES", "150"))
 SEED = int(os.environ.get("FUZZ_SEED", "18"))

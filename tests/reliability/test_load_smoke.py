@@ -18,6 +18,8 @@ import pytest
 
 from engram_index.testkit.serve import free_port
 
+pytestmark = pytest.mark.long(50)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "load.py"
 ADMITTED = {"engram": {200}, "v5": {200}, "kindgi": {200, 201}}
 

@@ -17,6 +17,8 @@ import pytest
 from .faces_kindgi import PREFIX, serve_kindgi
 from .fuzzkit import Served, rss_mb
 
+pytestmark = pytest.mark.long(45)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 ROUNDS = 240
 GROWTH_MB = 60  # with the trims: +30 MB here; without them the same rounds grew it by 109 MB
 WRITERS = (("alice", {"tenantId": "acme", "projectId": "web"}), ("gina", {"tenantId": "globex", "projectId": "web"}))

@@ -17,6 +17,8 @@ from engram_index.keys import KeyStore
 from engram_index.store.postgres import PostgresStore
 from tests.limits import ServeProcess
 
+pytestmark = pytest.mark.long(90)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 KILLS = 3
 
@@ -33,8 +35,10 @@ def cluster(tmp_path: Path, postgres_server: object) -> Iterator[tuple[str, str,
                                                            "projects": ["web"], "admin": False})
     store.close()
     nodes = [node(tmp_path / f"node-{name}", url) for name in "abc"]
+    for each in nodes:  # side by side: each start is mostly imports, which need no other node
+        each.launch()
     for each in nodes:
-        each.start()
+        each.wait_ready()
     yield url, token, nodes
     for each in nodes:
         each.kill()

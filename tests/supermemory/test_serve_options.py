@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from tests.supermemory.conftest import wait_done
 async def _page(request: Any) -> HTMLResponse:
     return HTMLResponse("<html><head><title>Intranet</title></head><body><p>The build server is rack seven.</p>"
                         "</body></html>")
+
+pytestmark = pytest.mark.long(16)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 
 def test_allow_private_urls_lets_url_documents_be_fetched_from_private_addresses(tmp_path: Path) -> None:

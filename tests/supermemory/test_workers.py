@@ -14,6 +14,8 @@ from engram_index.engram.auth import InsecureOpen
 from engram_index.testkit.serve import serving
 from tests.supermemory.conftest import Server, add_done, running
 
+pytestmark = pytest.mark.long(18)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 
 def test_a_read_only_process_searches_and_refuses_writes(tmp_path: Path) -> None:
     with running(tmp_path, HashingEmbedder(64)) as srv:

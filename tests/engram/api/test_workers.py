@@ -21,6 +21,8 @@ from engram_index.testkit.plc import FakePlc
 from .server import free_port, serving
 from tests.limits import serve_command
 
+pytestmark = pytest.mark.long(15)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+
 SERVICE_DID = "did:web:index.example"
 
 SPACE = "at://did:plc:work234work234work234wor/space/garden.engram.space/s"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 import os
 import signal
 import subprocess
@@ -20,6 +21,8 @@ from engram_index.testkit.spacenet import SpaceNetwork
 
 from .test_sync_e2e import config, memory
 from tests.limits import serve_command
+
+pytestmark = pytest.mark.long(23)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 MEMBERS, PER_MEMBER = 6, 150
