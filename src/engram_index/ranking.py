@@ -296,6 +296,10 @@ def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None 
     from the index's columns (`Columns.same_source`): only the documents returned are read."""
     if neighbours is None or req.mode == "vector" or not req.q or req.vector is None and req.mode == "hybrid":
         return index.search(req)
+    if neighbours is same_source and not index.columns.sourced:
+        # No memory names a source, so none has context: the engine's own answer at the limit asked
+        # (a search at the context's depth would only widen the vector scan's pool, and read 50).
+        return index.search(req)
     depth = max(CONTEXT_DEPTH, req.limit)
     found = index.search(replace(req, limit=depth, explain=False))
     asked = query_words(req.q)  # analysed once for the content words and the explanations

@@ -38,6 +38,7 @@ class Columns:
         self._masks: OrderedDict[Filters, np.ndarray] = OrderedDict()
         self._masks_lock = threading.Lock()
         self.count = 0
+        self.sourced = 0  # live documents with a source
 
     def _grow(self, size: int) -> None:
         """Make room for ordinals below `size`."""
@@ -63,7 +64,9 @@ class Columns:
         self.live[ord_] = True
         self.created[ord_] = doc.created_ms
         self.author[ord_] = self._author_codes.setdefault(doc.author, len(self._author_codes))
+        self.sourced -= bool(self.source[ord_])  # (0 unless it replaces a live document with a source)
         self.source[ord_] = self._source_codes.setdefault(doc.source, len(self._source_codes) + 1) if doc.source else 0
+        self.sourced += bool(self.source[ord_])
         old_id = self.ids[ord_]
         if old_id is not None and old_id != doc.id:
             self._by_id.pop(old_id, None)
@@ -81,6 +84,7 @@ class Columns:
             self._masks.clear()
             self._untag(ord_)
             self.live[ord_] = False
+            self.sourced -= bool(self.source[ord_])
             self.source[ord_] = 0
             old_id = self.ids[ord_]
             if old_id is not None and self._by_id.get(old_id) == ord_:
