@@ -193,8 +193,8 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     `neighbours` says it is its context. `prepare`, when given, sees every document before
     `neighbours` is asked (to read what it needs of them at once); `fetch` reads the documents not
     at hand (the store's, `index.fetch`, by default). With `pairs` (what `neighbours` says, judged
-    from the columns) no document is read: the context's `docs` are the hits' own, and the caller
-    reads those of the others it returns. Call inside `index.reading()`."""
+    from the columns) no document is read and `prepare` is not called: the context's `docs` are the
+    hits' own, and the caller reads those of the others it returns. Call inside `index.reading()`."""
     found = index.columns.ids_to_ords([h.document.id for h in hits])
     # The hits' documents are at hand: only their neighbours are read from the store.
     known = {int(o): h.document for o, h in zip(found, hits) if o >= 0}
