@@ -165,3 +165,26 @@ def test_the_same_source_judged_from_the_columns_ranks_as_the_documents_do(tmp_p
             "keyword", q=content_query("What did Caroline research?"), limit=10), same_source).hits]
     finally:
         spaces.close()
+
+
+def test_a_space_whose_memories_name_no_source_gets_the_engines_hybrid_answer_at_the_limit(tmp_path: Path) -> None:
+    spaces = Collections(tmp_path)
+    try:
+        spaces.ensure_collection(SPACE, ModelIdentity("m", "sha256:m", 4))
+        rng = np.random.default_rng(3)
+        texts = ["red apples", "green apples", "apple pie recipe", "pears", "apple trees", "recipe book"]
+        spaces.write(SPACE, [StoredDocument(Document(f"d{i}", "did:plc:ranking00000000000000000", text, created_ms=i,
+                                                     vector=rng.standard_normal(4).astype("<f2").tobytes()))
+                             for i, text in enumerate(texts)])
+        index = spaces.index(SPACE)
+        assert index.columns.sourced == 0
+        req = SearchRequest("hybrid", q="apples recipe", vector=np.array([0.5, 1.0, -0.2, 0.1], np.float32), limit=2)
+        ours, engine = search(index, req, same_source), index.search(req)
+        assert [(h.document.id, h.score, h.similarity, h.vector_rank, h.keyword_rank, h.terms, h.snippet)
+                for h in ours.hits] == [(h.document.id, h.score, h.similarity, h.vector_rank, h.keyword_rank, h.terms,
+                                         h.snippet) for h in engine.hits]
+        spaces.write(SPACE, [StoredDocument(Document("d9", "did:plc:ranking00000000000000000", "apples", source="s",
+                                                     created_ms=9))])
+        assert spaces.index(SPACE).columns.sourced == 1  # one memory with a source: the context pass runs again
+    finally:
+        spaces.close()

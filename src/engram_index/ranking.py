@@ -308,7 +308,7 @@ def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None 
     pairs = index.columns.same_source if neighbours is same_source else None
     with index.reading():
         ctx = with_context(index, found.hits, req.filters, neighbours, pairs=pairs)
-        if not ctx.has_prev.any() and not (ctx.has_next is not None and ctx.has_next.any()):  # nothing has context: the engine's own ranking (the same at any depth)
+        if not ctx.has_prev.any() and not (ctx.has_next is not None and ctx.has_next.any()):  # nothing has context: the engine's own ranking at the depth
             top = found.hits[:req.limit]
             _rank_among(top)
             if req.explain:
