@@ -57,20 +57,30 @@ MODEL = ModelIdentity("bench-model", "sha256:bench", 384)
 PATH = "/xrpc/garden.engram.searchMemories"
 
 
-def memory_batches(synth: SynthSpace, size: int = 2000) -> Iterator[list[StoredDocument]]:
+TURNS = 12  # with --sources: memories per conversation (runs of consecutive memories share a source)
+
+
+def source_of(i: int, sources: bool) -> str | None:
+    """Memory i's source: none, or (--sources) its conversation, so that garden's context pass runs."""
+    return f"at://{AUTHORITY}/conversation/c{i // TURNS:06d}" if sources else None
+
+
+def memory_batches(synth: SynthSpace, size: int = 2000, sources: bool = False) -> Iterator[list[StoredDocument]]:
     """The synthetic memories as records of the benchmark space, in batches of `size` as an import writes them."""
     n = len(synth.texts)
     for start in range(0, n, size):
         yield [
             StoredDocument(Document(id=f"{SPACE}/{synth.authors[i]}/garden.engram.memory/m{i:07d}",
                                     author=synth.authors[i], text=synth.texts[i], tags=synth.tags[i],
-                                    created_ms=int(synth.created_ms[i]), vector=synth.vectors[i].tobytes()))
+                                    created_ms=int(synth.created_ms[i]), vector=synth.vectors[i].tobytes(),
+                                    source=source_of(i, sources)))
             for i in range(start, min(n, start + size))
         ]
 
 
-def build(data: Path, n: int, scifact: Path) -> None:
-    """Write n synthetic memories into a data directory (unless it holds them), then compact its keyword index."""
+def build(data: Path, n: int, scifact: Path, sources: bool = False) -> None:
+    """Write n synthetic memories into a data directory (unless it holds them), then compact its keyword index
+    (`sources`: in conversations; a data directory keeps what it was built with)."""
     spaces = Collections(data)
     try:
         try:
@@ -79,7 +89,7 @@ def build(data: Path, n: int, scifact: Path) -> None:
         except UnknownSpace:
             pass
         spaces.ensure_collection(SPACE, MODEL)
-        for batch in memory_batches(make_space(n, scifact_dir=scifact, seed=1)):
+        for batch in memory_batches(make_space(n, scifact_dir=scifact, seed=1), sources=sources):
             spaces.write(SPACE, batch)
         spaces.index(SPACE)
         spaces.maintain()
@@ -257,10 +267,12 @@ def main() -> None:
     parser.add_argument("--insecure-open", action="store_true", help="serve without the credential check")
     parser.add_argument("--data", type=Path, default=None, help="build the space here once and reuse it")
     parser.add_argument("--serve-args", default="", help="more options for engram-index serve")
+    parser.add_argument("--sources", action="store_true",
+                        help="memories in conversations of 12 (a source each): garden's context pass runs")
     parser.add_argument("--scifact", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     with data_dir(args.data) as data, contextlib.ExitStack() as stack:
-        build(data, args.n, args.scifact)
+        build(data, args.n, args.scifact, args.sources)
         texts, vectors = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), 200, seed=2)
         query_strings = [urlencode({"space": SPACE, "q": q, "vector": encode_query_vector(v.astype(np.float32)),
                                     "model": MODEL.model, "modelDigest": MODEL.digest}) for q, v in zip(texts, vectors)]
@@ -297,7 +309,8 @@ def main() -> None:
                     raise SystemExit("the server did not start")
                 time.sleep(0.2)
             drive(port, requests, 4, 2.0)  # warm-up
-            print(f"searchMemories (hybrid, explanations) over HTTP, {args.n:,} memories, {os.cpu_count()} cores,"
+            print(f"searchMemories (hybrid, explanations) over HTTP, {args.n:,} memories"
+                  f"{' in conversations (sources)' if args.sources else ''}, {os.cpu_count()} cores,"
                   f" {args.workers} worker process(es), {'no credential check' if args.insecure_open else 'credentials checked'}"
                   + (f", serve {args.serve_args}" if args.serve_args else ""))
             # CPU per request: the server's processes, and this (client) process, during each row.

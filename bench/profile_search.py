@@ -112,10 +112,12 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--cprofile", type=int, default=0, metavar="N",
                         help="also run one pass under cProfile and print its N costliest functions (own time)")
+    parser.add_argument("--sources", action="store_true",
+                        help="memories in conversations (bench/http_load.py --sources): garden's context pass runs")
     parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
     parser.add_argument("--dump", type=Path, default=None, help="with --cprofile, also write the profile here (pstats)")
     args = parser.parse_args()
-    http_load.build(args.data, args.n, args.scifact)
+    http_load.build(args.data, args.n, args.scifact, args.sources)
     texts, vectors = http_load.make_queries(http_load.make_space(1000, scifact_dir=args.scifact, seed=1), 200, seed=2)
     query_strings = [urlencode({"space": http_load.SPACE, "q": q, "vector": encode_query_vector(v.astype(np.float32)),
                                 "model": http_load.MODEL.model, "modelDigest": http_load.MODEL.digest}).encode()

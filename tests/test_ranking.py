@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engram_index.collections import Collections
 from engram_index.engine.analyzer import query_words
-from engram_index.engine.types import Document, Filters, SearchRequest
+from engram_index.engine.types import Document, Filters, ModelIdentity, SearchRequest
 from engram_index.ranking import (
     column_documents,
     content_query,
@@ -133,5 +134,57 @@ def test_the_context_read_from_the_columns_ranks_as_the_stores_documents_do(tmp_
         with index.reading():
             read = column_documents(index)([1, 4, 99])
         assert list(read) == [1] and read[1].id == "t1" and read[1].tags == ("s:sessionId=a", "t:turn")
+    finally:
+        spaces.close()
+
+
+def test_the_same_source_judged_from_the_columns_ranks_as_the_documents_do(tmp_path: Path) -> None:
+    sources = ["a", "a", "a", None, "b", "b", "b", "", "c", "c"]
+    texts = ["Mel: What did you research last week, Caroline?", "Adoption agencies, mostly.", "Cool, tell me more.",
+             "Caroline: research without a source.", "Caroline: My research paper is done.", "Adoption is a big step.",
+             "Research on adoption, then.", "An empty source is none: research.", "What research, Caroline?",
+             "Adoption papers."]
+    spaces = Collections(tmp_path)
+    try:
+        spaces.ensure_collection(SPACE, ModelIdentity("m", "sha256:m", 4))
+        rng = np.random.default_rng(7)
+        spaces.write(SPACE, [StoredDocument(Document(f"t{i}", "did:plc:ranking00000000000000000", text, source=src,
+                                                     created_ms=i, vector=rng.standard_normal(4).astype("<f2").tobytes()))
+                             for i, (src, text) in enumerate(zip(sources, texts))])
+        spaces.write(SPACE, [], deletes=["t5"])  # a deleted turn is no one's context
+        index = spaces.index(SPACE)
+        by_documents = lambda a, b: same_source(a, b)  # noqa: E731  (not `same_source` itself: read from the store)
+        for mode in ("keyword", "hybrid"):
+            for limit in (1, 3, 10):
+                req = SearchRequest(mode, q=content_query("What did Caroline research?"), limit=limit,
+                                    vector=np.array([1.0, 0.5, 0.0, -0.5], np.float32))
+                ours, stored = search(index, req, same_source), search(index, req, by_documents)
+                assert [(h.document, h.score, h.bm25, h.keyword_rank, h.terms, h.snippet) for h in ours.hits] == \
+                       [(h.document, h.score, h.bm25, h.keyword_rank, h.terms, h.snippet) for h in stored.hits]
+        assert "t1" in [h.document.id for h in search(index, SearchRequest(
+            "keyword", q=content_query("What did Caroline research?"), limit=10), same_source).hits]
+    finally:
+        spaces.close()
+
+
+def test_a_space_whose_memories_name_no_source_gets_the_engines_hybrid_answer_at_the_limit(tmp_path: Path) -> None:
+    spaces = Collections(tmp_path)
+    try:
+        spaces.ensure_collection(SPACE, ModelIdentity("m", "sha256:m", 4))
+        rng = np.random.default_rng(3)
+        texts = ["red apples", "green apples", "apple pie recipe", "pears", "apple trees", "recipe book"]
+        spaces.write(SPACE, [StoredDocument(Document(f"d{i}", "did:plc:ranking00000000000000000", text, created_ms=i,
+                                                     vector=rng.standard_normal(4).astype("<f2").tobytes()))
+                             for i, text in enumerate(texts)])
+        index = spaces.index(SPACE)
+        assert index.columns.sourced == 0
+        req = SearchRequest("hybrid", q="apples recipe", vector=np.array([0.5, 1.0, -0.2, 0.1], np.float32), limit=2)
+        ours, engine = search(index, req, same_source), index.search(req)
+        assert [(h.document.id, h.score, h.similarity, h.vector_rank, h.keyword_rank, h.terms, h.snippet)
+                for h in ours.hits] == [(h.document.id, h.score, h.similarity, h.vector_rank, h.keyword_rank, h.terms,
+                                         h.snippet) for h in engine.hits]
+        spaces.write(SPACE, [StoredDocument(Document("d9", "did:plc:ranking00000000000000000", "apples", source="s",
+                                                     created_ms=9))])
+        assert spaces.index(SPACE).columns.sourced == 1  # one memory with a source: the context pass runs again
     finally:
         spaces.close()

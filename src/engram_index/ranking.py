@@ -122,9 +122,11 @@ def rrf(legs: Sequence[Sequence[str]], k: int) -> list[tuple[str, float, dict[in
     return [(item, score, ranks) for item, (score, _, ranks) in best]
 
 
-def content_query(query: str) -> str:
-    """The query's text without its question and function words (as the keyword leg searches it)."""
-    words = query_words(query)
+def content_query(query: str, words: Sequence[QueryWord] | None = None) -> str:
+    """The query's text without its question and function words (as the keyword leg searches it);
+    `words`: the query's `query_words` when the caller has them already."""
+    if words is None:
+        words = query_words(query)
     if not is_question(words, query):
         return query
     kept = [w for w in words if w.exact not in CONTENT_STOPWORDS]
@@ -132,6 +134,9 @@ def content_query(query: str) -> str:
 
 
 Neighbours = Callable[[Document, Document], bool]  # (earlier, later): whether `earlier` is context of `later`
+# The same judged from the index's columns, many pairs at once: (earlier ordinals, later ordinals) → whether
+# each earlier one is context of its later one.
+Pairs = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _usable(index: SpaceIndex, ords: np.ndarray, filters: Filters) -> np.ndarray:
@@ -182,12 +187,14 @@ def column_documents(index: SpaceIndex) -> Fetch:
 
 def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
                  prepare: Callable[[Iterable[Document]], None] | None = None, follow: bool = True,
-                 fetch: Fetch | None = None) -> Context:
+                 fetch: Fetch | None = None, pairs: Pairs | None = None) -> Context:
     """The hits and (with `follow`) the turns just after them (an answer often holds none of the
     question's words: the question before it does), each with the turn just before it when
     `neighbours` says it is its context. `prepare`, when given, sees every document before
     `neighbours` is asked (to read what it needs of them at once); `fetch` reads the documents not
-    at hand (the store's, `index.fetch`, by default). Call inside `index.reading()`."""
+    at hand (the store's, `index.fetch`, by default). With `pairs` (what `neighbours` says, judged
+    from the columns) no document is read and `prepare` is not called: the context's `docs` are the
+    hits' own, and the caller reads those of the others it returns. Call inside `index.reading()`."""
     found = index.columns.ids_to_ords([h.document.id for h in hits])
     # The hits' documents are at hand: only their neighbours are read from the store.
     known = {int(o): h.document for o, h in zip(found, hits) if o >= 0}
@@ -202,6 +209,12 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     has_prev = _usable(index, prev, filters)
     nxt = cands + 1
     has_next = _usable(index, nxt, filters) if NEXT_CONTEXT else np.zeros(cands.size, bool)
+    if pairs is not None:  # judged from the columns: the turns around the hits need not be read
+        if has_prev.any():
+            has_prev[has_prev] = pairs(prev[has_prev], cands[has_prev])
+        if has_next.any():
+            has_next[has_next] = pairs(cands[has_next], nxt[has_next])
+        return Context(cands, prev, has_prev, known, nxt, has_next)
     wanted = {int(o) for o in cands} | {int(o) for o in prev[has_prev]} | {int(o) for o in nxt[has_next]}
     docs = (fetch or index.fetch)(sorted(wanted - known.keys()))
     docs.update((o, known[o]) for o in wanted & known.keys())
@@ -279,20 +292,27 @@ def _rank_among(hits: list[Hit]) -> None:
 def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None = None) -> SearchResult:
     """One search with conversation context: keyword and hybrid results re-scored as `context_keyword`
     does (hybrid then fused again, convex over the candidates, as the engine fuses); a search none of
-    whose candidates has context returns the engine's own answer unchanged."""
+    whose candidates has context returns the engine's own answer unchanged. `same_source` is judged
+    from the index's columns (`Columns.same_source`): only the documents returned are read."""
     if neighbours is None or req.mode == "vector" or not req.q or req.vector is None and req.mode == "hybrid":
+        return index.search(req)
+    if neighbours is same_source and not index.columns.sourced:
+        # No memory names a source, so none has context: the engine's own answer at the limit asked
+        # (a search at the context's depth would only widen the vector scan's pool, and read 50).
         return index.search(req)
     depth = max(CONTEXT_DEPTH, req.limit)
     found = index.search(replace(req, limit=depth, explain=False))
-    q = content_query(req.q)
-    words = content_words(query_words(q), q)
+    asked = query_words(req.q)  # analysed once for the content words and the explanations
+    q = content_query(req.q, asked)
+    words = content_words(asked if q == req.q else query_words(q), q)
+    pairs = index.columns.same_source if neighbours is same_source else None
     with index.reading():
-        ctx = with_context(index, found.hits, req.filters, neighbours)
-        if not ctx.has_prev.any() and not (ctx.has_next is not None and ctx.has_next.any()):  # nothing has context: the engine's own ranking (the same at any depth)
+        ctx = with_context(index, found.hits, req.filters, neighbours, pairs=pairs)
+        if not ctx.has_prev.any() and not (ctx.has_next is not None and ctx.has_next.any()):  # nothing has context: the engine's own ranking at the depth
             top = found.hits[:req.limit]
             _rank_among(top)
             if req.explain:
-                plain = Explainer(searchable_words(query_words(req.q)))
+                plain = Explainer(searchable_words(asked))
                 for hit in top:
                     hit.terms, hit.snippet = plain.explain(hit.document.text, hit.document.tags, hit.document.source)
             return SearchResult(top, found.mode, found.approximate)
@@ -301,16 +321,20 @@ def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None 
         if found.mode == "hybrid" and index.vectors is not None:
             sims = index.vectors.similarities(index.vectors.prepare(np.asarray(req.vector, np.float64)),
                                               ctx.ords).astype(np.float64)
-    no_vector = np.isnan(sims)
-    if found.mode == "hybrid":
-        scores = fusion.convex(np.where(no_vector, 0.0, sims), bm25)
-    else:
-        scores = bm25
-    keep = [i for i in range(ctx.ords.size) if bm25[i] > 0 or found.mode == "hybrid"]
-    keep.sort(key=lambda i: (-float(scores[i]), int(ctx.ords[i])))  # ties: insertion order, as the engine's
+        no_vector = np.isnan(sims)
+        if found.mode == "hybrid":
+            scores = fusion.convex(np.where(no_vector, 0.0, sims), bm25)
+        else:
+            scores = bm25
+        keep = [i for i in range(ctx.ords.size) if bm25[i] > 0 or found.mode == "hybrid"]
+        keep.sort(key=lambda i: (-float(scores[i]), int(ctx.ords[i])))  # ties: insertion order, as the engine's
+        page = keep[:req.limit]
+        # Only the returned documents that are not among the engine's hits are read, in one call.
+        unread = [int(ctx.ords[i]) for i in page if int(ctx.ords[i]) not in ctx.docs]
+        docs = {**ctx.docs, **index.fetch(unread)} if unread else ctx.docs
     hits: list[Hit] = []
-    for i in keep[:req.limit]:
-        doc = ctx.docs.get(int(ctx.ords[i]))
+    for i in page:
+        doc = docs.get(int(ctx.ords[i]))
         if doc is None:
             continue
         sim = None if no_vector[i] else float(sims[i])

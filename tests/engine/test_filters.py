@@ -98,3 +98,20 @@ def test_repeated_filters_reuse_one_mask_until_the_next_change(index: SpaceIndex
     for i in range(MASKS_KEPT + 5):  # bounded: the oldest masks leave
         index.columns.mask(Filters(tags=(f"tag{i}",)))
     assert len(index.columns._masks) == MASKS_KEPT
+
+
+def test_two_memories_are_of_one_source_only_when_both_name_the_same_non_empty_one() -> None:
+    from engram_index.engine.columns import Columns
+
+    columns = Columns()
+    for ord_, source in enumerate(["x", "x", "y", None, None, "", ""]):
+        columns.put(ord_, Document(f"d{ord_}", "did:plc:a", "text", source=source))
+    earlier, later = np.array([0, 1, 3, 5, 0]), np.array([1, 2, 4, 6, 7])
+    assert columns.same_source(earlier, later).tolist() == [True, False, False, False, False]
+    assert columns.sourced == 3  # the live documents that name a source
+    columns.put(2, Document("d2", "did:plc:a", "text", source="x"))  # a replaced document's source is its new one
+    columns.remove(1)
+    assert columns.source[1] == 0 and columns.same_source(np.array([1, 0]), np.array([2, 2])).tolist() == [False, True]
+    columns.put(0, Document("d0", "did:plc:a", "text"))  # replaced by one without a source
+    columns.put(6, Document("d6", "did:plc:a", "text", source="z"))
+    assert columns.sourced == 2

@@ -17,7 +17,7 @@ MASKS_KEPT = 32
 
 
 class Columns:
-    """Liveness, author, creation time, id and tags of every ordinal of one space."""
+    """Liveness, author, creation time, source, id and tags of every ordinal of one space."""
 
     def __init__(self) -> None:
         """Start empty; arrays grow by doubling."""
@@ -25,22 +25,27 @@ class Columns:
         self.live = np.zeros(0, bool)
         self.created = np.zeros(0, np.int64)
         self.author = np.zeros(0, np.int32)
+        # Each ordinal's source as a code (0: none): whether two memories are of one conversation
+        # is then a comparison of two integers, without reading either document.
+        self.source = np.zeros(0, np.int32)
         self.ids: list[str | None] = []
         self._by_id: dict[str, int] = {}
         self._author_codes: dict[str, int] = {}
+        self._source_codes: dict[str, int] = {}
         self._tags: dict[str, set[int]] = {}
         self._tag_cache: dict[str, np.ndarray] = {}
         self._doc_tags: dict[int, tuple[str, ...]] = {}
         self._masks: OrderedDict[Filters, np.ndarray] = OrderedDict()
         self._masks_lock = threading.Lock()
         self.count = 0
+        self.sourced = 0  # live documents with a source
 
     def _grow(self, size: int) -> None:
         """Make room for ordinals below `size`."""
         if size <= self.live.size:
             return
         cap = max(size, 2 * self.live.size, 1024)
-        for name in ("live", "created", "author"):
+        for name in ("live", "created", "author", "source"):
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
             new[: old.size] = old
@@ -59,6 +64,9 @@ class Columns:
         self.live[ord_] = True
         self.created[ord_] = doc.created_ms
         self.author[ord_] = self._author_codes.setdefault(doc.author, len(self._author_codes))
+        self.sourced -= bool(self.source[ord_])  # (0 unless it replaces a live document with a source)
+        self.source[ord_] = self._source_codes.setdefault(doc.source, len(self._source_codes) + 1) if doc.source else 0
+        self.sourced += bool(self.source[ord_])
         old_id = self.ids[ord_]
         if old_id is not None and old_id != doc.id:
             self._by_id.pop(old_id, None)
@@ -76,6 +84,8 @@ class Columns:
             self._masks.clear()
             self._untag(ord_)
             self.live[ord_] = False
+            self.sourced -= bool(self.source[ord_])
+            self.source[ord_] = 0
             old_id = self.ids[ord_]
             if old_id is not None and self._by_id.get(old_id) == ord_:
                 del self._by_id[old_id]
@@ -85,6 +95,13 @@ class Columns:
     def tags_of(self, ord_: int) -> tuple[str, ...]:
         """The tags of the live document at this ordinal (deduplicated, in order; () when none)."""
         return self._doc_tags.get(ord_, ())
+
+    def same_source(self, earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """Whether each pair of (live) ordinals names one source, as `Document.source` equality of
+        two non-empty sources would say."""
+        codes = self.source[earlier]
+        out: np.ndarray = (codes != 0) & (codes == self.source[later])
+        return out
 
     def _untag(self, ord_: int) -> None:
         """Drop an ordinal from its tags' postings."""
