@@ -4,6 +4,7 @@ before the garden face's sync tables were its own opens unchanged."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +99,35 @@ def test_a_migration_that_fails_leaves_the_count_where_it_was(store: RecordStore
         migrations.run(store, "t_probe", broken)
     assert migrations.version(store, "t_probe") == 1
     assert store.query("SELECT count(*) FROM t_first") == [(0,)]
+
+
+def test_nodes_opening_a_fresh_store_together_each_run_every_faces_migrations_once_and_none_fails(
+        tmp_path: Path, store_url: str | None) -> None:
+    # As nodes of a cluster started together (or `serve --workers` on one file): each its own store.
+    nodes = 4
+    stores = [open_store(tmp_path, store_url) for _ in range(nodes)]
+    start = threading.Barrier(nodes)
+    failures: list[BaseException] = []
+
+    def open_faces(store: RecordStore) -> None:
+        start.wait()
+        try:
+            kindgi_schema.migrate(store)
+            sm_tables.migrate(store)
+            syncstate.migrate(store)
+        except BaseException as exc:  # noqa: BLE001 - every failure is the finding
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_faces, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert failures == []
+        for name, count in (("kindgi", len(kindgi_schema.MIGRATIONS)), ("sm", len(sm_tables.MIGRATIONS)),
+                            ("sync", len(syncstate.MIGRATIONS))):
+            assert stores[0].query(f"SELECT version FROM {name}_schema") == [(count,)]
+    finally:
+        for store in stores:
+            store.close()

@@ -9,6 +9,7 @@ own SQL as `Statement`s written in SQLite's dialect; the PostgreSQL store transl
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -144,6 +145,9 @@ class RecordStore(Protocol):
 
     def skipped(self, space_id: int) -> list[tuple[str, str, int]]:
         """(author, reason, count) of the live documents whose vector is not indexed."""
+
+    def exclusive(self, name: str) -> AbstractContextManager[None]:
+        """Hold the lock named `name` against every other process (every node) of this store, for a block."""
 
 
 class SharedStore(RecordStore, Protocol):

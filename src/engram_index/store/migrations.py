@@ -26,12 +26,15 @@ def version(store: RecordStore, name: str) -> int:
 
 
 def run(store: RecordStore, name: str, migrations: Sequence[Migration]) -> None:
-    """Run the `name` migrations this store has not run yet (each with its count in one transaction)."""
-    for number in range(version(store, name), len(migrations)):
-        statements: list[Statement] = [(sql, ()) for sql in migrations[number]]
-        statements.append((f"DELETE FROM {name}_schema", ()))
-        statements.append((f"INSERT INTO {name}_schema(version) VALUES (?)", (number + 1,)))
-        store.execute(statements)
+    """Run the `name` migrations this store has not run yet (each with its count in one transaction),
+    one process at a time: nodes started together on a fresh database would otherwise each create
+    the same tables, and all but one fail to start."""
+    with store.exclusive(f"migrations-{name}"):
+        for number in range(version(store, name), len(migrations)):
+            statements: list[Statement] = [(sql, ()) for sql in migrations[number]]
+            statements.append((f"DELETE FROM {name}_schema", ()))
+            statements.append((f"INSERT INTO {name}_schema(version) VALUES (?)", (number + 1,)))
+            store.execute(statements)
 
 
 def statements(script: str) -> tuple[str, ...]:

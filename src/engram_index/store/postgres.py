@@ -10,6 +10,8 @@ tailing the log wake up on. Faces' own statements arrive in SQLite's dialect and
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import logging
 import threading
@@ -112,6 +114,24 @@ class PostgresStore(ModelMoves):
                 with conn.transaction():
                     return work(conn)
             return self._read(run, retry=False)
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold the lock named `name` against every node of this database: a session advisory lock on a
+        pooled connection of its own, for the block (the store's other calls use other connections)."""
+        key = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                try:
+                    yield
+                finally:
+                    try:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    except psycopg.Error:  # the connection died: the server released the lock with it
+                        pass
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"the PostgreSQL store is unreachable: {_safe(exc)}") from exc
 
     def _migrate(self) -> None:
         """Run the migrations this database has not run yet, one node at a time."""

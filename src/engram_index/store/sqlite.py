@@ -7,6 +7,8 @@ made durable. Ordinals are dense per space and never reused, so vector rows can 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import sqlite3
 import threading
@@ -42,6 +44,7 @@ class Store(ModelMoves):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._write_lock = threading.Lock()
+        self._exclusive = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []  # every thread's, to close with the store
         self._readers_lock = threading.Lock()
@@ -451,6 +454,19 @@ class Store(ModelMoves):
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold the lock named `name` against every other process of this database file (`serve
+        --workers`, a command beside a service): an flock on a file beside it, for the block."""
+        with self._exclusive:  # flock is per open file: threads of this process wait here
+            lock = self.path.with_name(f"{self.path.name}.{name}.lock")
+            with open(lock, "a+b") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(held, fcntl.LOCK_UN)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read query, on this thread's read connection."""
