@@ -168,6 +168,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     explainer = Explainer(searchable_words(words))
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
+    asked = content_query(query)  # once for both collections
     out: list[Candidate] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
     for kind in kinds:
@@ -185,7 +186,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
             if not forgotten:
                 skip = face.expired_ids(ns, at_ms)
         want = min(max(3 * limit, 30), 300) + len(skip)
-        request = SearchRequest("hybrid" if use_vector else "keyword", q=content_query(query),
+        request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
                                 explain=False)
         excluded = set(engine_filters.none_tags)
