@@ -242,11 +242,13 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
                    if vector is not None and index.vectors is not None else None)
     docs = [ctx.docs.get(int(o)) for o in ctx.ords]
     ids = [d.id if d is not None else "" for d in docs]
-    whole, part = index.holds(topic, ids)
-    if ctx.has_prev.any():
+    if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
         prev_ids = [ctx.docs[int(p)].id if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
-        before_whole, before_part = index.holds(topic, prev_ids)
-        whole, part = whole | before_whole, part | before_part
+        both_whole, both_part = index.holds(topic, ids + prev_ids)
+        n = len(ids)
+        whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
+    else:
+        whole, part = index.holds(topic, ids)
     held = coverages(whole, part, word_weights(index, topic))
     out: list[tuple[Hit, float, int]] = []
     for i, doc in enumerate(docs):
