@@ -59,6 +59,8 @@ def main() -> None:
     parser.add_argument("--cprofile", type=int, default=0, help="print this many functions by --sort")
     parser.add_argument("--sort", default="cumulative", help="the profile's order: cumulative, tottime, ...")
     parser.add_argument("--dump", type=Path, default=None, help="also write the profile here (pstats)")
+    parser.add_argument("--answers", type=Path, default=None,
+                        help="instead: write every answer (queries x modes x explanations or includes) here, to compare")
     shared = Path(os.environ.get("ENGRAM_SHARED", _HERE.parents[1] / "shared"))
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
     args = parser.parse_args()
@@ -92,6 +94,9 @@ def main() -> None:
                                "Idempotency-Key": str(uuid.uuid4())}
                     answer = await client.post(path, content=body(q), headers=headers)
                     assert answer.status_code == 200, answer.text
+                if args.answers is not None:
+                    await write_answers(client, args.face, key, path, queries, args.answers)
+                    return
                 for q in queries[:20]:  # warm: caches, masks
                     await one(q)
                 profiler = cProfile.Profile()
@@ -111,6 +116,35 @@ def main() -> None:
                     pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.cprofile)
 
     asyncio.run(run())
+
+
+# The variants each query is asked in: every mode, with and without explanations (Kindgi) or
+# includes (v5), so that a change that must not change answers can be checked byte for byte.
+KINDGI_VARIANTS = [({"mode": m}, explain) for m in ("keyword", "semantic", "both") for explain in (False, True)]
+V5_VARIANTS = [({"searchMode": m, "threshold": t, "include": inc}, explain)
+               for m in ("hybrid", "memories", "chunks") for t in (0.0, 0.3)
+               for inc in ({}, {"documents": True, "related": True}) for explain in (False, True)]
+
+
+async def write_answers(client: httpx.AsyncClient, face: str, key: str, path: str, queries: list[str],
+                        out: Path) -> None:
+    """Every query in every variant, one JSON answer per line (request ids left out), to `out`."""
+    variants = KINDGI_VARIANTS if face == "kindgi" else V5_VARIANTS
+    with out.open("wb") as f:
+        for q in queries:
+            for extra, explain in variants:
+                headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                           "Idempotency-Key": str(uuid.uuid4())}
+                if explain:
+                    headers["X-Kindgi-Explain" if face == "kindgi" else "X-Engram-Explain"] = "true"
+                answer = await client.post(path, content=orjson.dumps({"query": q, "limit": 10, **extra}),
+                                           headers=headers)
+                body = answer.json()
+                for volatile in ("requestId", "searchTime"):  # they differ between any two runs
+                    body.pop(volatile, None)
+                f.write(orjson.dumps({"q": q, **extra, "explain": explain, "status": answer.status_code,
+                                      "body": body}, option=orjson.OPT_SORT_KEYS) + b"\n")
+    print(f"{len(queries) * len(variants)} answers written to {out}")
 
 
 if __name__ == "__main__":

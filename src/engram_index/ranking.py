@@ -169,20 +169,11 @@ Fetch = Callable[[Sequence[int]], dict[int, Document]]  # ordinals → the live 
 
 
 def column_documents(index: SpaceIndex) -> Fetch:
-    """A reader of documents from the index's own columns (id and tags, no text, no store read): what
-    `with_context` needs of the turns around the hits when the caller reads its answers elsewhere and
-    `neighbours` looks at tags alone. Call it inside `index.reading()`."""
-    columns = index.columns
-
-    def fetch(ords: Sequence[int]) -> dict[int, Document]:
-        out: dict[int, Document] = {}
-        for o in ords:
-            doc_id = columns.ids[o] if 0 <= o < len(columns.ids) and columns.live[o] else None
-            if doc_id is not None:
-                out[o] = Document(doc_id, "", "", tags=columns.tags_of(o))
-        return out
-
-    return fetch
+    """A reader of documents from the index's own columns (`Columns.documents`: id, tags and creation
+    time, no text, no store read): what `with_context` needs of the turns around the hits when the
+    caller reads its answers elsewhere and `neighbours` looks at tags alone. Call it inside
+    `index.reading()`."""
+    return index.columns.documents
 
 
 def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,

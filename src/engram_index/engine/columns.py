@@ -103,6 +103,20 @@ class Columns:
         out: np.ndarray = (codes != 0) & (codes == self.source[later])
         return out
 
+    def documents(self, ords: Sequence[int]) -> dict[int, Document]:
+        """The live ones of these ordinals as documents of the columns alone: id, tags (as `tags_of`)
+        and creation time; no text, source, metadata or vector (a search without the store's reads)."""
+        wanted = np.asarray(ords, np.int64)
+        wanted = wanted[(wanted >= 0) & (wanted < self.size)]
+        wanted = wanted[self.live[wanted]]  # liveness and times in one step each, not per ordinal
+        ids, tags = self.ids, self._doc_tags
+        out: dict[int, Document] = {}
+        for o, created in zip(wanted.tolist(), self.created[wanted].tolist()):
+            doc_id = ids[o]
+            if doc_id is not None:
+                out[o] = Document(doc_id, "", "", tags=tags.get(o, ()), created_ms=created)
+        return out
+
     def _untag(self, ord_: int) -> None:
         """Drop an ordinal from its tags' postings."""
         for tag in self._doc_tags.pop(ord_, ()):

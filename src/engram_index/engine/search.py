@@ -178,6 +178,8 @@ class SpaceIndex:
 
     def search(self, req: SearchRequest) -> SearchResult:
         """Run one search as the request asks; the result's mode says what ran."""
+        if req.explain and not req.documents:
+            raise ValueError("an explained search needs the documents' text: documents=False cannot explain")
         with self._lock.read():
             if req.mode == "keyword":
                 return self._keyword_search(req)
@@ -196,6 +198,10 @@ class SpaceIndex:
             if known.any():
                 whole[known], part[known] = self.keyword.holds(words, by_id[known])
             return whole, part
+
+    def _documents(self, req: SearchRequest) -> Fetch:
+        """Where the hits' documents come from: the store, or the columns alone (`documents=False`)."""
+        return self.fetch if req.documents else self.columns.documents
 
     def _n_candidates(self, limit: int) -> int:
         """How many candidates each stage contributes."""
@@ -236,7 +242,7 @@ class SpaceIndex:
             query, req.limit, allowed=mask, deadline=self._deadline(req)
         )
         top = self._order(hits.ords, hits.sims, req.limit)
-        docs = self.fetch([int(hits.ords[i]) for i in top])
+        docs = self._documents(req)([int(hits.ords[i]) for i in top])
         out: list[Hit] = []
         for i in top:
             doc = docs.get(int(hits.ords[i]))
@@ -253,7 +259,7 @@ class SpaceIndex:
         ords, bm25 = self.keyword.exact_top(words, req.limit, self.columns.mask(req.filters))
         ords, bm25 = self._live(ords, bm25)
         top = self._order(ords, bm25, req.limit)
-        docs = self.fetch([int(ords[i]) for i in top])
+        docs = self._documents(req)([int(ords[i]) for i in top])
         out: list[Hit] = []
         for i in top:
             doc = docs.get(int(ords[i]))
@@ -302,7 +308,7 @@ class SpaceIndex:
                            kw_scores.astype(np.float32, copy=False), method, fusion.CONVEX_ALPHA, fusion.RRF_K,
                            ords, fused, sims, bm25, has_sim)
         found = ords[:got].tolist()
-        docs = self.fetch(found)
+        docs = self._documents(req)(found)
         out: list[Hit] = []
         for ord_, score, sim, b, with_sim in zip(found, fused.tolist(), sims.tolist(), bm25.tolist(), has_sim.tolist()):
             doc = docs.get(ord_)

@@ -84,6 +84,10 @@ class SearchRequest:
     fusion: Fusion = "convex"
     explain: bool = True
     rerank_deadline_s: float | None = None
+    # False: each hit's document is the index's columns' (id, tags and creation time; no text,
+    # source, metadata or vector) and the store is not read, for callers that use only ids and
+    # tags (Columns.documents); such a search cannot explain (it has no text).
+    documents: bool = True
 
 
 @dataclass(frozen=True, slots=True)

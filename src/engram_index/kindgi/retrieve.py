@@ -212,8 +212,11 @@ class Retriever:
             legs["keyword"] = self._keyword_leg(name, asked, words, neighbours, depth, filters, explain)
         if vector is not None:
             query_vector = vector.result()
+            # Without explanations a hit's id and tags are all a retrieve reads (its answer is the
+            # revision's body): the engine reads no document from the store (`documents=False`).
             legs["semantic"] = self.facts.collections.search(name, SearchRequest(
-                "vector", vector=query_vector, limit=depth, filters=filters, explain=False)).hits
+                "vector", vector=query_vector, limit=depth, filters=filters, explain=False,
+                documents=explain)).hits
             found_by_meaning = legs["semantic"]
             if intent.mode == "both" and SEMANTIC_OVER_KEYWORD:
                 legs["semantic"] = self._by_meaning(name, query_vector, legs["semantic"], legs["keyword"], filters)
@@ -244,7 +247,8 @@ class Retriever:
         it in its conversation as context (ranking.context_keyword); the explanation's terms are the
         content words'."""
         hits = self.facts.collections.search(name, SearchRequest(
-            "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False)).hits
+            "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False,
+            documents=explain)).hits
         if CONTEXT:
             # Without explanations only the facts' ids and tags count (the answers are the revisions'
             # bodies): the turns around the hits come from the columns, not from the store.

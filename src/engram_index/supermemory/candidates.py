@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engram_index.engine.explain import Explainer
 from engram_index.engine.types import Hit
@@ -26,6 +26,12 @@ class Candidate:
     order: int = 0  # insertion order in its collection (documents are processed in the order sent): the tie-break
     rerank: float | None = None
     backed: float | None = None  # hybrid: the similarity of the other kind of the same source (search.rank)
+    # own_similarity, worked out once: ranking, the threshold and whyFewer ask it hundreds of times a search.
+    _own: float = field(init=False, repr=False, compare=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        """Score the candidate alone once (its hit, coverage and kind do not change after it is made)."""
+        self._own = self._score_alone()
 
     @property
     def similarity(self) -> float:
@@ -37,6 +43,10 @@ class Candidate:
     @property
     def own_similarity(self) -> float:
         """The 0-1 score of this memory or chunk alone."""
+        return self._own
+
+    def _score_alone(self) -> float:
+        """The 0-1 score of this memory or chunk alone, from its cosine and coverage."""
         if not self.vector:
             return self.coverage
         cosine = max(self.hit.similarity or 0.0, 0.0)

@@ -168,6 +168,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     explainer = Explainer(searchable_words(words))
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
+    asked = content_query(query)  # once for both collections
     out: list[Candidate] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
     for kind in kinds:
@@ -185,7 +186,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
             if not forgotten:
                 skip = face.expired_ids(ns, at_ms)
         want = min(max(3 * limit, 30), 300) + len(skip)
-        request = SearchRequest("hybrid" if use_vector else "keyword", q=content_query(query),
+        request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
                                 explain=False)
         excluded = set(engine_filters.none_tags)
@@ -241,11 +242,13 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
                    if vector is not None and index.vectors is not None else None)
     docs = [ctx.docs.get(int(o)) for o in ctx.ords]
     ids = [d.id if d is not None else "" for d in docs]
-    whole, part = index.holds(topic, ids)
-    if ctx.has_prev.any():
+    if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
         prev_ids = [ctx.docs[int(p)].id if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
-        before_whole, before_part = index.holds(topic, prev_ids)
-        whole, part = whole | before_whole, part | before_part
+        both_whole, both_part = index.holds(topic, ids + prev_ids)
+        n = len(ids)
+        whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
+    else:
+        whole, part = index.holds(topic, ids)
     held = coverages(whole, part, word_weights(index, topic))
     out: list[tuple[Hit, float, int]] = []
     for i, doc in enumerate(docs):
