@@ -10,8 +10,9 @@
 typedef void (*engram_scan_fn)(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width,
                                uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride);
 
-/* The fastest scan this CPU runs (the portable one when asked), and its name. */
-engram_scan_fn engram_select_scan(int portable, const char **name);
+/* The fastest scan this CPU runs at a level (0: any; 1: none above popcnt, no AVX-512; 2: the
+ * portable loop), and its name. */
+engram_scan_fn engram_select_scan(int level, const char **name);
 
 /* The ascending ordinals of the count smallest distances (ties: lower ordinals), excluded rows skipped. */
 Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
