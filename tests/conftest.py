@@ -47,9 +47,10 @@ def old_data_dir(tmp_path: Path) -> Path:
     return data
 
 
-@pytest.fixture(params=["vectorised", "portable"])
+@pytest.fixture(params=["vectorised", "popcnt", "portable"])
 def c_loops(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Run the test once on the C kernels' vectorised loops (skipped where the CPU has none) and once on the portable ones."""
+    """Run the test on the C kernels' vectorised loops (skipped where the CPU has none), on them without
+    AVX-512 (skipped where the CPU has none: the first run is that one), and on the portable ones."""
     from tests.kernel_paths import c_loops as run
 
     yield from run(request.node, request.param)

@@ -575,3 +575,17 @@ def test_the_compiled_ascii_finder_refuses_what_it_cannot_read() -> None:
     with pytest.raises(TypeError):
         _kernels.ascii_spans("snake_case", {"snake"}, ("snake",), {}, lambda chunk: None, _stem, STOPWORDS)
     assert _kernels.ascii_spans("server", {"server"}, (), _chunk_cache, _analysis, _stem, STOPWORDS) == []
+    with pytest.raises(TypeError):
+        _kernels.ascii_spans("running", {"~run"}, ("ru",), {}, _analysis, lambda word: None, STOPWORDS)
+
+
+def test_the_compiled_ascii_finder_analyzes_a_plain_word_itself_whatever_a_cache_holds() -> None:
+    from engram_index.engine import _kernels
+    from engram_index.engine.analyzer import STOPWORDS, _analysis, _stem
+
+    # A plain word's terms are the analyzer's fast path's, made in C: the cache is not read for it
+    # (the analyzer's cache holds exactly those terms for it), but it is for any other chunk.
+    wrong = {"Running": (("elsewhere",), (("exact", 0, 7),)), "x_y": (("x_y",), (("exact", 0, 3),))}
+    spans = _kernels.ascii_spans("Running x_y", {"running", "~run", "x_y"}, ("ru", "x_y"), wrong, _analysis,
+                                 _stem, STOPWORDS)
+    assert spans == [(0, 7, "running"), (0, 7, "~run"), (8, 11, "x_y")]

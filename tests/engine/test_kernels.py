@@ -32,6 +32,37 @@ def test_hamming_distances_equal_counting_the_differing_bits(width: int, c_loops
     assert np.array_equal(out, reference_distances(query, codes))
 
 
+@pytest.mark.parametrize("width", [8, 48, 64, 72, 256, 264])
+@pytest.mark.parametrize("rows", [1, 7, 9, 1003])
+def test_hamming_distances_are_exact_for_any_row_count_and_word_count_on_each_loop(
+    width: int, rows: int, c_loops: str
+) -> None:
+    # The AVX-512 scan takes 8 rows at a time and up to 32 words a row: the rows after the last
+    # 8, and rows of more words (its popcnt fallback), must count the same.
+    rng = np.random.default_rng(width * 10_000 + rows)
+    codes = rng.integers(0, 256, (rows, width), dtype=np.uint8)
+    query = rng.integers(0, 256, width, dtype=np.uint8)
+    out = np.empty(rows, dtype=np.uint16)
+    _kernels.hamming(query, codes, out)
+    assert np.array_equal(out, reference_distances(query, codes))
+    out_near = np.empty(min(rows, 5), dtype=np.int64)
+    assert _kernels.nearest(query, codes, None, out_near) == out_near.size
+    assert np.array_equal(out_near, reference_nearest(reference_distances(query, codes), None, out_near.size))
+
+
+def test_the_scan_names_each_loop_it_can_be_held_to() -> None:
+    try:
+        fastest = _kernels.loops()["scan"]
+        _kernels.use_avx512(False)
+        assert _kernels.loops()["scan"] == ("popcnt" if fastest == "avx512-vpopcntdq" else fastest)
+        _kernels.use_portable(True)
+        assert _kernels.loops()["scan"] == "portable"
+    finally:
+        _kernels.use_portable(False)
+        _kernels.use_avx512(True)
+    assert _kernels.loops()["scan"] == fastest
+
+
 @pytest.mark.parametrize("width", [2, 48, 96])
 @pytest.mark.parametrize("with_exclusions", [False, True])
 def test_nearest_keeps_the_smallest_distances_with_ties_at_the_cut_to_the_lower_ordinals(

@@ -32,6 +32,16 @@ int engram_portable(void)
     return force_portable;
 }
 
+/* Set by use_avx512(False): the scan runs its popcnt loop where the CPU has AVX-512 VPOPCNTDQ, so
+ * that the tests can run all three of its loops on such a machine. Read under the GIL. */
+static int avoid_avx512 = 0;
+
+/* The scan's level for engram_select_scan. */
+static int scan_level(void)
+{
+    return force_portable ? 2 : avoid_avx512 ? 1 : 0;
+}
+
 
 int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
 {
@@ -96,7 +106,7 @@ static Py_ssize_t *scan(const Py_buffer *q, const Py_buffer *c, Py_ssize_t n, ui
     if (hist == NULL)
         return NULL;
     const char *name;
-    engram_scan_fn scan_rows = engram_select_scan(force_portable, &name);
+    engram_scan_fn scan_rows = engram_select_scan(scan_level(), &name);
     Py_BEGIN_ALLOW_THREADS
     scan_rows((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, dist, hist, bits + 1);
     Py_END_ALLOW_THREADS
@@ -424,15 +434,29 @@ static PyObject *use_portable(PyObject *self, PyObject *arg)
 }
 
 
+PyDoc_STRVAR(use_avx512_doc,
+"use_avx512(flag)\n--\n\n"
+"Let the coarse scan run its AVX-512 VPOPCNTDQ loop where the CPU has it (flag true, the default),\n"
+"or its popcnt loop (false). For tests: every loop gives the same distances, each tested on its own.");
+
+static PyObject *use_avx512(PyObject *self, PyObject *arg)
+{
+    int flag = PyObject_IsTrue(arg);
+    if (flag < 0)
+        return NULL;
+    avoid_avx512 = !flag;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(loops_doc,
 "loops() -> dict\n--\n\n"
-"Name the loop each kernel runs now: {'scan': 'popcnt' or 'portable', 'dot': 'avx2+fma+f16c' or\n"
-"'portable'} (dot: the re-rank's cosines and the squared norms).");
+"Name the loop each kernel runs now: {'scan': 'avx512-vpopcntdq', 'popcnt' or 'portable', 'dot':\n"
+"'avx2+fma+f16c' or 'portable'} (dot: the re-rank's cosines and the squared norms).");
 
 static PyObject *loops(PyObject *self, PyObject *unused)
 {
     const char *scan_name, *dot_name;
-    (void)engram_select_scan(force_portable, &scan_name);
+    (void)engram_select_scan(scan_level(), &scan_name);
     (void)engram_select_dot(force_portable, &dot_name);
     return Py_BuildValue("{ssss}", "scan", scan_name, "dot", dot_name);
 }
@@ -454,6 +478,7 @@ static PyMethodDef methods[] = {
     {"rank_top", engram_rank_top, METH_VARARGS, engram_rank_top_doc},
     {"snippet_bounds", engram_snippet_bounds, METH_VARARGS, engram_snippet_bounds_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
+    {"use_avx512", use_avx512, METH_O, use_avx512_doc},
     {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},
 };

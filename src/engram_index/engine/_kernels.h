@@ -10,8 +10,9 @@
 typedef void (*engram_scan_fn)(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width,
                                uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride);
 
-/* The fastest scan this CPU runs (the portable one when asked), and its name. */
-engram_scan_fn engram_select_scan(int portable, const char **name);
+/* The fastest scan this CPU runs at a level (0: any; 1: none above popcnt, no AVX-512; 2: the
+ * portable loop), and its name. */
+engram_scan_fn engram_select_scan(int level, const char **name);
 
 /* The ascending ordinals of the count smallest distances (ties: lower ordinals), excluded rows skipped. */
 Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
@@ -19,6 +20,11 @@ Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize
 
 /* This thread's buffer of at least n distances (NULL when out of memory). */
 uint16_t *engram_scratch(Py_ssize_t n);
+
+/* numpy's pairwise sum of n doubles, as its float64 add.reduce sums a contiguous run: 8
+ * accumulators up to 128 values, halves beyond (defined in _kernels_fuse.c; fusion's means and
+ * variances and a single row's BM25 parts sum through it). */
+double engram_pairwise_sum(const double *a, Py_ssize_t n);
 
 /* IEEE half precision to single, exactly. */
 float engram_half_to_float(uint16_t h);
@@ -36,21 +42,6 @@ typedef double (*engram_self_dot_fn)(const uint16_t *v, Py_ssize_t d);
 #define ENGRAM_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
 #else
 #define ENGRAM_PREFETCH(p) ((void)(p))
-/* Buffer checks shared by the module's files (_kernels.c): acquire a C-contiguous view (writable
- * when asked) or set TypeError; release the acquired ones of an array of views; say whether a view
- * holds items of one size and format; check size, format and count (count < 0: any) or set an error. */
-int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name);
-void engram_release_all(Py_buffer *views, int count);
-int engram_has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats);
-int engram_check_array(const Py_buffer *view, Py_ssize_t itemsize, const char *formats, Py_ssize_t count,
-                       const char *name);
-
-/* The inverted postings of the term counts and the exact keyword scoring over them (_kernels_postings.c). */
-extern const char engram_build_postings_doc[];
-extern const char engram_postings_scores_doc[];
-PyObject *engram_build_postings(PyObject *self, PyObject *args);
-PyObject *engram_postings_scores(PyObject *self, PyObject *args);
-
 #endif
 static inline void engram_prefetch(const void *p, Py_ssize_t bytes)
 {

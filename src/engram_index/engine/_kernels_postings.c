@@ -237,38 +237,11 @@ const char engram_combine_scores_doc[] =
 "and exacts, int64, aligned), plus part_weight x the part columns. Each group is summed as numpy's\n"
 "sum over axis 1 sums it: column by column for two rows or more, pairwise for a single row.";
 
-/* numpy's pairwise sum of n doubles (add.reduce over one contiguous run). */
-static double pairwise(const double *a, Py_ssize_t n)
-{
-    if (n < 8) {
-        double res = 0.;
-        for (Py_ssize_t i = 0; i < n; i++)
-            res += a[i];
-        return res;
-    }
-    if (n <= 128) {
-        double r[8];
-        Py_ssize_t i;
-        for (int j = 0; j < 8; j++)
-            r[j] = a[j];
-        for (i = 8; i < n - (n % 8); i += 8)
-            for (int j = 0; j < 8; j++)
-                r[j] += a[i + j];
-        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++)
-            res += a[i];
-        return res;
-    }
-    Py_ssize_t half = n / 2;
-    half -= half % 8;
-    return pairwise(a, half) + pairwise(a + half, n - half);
-}
-
 /* The sum of n gathered values as numpy sums a row of a (rows x n) array over axis 1. */
 static double row_sum(const double *values, Py_ssize_t n, Py_ssize_t rows)
 {
     if (rows == 1)
-        return pairwise(values, n);
+        return engram_pairwise_sum(values, n);
     double res = 0.;
     for (Py_ssize_t i = 0; i < n; i++)
         res += values[i];

@@ -4,9 +4,10 @@
  * text, and finding them in Python (probes, pieces, sets) was about half of an explained search's
  * cost (docs/design/engine.md). Here the ASCII chunk grammar is cut in C, a chunk is looked at only
  * when its lower-case form holds one of the wanted terms' probes (termfind._probe: every ASCII
- * source of a term holds its probe), and the terms of such a chunk come from the analyzer's own
- * cache of chunk analyses (or the analyzer itself, called back), so the spans are exactly the
- * analyzer's tokens filtered by term. One scalar loop: no vectorised variant to twin.
+ * source of a term holds its probe), and the terms of such a chunk are the analyzer's fast path's
+ * for a plain word or number (made here from the lower-case text: no substring, no lookup), else
+ * come from the analyzer's own cache of chunk analyses (or the analyzer itself, called back), so
+ * the spans are exactly the analyzer's tokens filtered by term. One scalar loop: nothing to twin.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -20,10 +21,10 @@ const char engram_ascii_spans_doc[] =
 "ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords) -> list\n--\n\n"
 "The (start, end, term) character spans, in order, of the tokens of an ASCII text whose term is in\n"
 "wanted (a set of str). probes (a tuple of non-empty ASCII str) must hold a substring of the\n"
-"lower-case source of every wanted ASCII term; cache (a dict) maps a chunk to its analysis\n"
-"(terms, ((kind, start, end), ...)), and analyze(chunk) gives the analysis of a chunk not in it,\n"
-"except a plain word or number, whose terms are found as the analyzer's fast path finds them, with\n"
-"stem(word) (the analyzer's cached Snowball stem) and stopwords (a set or frozenset).";
+"lower-case source of every wanted ASCII term. A plain word or number's terms are found as the\n"
+"analyzer's fast path finds them, with stem(word) (the analyzer's cached Snowball stem) and\n"
+"stopwords (a set or frozenset); any other chunk's from cache (a dict mapping a chunk to its\n"
+"analysis (terms, ((kind, start, end), ...))), or analyze(chunk) where cache lacks it.";
 
 /* The characters of the ASCII chunk pattern's words ([A-Za-z0-9_]). */
 static inline int is_word(unsigned char c)
@@ -53,6 +54,9 @@ static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
     }
 }
 
+/* The stem prefix "~" (analyzer.STEM_PREFIX), made once. */
+static PyObject *tilde = NULL;
+
 /* Append a (start, end, term) span to out; -1 with an exception set on failure. */
 static int append_span(PyObject *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
 {
@@ -64,18 +68,15 @@ static int append_span(PyObject *out, Py_ssize_t start, Py_ssize_t end, PyObject
     return appended;
 }
 
-/* The analyzer's fast path for a chunk not in its cache (analyzer._chunk_words: digits, or letters
- * of one case, or capitalized, under 16 characters): its exact term is the chunk in lower case and
- * its stem, unless it is digits or a stopword, "~" + stem(exact), both spanning the whole chunk.
- * Appends the wanted ones and returns 1; returns 0 for any other chunk (the analyzer decides), -1
- * with an exception set on failure. */
-static int plain_spans(PyObject *text, PyObject *chunk, Py_ssize_t start, Py_ssize_t end, PyObject *wanted,
-                       PyObject *stem, PyObject *stopwords, PyObject *out)
+/* Whether an ASCII chunk takes the analyzer's fast path (analyzer._chunk_words): digits, or letters
+ * of one case, or capitalized, under 16 characters (longer ones may be opaque: the analyzer's rules
+ * decide). Its analysis is then known without the analyzer: the exact term is the chunk in lower
+ * case and its stem, unless it is digits or a stopword, "~" + stem(exact), both spanning the whole
+ * chunk (what the analyzer's cache holds for it, too). *digits: whether it is digits. */
+static int is_plain(const unsigned char *s, Py_ssize_t n, int *digits_out)
 {
-    const unsigned char *s = PyUnicode_1BYTE_DATA(text) + start;
-    Py_ssize_t n = end - start;
     if (n >= 16)
-        return 0; /* may be opaque: the analyzer's rules */
+        return 0;
     int digits = 1, lower_rest = 1, upper = 1, lower = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];
@@ -90,7 +91,16 @@ static int plain_spans(PyObject *text, PyObject *chunk, Py_ssize_t start, Py_ssi
     }
     if (!digits && !lower && !upper && !(n >= 2 && lower_rest))
         return 0; /* letters and digits mixed, or an inner case change */
-    PyObject *exact = PyObject_CallMethod(chunk, "lower", NULL);
+    *digits_out = digits;
+    return 1;
+}
+
+/* Append the wanted spans of a plain chunk (is_plain), its exact term made from the lower-case
+ * text; 0, or -1 with an exception set. */
+static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end, int digits, PyObject *wanted,
+                       PyObject *stem, PyObject *stopwords, PyObject *out)
+{
+    PyObject *exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start);
     if (exact == NULL)
         return -1;
     int status = -1, found = PySet_Contains(wanted, exact);
@@ -104,7 +114,12 @@ static int plain_spans(PyObject *text, PyObject *chunk, Py_ssize_t start, Py_ssi
             PyObject *stemmed = PyObject_CallOneArg(stem, exact);
             if (stemmed == NULL)
                 goto done;
-            PyObject *term = PyUnicode_FromFormat("~%U", stemmed);
+            if (!PyUnicode_Check(stemmed)) {
+                Py_DECREF(stemmed);
+                PyErr_SetString(PyExc_TypeError, "stem() must give a str");
+                goto done;
+            }
+            PyObject *term = PyUnicode_Concat(tilde, stemmed);
             Py_DECREF(stemmed);
             if (term == NULL)
                 goto done;
@@ -122,30 +137,30 @@ static int plain_spans(PyObject *text, PyObject *chunk, Py_ssize_t start, Py_ssi
             Py_DECREF(term);
         }
     }
-    status = 1;
+    status = 0;
 done:
     Py_DECREF(exact);
     return status;
 }
 
-/* Append a chunk's wanted tokens to out; -1 with an exception set on failure. */
-static int chunk_spans(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *wanted, PyObject *cache,
-                       PyObject *analyze, PyObject *stem, PyObject *stopwords, PyObject *out)
+/* Append a chunk's wanted tokens to out; -1 with an exception set on failure. A plain chunk is
+ * analyzed here (no substring, no cache lookup); any other from the analyzer's cache, or by the
+ * analyzer, called back. */
+static int chunk_spans(PyObject *text, const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end,
+                       PyObject *wanted, PyObject *cache, PyObject *analyze, PyObject *stem, PyObject *stopwords,
+                       PyObject *out)
 {
+    int digits = 0;
+    if (is_plain(PyUnicode_1BYTE_DATA(text) + start, end - start, &digits))
+        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, out);
     PyObject *chunk = PyUnicode_Substring(text, start, end);
     if (chunk == NULL)
         return -1;
     PyObject *analysis = PyDict_GetItemWithError(cache, chunk); /* borrowed */
-    if (analysis != NULL) {
+    if (analysis != NULL)
         Py_INCREF(analysis);
-    } else if (!PyErr_Occurred()) {
-        int plain = plain_spans(text, chunk, start, end, wanted, stem, stopwords, out);
-        if (plain != 0) {
-            Py_DECREF(chunk);
-            return plain < 0 ? -1 : 0;
-        }
+    else if (!PyErr_Occurred())
         analysis = PyObject_CallOneArg(analyze, chunk);
-    }
     Py_DECREF(chunk);
     if (analysis == NULL)
         return -1;
@@ -172,12 +187,7 @@ static int chunk_spans(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObjec
         Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, 1)), b = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, 2));
         if ((a == -1 || b == -1) && PyErr_Occurred())
             goto done;
-        PyObject *span = Py_BuildValue("(nnO)", start + a, start + b, term);
-        if (span == NULL)
-            goto done;
-        int appended = PyList_Append(out, span);
-        Py_DECREF(span);
-        if (appended < 0)
+        if (append_span(out, start + a, start + b, term) < 0)
             goto done;
     }
     status = 0;
@@ -196,6 +206,8 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "text must be ASCII");
         return NULL;
     }
+    if (tilde == NULL && (tilde = PyUnicode_InternFromString("~")) == NULL)
+        return NULL;
     Py_ssize_t np = PyTuple_GET_SIZE(probes);
     for (Py_ssize_t p = 0; p < np; p++) {
         PyObject *probe = PyTuple_GET_ITEM(probes, p);
@@ -260,7 +272,8 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
         }
     }
     for (Py_ssize_t c = 0; c < chunks; c++)
-        if (marked[c] && chunk_spans(text, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, stem, stopwords, out) < 0) {
+        if (marked[c] && chunk_spans(text, lowered, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, stem,
+                                     stopwords, out) < 0) {
             Py_CLEAR(out);
             break;
         }

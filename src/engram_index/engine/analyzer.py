@@ -336,8 +336,25 @@ def term_set(text: str) -> set[str]:
     return out
 
 
+# Analyzed queries by text: agents and pages repeat their queries, and the words are immutable.
+# Bounded like the chunk cache (started over when full), but smaller: a query can be long.
+_QUERY_CACHE_LIMIT = 4096
+_query_cache: dict[str, tuple[QueryWord, ...]] = {}
+
+
 def query_words(q: str) -> list[QueryWord]:
     """Analyze a query like a document, grouping the alternatives of each word (stopwords kept)."""
+    cached = _query_cache.get(q)
+    if cached is None:
+        cached = _analyze_query(q)
+        if len(_query_cache) >= _QUERY_CACHE_LIMIT:
+            _query_cache.clear()
+        _query_cache[q] = cached
+    return list(cached)  # a list of the caller's own: callers may change it
+
+
+def _analyze_query(q: str) -> tuple[QueryWord, ...]:
+    """query_words without the cache."""
     out: list[QueryWord] = []
     offsets = _ByteOffsets(q)
     for m in _chunker(q).finditer(q):
@@ -350,4 +367,4 @@ def query_words(q: str) -> list[QueryWord]:
             # Parts are alternatives, so each distinct part counts once.
             unique = tuple(dict.fromkeys(part[0] for part in parts))
             out.append(QueryWord(exact, stem, unique, byte_start, byte_end))
-    return out
+    return tuple(out)

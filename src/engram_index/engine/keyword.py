@@ -28,7 +28,7 @@ from engram_index.engine.analyzer import ANALYZER_VERSION, QueryWord, index_term
 from engram_index.errors import StorageError
 # Re-exported: callers import the query's words from here.
 from engram_index.engine.keyword_query import PART_WEIGHT as PART_WEIGHT
-from engram_index.engine.keyword_query import _parts, query_plan, query_terms
+from engram_index.engine.keyword_query import _parts, query_terms
 from engram_index.engine.keyword_query import searchable_words as searchable_words
 from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import Document, Filters
@@ -401,12 +401,11 @@ class KeywordIndex:
         third array is the BM25 of each of `candidates` (ordinals, the vector side's), scored in
         the same pass over the rows.
         """
-        words = searchable_words(words)
-        terms = query_terms(words)
-        if not terms or k <= 0:
+        query = keyword_query.prepared(words)  # what depends on the words alone, once per query text
+        if not query.terms or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(candidates.size, np.float32)
         # MaxScore: documents that cannot reach the margin of the k-th best may be left out.
-        ords, approx, stale = self.counts.matches(query_plan(words), allowed, k, _EXACT_MARGIN)
+        ords, approx, stale = self.counts.matches(query.plan, allowed, k, _EXACT_MARGIN)
         # Those within the margin of the k-th best, in one compiled pass (numpy's partition and mask).
         ords = ords[: _kernels.select_top(ords, approx, k, _EXACT_MARGIN)]
         if stale.size:
@@ -416,7 +415,7 @@ class KeywordIndex:
             ords = np.unique(np.concatenate([ords, stale]))
         else:
             ords = np.sort(ords)  # distinct already: each document is met once
-        scores = self._score(words, terms, np.concatenate([ords, candidates]))
+        scores = self._score_query(query, np.concatenate([ords, candidates]))
         top, candidate_scores = scores[: ords.size], scores[ords.size :]
         keep = top > 0
         return ords[keep], top[keep], candidate_scores
@@ -448,18 +447,15 @@ class KeywordIndex:
         """The BM25 of each ordinal for these (searchable) words and their query_terms: per word its
         stem's part where the document holds the stem, else its exact form's, plus PART_WEIGHT × each
         identifier part's."""
-        column = {term: i for i, term in enumerate(terms)}
-        parts = self.counts.term_scores(terms, ords)
-        # Column indexes per role, so that the whole sum is a few array operations.
-        stemmed = [w for w in words if w.stem and w.stem != w.exact]
-        plain = [column[w.exact] for w in words if not (w.stem and w.stem != w.exact)]
-        part_columns = [column[p] for w in words for p in _parts(w)]
-        stems = [column[w.stem] for w in stemmed if w.stem]
-        exacts = [column[w.exact] for w in stemmed]
+        del terms  # query_terms(words): the prepared query has them
+        return self._score_query(keyword_query.prepared(words), ords)
+
+    def _score_query(self, query: keyword_query.KeywordQuery, ords: np.ndarray) -> np.ndarray:
+        """_score for a prepared query (its term columns by role worked out once)."""
+        parts = self.counts.term_scores(query.terms, ords)
         # One compiled pass adds them up as numpy's sums over the columns did (bit for bit).
         out = np.empty(ords.size, np.float32)
-        _kernels.combine_scores(parts, np.array(plain, np.int64), np.array(stems, np.int64),
-                                np.array(exacts, np.int64), np.array(part_columns, np.int64),
+        _kernels.combine_scores(parts, query.plain, query.stems, query.exacts, query.part_columns,
                                 keyword_query.PART_WEIGHT, out)
         return out
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from engram_index.engine.analyzer import STOPWORDS, QueryWord
 from engram_index.engine.termcounts import QueryPlan
 
@@ -57,3 +59,49 @@ def query_plan(words: Sequence[QueryWord]) -> QueryPlan:
             columns.append((word.exact, 0, 0, 1.0))
         columns += [(part, 0, 0, PART_WEIGHT) for part in _parts(word)]
     return QueryPlan(columns)
+
+
+class KeywordQuery:
+    """What a keyword search needs of its words and nothing of the index: the searchable words, their
+    terms, the plan, and the term columns of `KeywordIndex._score`'s sums by role. Immutable (shared
+    by the searches of one query text, on any thread)."""
+
+    __slots__ = ("words", "terms", "plan", "plain", "stems", "exacts", "part_columns")
+
+    def __init__(self, words: Sequence[QueryWord]) -> None:
+        """Work it all out for these words (searchable_words applied here)."""
+        kept = searchable_words(words)
+        self.words: tuple[QueryWord, ...] = tuple(kept)
+        self.terms: tuple[str, ...] = tuple(query_terms(kept))
+        self.plan = query_plan(kept)
+        column = {term: i for i, term in enumerate(self.terms)}
+        stemmed = [w for w in kept if w.stem and w.stem != w.exact]
+        self.plain = _frozen([column[w.exact] for w in kept if not (w.stem and w.stem != w.exact)])
+        self.stems = _frozen([column[w.stem] for w in stemmed if w.stem])
+        self.exacts = _frozen([column[w.exact] for w in stemmed])
+        self.part_columns = _frozen([column[p] for w in kept for p in _parts(w)])
+
+
+def _frozen(values: list[int]) -> np.ndarray:
+    """A read-only int64 array of the values."""
+    out = np.array(values, np.int64)
+    out.flags.writeable = False
+    return out
+
+
+# Prepared queries by their words (query_words caches the words of a text, so a repeated query
+# meets its own): bounded, started over when full, as the analyzer's caches are.
+_PREPARED_LIMIT = 4096
+_prepared: dict[tuple[QueryWord, ...], KeywordQuery] = {}
+
+
+def prepared(words: Sequence[QueryWord]) -> KeywordQuery:
+    """The KeywordQuery of these words, made once while it is cached."""
+    key = tuple(words)
+    found = _prepared.get(key)
+    if found is None:
+        found = KeywordQuery(key)
+        if len(_prepared) >= _PREPARED_LIMIT:
+            _prepared.clear()
+        _prepared[key] = found
+    return found

@@ -15,6 +15,7 @@ import numpy as np
 from engram_index.engine import fusion
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.columns import Columns
+from engram_index.engine.doc_cache import DocumentCache
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
@@ -56,7 +57,9 @@ class SpaceIndex:
     ) -> None:
         """Open the index files under `path` (None: in memory) for vectors of `dims` dimensions."""
         self.dims = dims
-        self.fetch = fetch
+        # The results' documents, cached by ordinal (every applied write drops its ordinal first).
+        self.documents = DocumentCache(fetch)
+        self.fetch: Fetch = self.documents
         self.columns = Columns()
         self.vectors = VectorIndex(dims) if dims else None
         self.keyword = KeywordIndex(path / "keyword" if path is not None else None, read_only=read_only)
@@ -77,6 +80,8 @@ class SpaceIndex:
             pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
             words: list[tuple[int, Document | None, bool]] = []  # keyword changes, in order, in bulk
             index = self.vectors if vectors else None
+            changes = list(changes)
+            self.documents.drop(ord_ for ord_, _ in changes)
             for ord_, doc in changes:
                 was_live = ord_ < self.columns.size and bool(self.columns.live[ord_])
                 pending.pop(ord_, None)

@@ -61,8 +61,13 @@ class QueryPlan:
     """
 
     def __init__(self, columns: Sequence[tuple[str, int, int, float]]) -> None:
-        """Hold the columns as (term, kind, group, weight)."""
+        """Hold the columns as (term, kind, group, weight), and their kinds, groups and weights as arrays."""
         self.columns = list(columns)
+        self.kinds = np.array([c[1] for c in self.columns], np.int64)
+        self.groups = np.array([c[2] for c in self.columns], np.int64)
+        self.weights = np.array([c[3] for c in self.columns], np.float64)
+        for array in (self.kinds, self.groups, self.weights):
+            array.flags.writeable = False  # a plan is shared by the searches of one query
 
 
 class TermCounts:
@@ -325,9 +330,7 @@ class TermCounts:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), stale
         idf = np.ones(tids.size, np.float64)
         idf[known] = self._idf(tids[known])
-        kinds = np.array([c[1] for c in plan.columns], np.int64)
-        groups = np.array([c[2] for c in plan.columns], np.int64)
-        weights = np.array([c[3] for c in plan.columns], np.float64)
+        kinds, groups, weights = plan.kinds, plan.groups, plan.weights
         acc, mark = self._scratch()
         # Fresh outputs: their pages are committed only as far as they are written.
         touched, values = np.empty(acc.size, np.int64), np.empty(acc.size, np.float64)
