@@ -74,17 +74,26 @@ def run_and_kill(data: Path, seed: int, after_acks: int, save_s: float = 300.0) 
     assert proc.stdout is not None
     deadline = time.monotonic() + PATIENCE_S
     acks = 0
+
+    def note(line: str) -> None:
+        _, first, last, *dels = line.split()
+        written.update(f"m{i}" for i in range(int(first[1:]), int(last[1:]) + 1))
+        deleted.update(dels)
+
     while (acks < after_acks or (save_s == 0 and not counts_saved(data))) and time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
             break
-        _, first, last, *dels = line.split()
-        written.update(f"m{i}" for i in range(int(first[1:]), int(last[1:]) + 1))
-        deleted.update(dels)
+        note(line)
         acks += 1
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert acks >= after_acks, "the writer stopped early"
+    # The writer ran ahead of this reader: the acks still in the pipe were acknowledged before the
+    # kill, and their deletes landed (one may delete a write acknowledged above).
+    for line in proc.stdout.read().splitlines(keepends=True):
+        if line.endswith("\n"):
+            note(line)
     return written, deleted
 
 
