@@ -121,9 +121,9 @@ _stem_cache: dict[str, str] = {}
 _CACHE_LIMIT = 200_000
 
 
-def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
+def _remember(cache: dict[Any, Any], key: Any, value: Any, limit: int = _CACHE_LIMIT) -> None:
     """Store in a bounded cache, starting it over when full (cheap, and hot keys come back)."""
-    if len(cache) >= _CACHE_LIMIT:
+    if len(cache) >= limit:
         cache.clear()
     cache[key] = value
 _chunk_cache: dict[str, tuple[tuple[str, ...], tuple[tuple[TermKind, int, int], ...]]] = {}
@@ -347,9 +347,7 @@ def query_words(q: str) -> list[QueryWord]:
     cached = _query_cache.get(q)
     if cached is None:
         cached = _analyze_query(q)
-        if len(_query_cache) >= _QUERY_CACHE_LIMIT:
-            _query_cache.clear()
-        _query_cache[q] = cached
+        _remember(_query_cache, q, cached, _QUERY_CACHE_LIMIT)
     return list(cached)  # a list of the caller's own: callers may change it
 
 

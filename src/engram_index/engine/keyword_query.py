@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engram_index.engine.analyzer import STOPWORDS, QueryWord
+from engram_index.engine.analyzer import STOPWORDS, QueryWord, _remember
 from engram_index.engine.termcounts import QueryPlan
 
 
@@ -101,7 +101,5 @@ def prepared(words: Sequence[QueryWord]) -> KeywordQuery:
     found = _prepared.get(key)
     if found is None:
         found = KeywordQuery(key)
-        if len(_prepared) >= _PREPARED_LIMIT:
-            _prepared.clear()
-        _prepared[key] = found
+        _remember(_prepared, key, found, _PREPARED_LIMIT)
     return found
