@@ -2,21 +2,11 @@
 
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document, Filters, SearchRequest
-
-DIMS = 8
-
-
-def unit(i: int, j: int | None = None, mix: float = 0.0) -> np.ndarray:
-    v = np.zeros(DIMS, np.float32)
-    v[i] = 1.0
-    if j is not None:
-        v[j] = mix
-    return v / np.linalg.norm(v)
+from tests.engine.test_search import DIMS, unit
 
 
 class Store:
