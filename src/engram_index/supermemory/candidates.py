@@ -17,13 +17,16 @@ class Candidate:
 
     kind: str  # memory / chunk
     id: str
-    doc_id: str
-    text: str
+    doc_id: str  # a memory's is known once its row is read (search.Rows); a chunk's from its id
+    text: str  # read from its row where it is needed: which chunk a memory is a statement of, the page
     hit: Hit
     explainer: Explainer  # the query's, for the explanation
     vector: bool  # scored with its cosine (an embedder is configured)
     coverage: float
     order: int = 0  # insertion order in its collection (documents are processed in the order sent): the tie-break
+    # The tag every chunk and memory of its document carries (face.doc_tag): a memory and a chunk of one
+    # document share it, so that search groups them without reading which document each is of.
+    group: str = ""
     rerank: float | None = None
     backed: float | None = None  # hybrid: the similarity of the other kind of the same source (search.rank)
     # own_similarity, worked out once: ranking, the threshold and whyFewer ask it hundreds of times a search.
