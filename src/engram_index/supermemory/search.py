@@ -23,18 +23,16 @@ from typing import Any
 import numpy as np
 
 from engram_index.engine.analyzer import query_words
-from engram_index.engine.explain import Explainer
-from engram_index.engine.keyword import searchable_words
 from engram_index.engine.types import Filters, Hit, SearchRequest
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document
 from engram_index.ranking import (
-    column_documents, content_query, content_words, insertion_keys, one_per_source, stable_order, with_context,
+    content_query, content_words, insertion_keys, one_per_source, stable_order, with_context,
 )
 from engram_index.supermemory import filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
-from engram_index.supermemory.candidates import Candidate
+from engram_index.supermemory.candidates import Candidate, QueryExplainer
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
@@ -169,7 +167,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
                at_ms: int) -> list[Candidate]:
     """The scored candidates of one query in the mode's collections."""
     words = query_words(query)
-    explainer = Explainer(searchable_words(words))
+    explainer = QueryExplainer(words)
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
     asked = content_query(query)  # once for both collections
@@ -258,16 +256,27 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
         a, b = _document_of(kind, earlier), _document_of(kind, later)
         return a == b or (date(a) is not None and date(a) == date(b))
 
+    def pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """`neighbours` judged from the chunks' ids in the columns (a chunk's document is in its id)."""
+        column = index.columns.ids
+        a = [chunk_document(column[o] or "") for o in earlier.tolist()]
+        b = [chunk_document(column[o] or "") for o in later.tolist()]
+        known_dates = face.dates(ns, a + b)
+        return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
+                            for x, y in zip(a, b)), bool, len(a))
+
     known = {h.document.id: h for h in hits}
     with index.reading():
-        ctx = with_context(index, hits, filters, neighbours, prepare,
-                           fetch=None if stored else column_documents(index))
+        ctx = with_context(index, hits, filters, neighbours, prepare, pairs=None if stored else pairs)
+        if not stored:  # the chunks after the hits, from the columns (the hits' own are at hand)
+            ctx.docs.update(index.columns.documents([int(o) for o in ctx.ords if int(o) not in ctx.docs]))
+        column_ids = index.columns.ids
         cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
                    if vector is not None and index.vectors is not None else None)
+        prev_ids = [column_ids[int(p)] or "" if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
     docs = [ctx.docs.get(int(o)) for o in ctx.ords]
     ids = [d.id if d is not None else "" for d in docs]
     if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
-        prev_ids = [ctx.docs[int(p)].id if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
         both_whole, both_part = index.holds(topic, ids + prev_ids)
         n = len(ids)
         whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
@@ -377,7 +386,7 @@ def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dic
 def explanation(cand: Candidate, vector: bool) -> dict[str, Any]:
     """Why a result matched: the terms, a highlighted snippet, the vector similarity and the fusion."""
     hit = cand.hit
-    hit.terms, hit.snippet = cand.explainer.explain(cand.text, hit.document.tags, None)
+    hit.terms, hit.snippet = cand.explainer.get().explain(cand.text, hit.document.tags, None)
     out: dict[str, Any] = {
         "matchedTerms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
         "keywordCoverage": round(cand.coverage, 6),
