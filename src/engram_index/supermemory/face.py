@@ -94,6 +94,9 @@ class Face:
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
         self._filters: dict[str, dict[str, Any]] = {}
         self._dates: dict[str, dict[str, str | None]] = {}  # documents' dates per namespace until its next write
+        # Only a process that makes every write of its store keeps them: a read-only worker (serve --workers)
+        # or a node over a shared PostgreSQL store would not hear of another process's date change.
+        self._keep_dates = not read_only and collections.shared_store() is None
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
@@ -229,7 +232,7 @@ class Face:
         found = {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
         read = {d: found.get(d) for d in missing}
         with self._lock:
-            if self._writes.get(ns, 0) == writes:  # no write landed meanwhile: what was read is current
+            if self._keep_dates and self._writes.get(ns, 0) == writes:  # no write meanwhile: what was read is current
                 self._dates.setdefault(ns, {}).update(read)
         return {d: read[d] if d in read else kept[d] for d in ids}
 
