@@ -4,11 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from collections.abc import Sequence
+
+from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.explain import Explainer
+from engram_index.engine.keyword import searchable_words
 from engram_index.engine.types import Hit
 from engram_index.ranking import either
 
 VECTOR_WEIGHT = 0.7  # similarity = 0.7 x max(cosine, 0) + 0.3 x keyword coverage (search.py's module doc)
+
+
+class QueryExplainer:
+    """A query's explainer, made when a result is first explained (most searches explain nothing)."""
+
+    __slots__ = ("words", "_made")
+
+    def __init__(self, words: Sequence[QueryWord]) -> None:
+        """Hold the query's analysed words."""
+        self.words = words
+        self._made: Explainer | None = None
+
+    def get(self) -> Explainer:
+        """The explainer of the query's searchable words, made once."""
+        if self._made is None:
+            self._made = Explainer(searchable_words(self.words))
+        return self._made
 
 
 @dataclass(slots=True)
@@ -17,13 +38,16 @@ class Candidate:
 
     kind: str  # memory / chunk
     id: str
-    doc_id: str
-    text: str
+    doc_id: str  # a memory's is known once its row is read (search.Rows); a chunk's from its id
+    text: str  # read from its row where it is needed: which chunk a memory is a statement of, the page
     hit: Hit
-    explainer: Explainer  # the query's, for the explanation
+    explainer: QueryExplainer  # the query's, for the explanation
     vector: bool  # scored with its cosine (an embedder is configured)
     coverage: float
     order: int = 0  # insertion order in its collection (documents are processed in the order sent): the tie-break
+    # The tag every chunk and memory of its document carries (face.doc_tag): a memory and a chunk of one
+    # document share it, so that search groups them without reading which document each is of.
+    group: str = ""
     rerank: float | None = None
     backed: float | None = None  # hybrid: the similarity of the other kind of the same source (search.rank)
     # own_similarity, worked out once: ranking, the threshold and whyFewer ask it hundreds of times a search.

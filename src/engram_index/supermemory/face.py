@@ -93,6 +93,10 @@ class Face:
         self._ensured: set[str] = set()
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
         self._filters: dict[str, dict[str, Any]] = {}
+        self._dates: dict[str, dict[str, str | None]] = {}  # documents' dates per namespace until its next write
+        # Only a process that makes every write of its store keeps them: a read-only worker (serve --workers)
+        # or a node over a shared PostgreSQL store would not hear of another process's date change.
+        self._keep_dates = not read_only and collections.shared_store() is None
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
@@ -132,6 +136,7 @@ class Face:
         with self._lock:
             self._meta.pop(ns, None)
             self._filters.pop(ns, None)
+            self._dates.pop(ns, None)
             self._writes[ns] = self._writes.get(ns, 0) + 1
 
     def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
@@ -217,8 +222,19 @@ class Face:
         return {doc.id: doc for doc in map(DocRow.from_row, self._rows("sm_documents", DOC_COLUMNS, ns, ids))}
 
     def dates(self, ns: str, ids: Sequence[str]) -> dict[str, str | None]:
-        """Documents' dates by id (only that column: a search asks it of a hundred documents)."""
-        return {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, ids)}
+        """Documents' dates by id, None for a document without one or unknown (only that column, kept per
+        namespace until its next write: a search asks them of its chunks' documents, a hundred a search)."""
+        kept = self._dates.get(ns, {})  # a write replaces the namespace's dict; it never changes this one
+        missing = [d for d in dict.fromkeys(ids) if d not in kept]
+        if not missing:
+            return {d: kept[d] for d in ids}
+        writes = self._writes.get(ns, 0)
+        found = {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
+        read = {d: found.get(d) for d in missing}
+        with self._lock:
+            if self._keep_dates and self._writes.get(ns, 0) == writes:  # no write meanwhile: what was read is current
+                self._dates.setdefault(ns, {}).update(read)
+        return {d: read[d] if d in read else kept[d] for d in ids}
 
     def _rows(self, table: str, columns: str, ns: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """The rows of a namespace's table with these ids (500 bound parameters at a time)."""

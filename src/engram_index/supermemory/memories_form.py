@@ -17,7 +17,7 @@ from engram_index.supermemory import extract
 from engram_index.supermemory.face import Face, doc_tag, f16, stamp
 from engram_index.supermemory.forming import Formed, Job, NewMemory
 from engram_index.supermemory.tables import (
-    MEMORY_COLUMNS, DocRow, MemoryRow, chunks_collection, memories_collection, parse_iso_ms,
+    MEMORY_COLUMNS, DocRow, MemoryRow, chunk_id, chunks_collection, memories_collection, parse_iso_ms,
 )
 
 FORGET_AFTER_KEY = "forgetAfter"
@@ -61,7 +61,7 @@ def form(face: Face, ns: str, doc: DocRow, text: str) -> Formed:
 def _chunk_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[StoredDocument], list[str], list[Statement]]:
     """A job's chunk records, the old chunks to delete, and the chunk rows."""
     doc = job.doc
-    ids = [f"{doc.id}c{i}" for i in range(len(job.chunks))]
+    ids = [chunk_id(doc.id, i) for i in range(len(job.chunks))]
     old = {r[0] for r in face.store.query("SELECT id FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc.id))}
     puts = [StoredDocument(Document(cid, "", span.text, (doc_tag(doc.id),), None, now,
                                     metadata={"doc": doc.id, "position": i}, vector=f16(vec)))

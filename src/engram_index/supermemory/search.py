@@ -23,20 +23,21 @@ from typing import Any
 import numpy as np
 
 from engram_index.engine.analyzer import query_words
-from engram_index.engine.explain import Explainer
-from engram_index.engine.keyword import searchable_words
 from engram_index.engine.types import Filters, Hit, SearchRequest
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document
-from engram_index.ranking import content_query, content_words, insertion_keys, one_per_source, stable_order, with_context
+from engram_index.ranking import (
+    content_query, content_words, insertion_keys, one_per_source, stable_order, with_context,
+)
 from engram_index.supermemory import filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
-from engram_index.supermemory.candidates import Candidate
+from engram_index.supermemory.candidates import Candidate, QueryExplainer
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
-from engram_index.supermemory.tables import CHUNK_COLUMNS, ChunkRow, chunks_collection, iso, memories_collection
+from engram_index.supermemory.page import Rows, sharing_a_document
+from engram_index.supermemory.tables import chunk_document, chunks_collection, iso, memories_collection
 from engram_index.supermemory.views import included_document
 
 RELATED_LIMIT = 5
@@ -72,17 +73,18 @@ def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | 
 
 def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str]]:
     """Each candidate's source: a chunk is its own; a memory is the candidate chunk of its document
-    that holds its statement (a memory is a statement of its document), else its own."""
+    that holds its statement (a memory is a statement of its document), else its own. The texts of
+    the memories and chunks of one document are read first (`page.sharing_a_document`)."""
     chunks: dict[str, list[Candidate]] = {}
     for c in found:
-        if c.kind == "chunk":
-            chunks.setdefault(c.doc_id, []).append(c)
+        if c.kind == "chunk" and c.group:
+            chunks.setdefault(c.group, []).append(c)
     out: dict[tuple[str, str], tuple[str, str]] = {}
     for c in found:
         out[(c.kind, c.id)] = (c.kind, c.id)
-        if c.kind == "memory" and c.doc_id in chunks:
+        if c.kind == "memory" and c.group in chunks and c.text:  # (no text: its row is gone)
             statement = " ".join(c.text.split())
-            for chunk in chunks[c.doc_id]:
+            for chunk in chunks[c.group]:
                 if statement in " ".join(chunk.text.split()):
                     out[(c.kind, c.id)] = ("chunk", chunk.id)
                     break
@@ -165,7 +167,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
                at_ms: int) -> list[Candidate]:
     """The scored candidates of one query in the mode's collections."""
     words = query_words(query)
-    explainer = Explainer(searchable_words(words))
+    explainer = QueryExplainer(words)
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
     asked = content_query(query)  # once for both collections
@@ -186,20 +188,26 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
             if not forgotten:
                 skip = face.expired_ids(ns, at_ms)
         want = min(max(3 * limit, 30), 300) + len(skip)
+        in_context = CONTEXT and (kind == "chunk" or MEMORY_CONTEXT)
+        # The hits come from the engine's columns (id, tags: nothing read from the store): a candidate's
+        # document is known from its id (a chunk) or its tags (page.Rows reads a memory's), its text where
+        # it is needed (page.Rows). Memories in context read theirs: their neighbours are judged by date.
+        stored = kind == "memory" and in_context
         request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
-                                explain=False)
+                                explain=False, documents=stored)
         excluded = set(engine_filters.none_tags)
         required = set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
-        # The record is read fresh from the store: its tags are current even while the keyword
-        # index has not yet committed a retagging (a forget, a new version), so check them again.
+        # The tags are the index's, which every write applied changes at once (a forget, a new version),
+        # before the keyword index's next commit: check them again.
         hits = [h for h in face.collections.search(name, request).hits
                 if h.document.id not in skip and not excluded.intersection(h.document.tags)
                 and (required is None or required.intersection(h.document.tags))]
         # Which content words each holds, from the index's term counts (one pass for all of them).
         index = face.collections.index(name)
-        if CONTEXT and (kind == "chunk" or MEMORY_CONTEXT):
-            scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None)
+        if in_context:
+            scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None,
+                                 stored)
             scored = [s for s in scored if s[0].document.id not in skip]  # a joined memory may be expired
         else:
             ids = [h.document.id for h in hits]
@@ -207,24 +215,37 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
                               insertion_keys(index, ids)))
         for hit, cov, order in scored:
             doc = hit.document
-            meta = doc.metadata or {}
-            out.append(Candidate(kind, doc.id, str(meta.get("doc", "")), doc.text, hit, explainer, use_vector,
-                                 float(cov), order))
+            out.append(Candidate(kind, doc.id, _document_of(kind, doc), doc.text, hit, explainer, use_vector,
+                                 float(cov), order, group=_group(doc.tags)))
     return out
 
 
+def _document_of(kind: str, doc: Document) -> str:
+    """The v5 document a chunk's or memory's record is of: its metadata's when it was read, else a chunk's
+    from its id, else unknown until its row is read (page.Rows)."""
+    if doc.metadata:
+        return str(doc.metadata.get("doc", ""))
+    return chunk_document(doc.id) if kind == "chunk" else ""
+
+
+def _group(tags: Sequence[str]) -> str:
+    """The document's tag among a record's tags (the one that is no state: superseded, forgotten)."""
+    return next((t for t in tags if t != SUPERSEDED and t != FORGOTTEN), "")
+
+
 def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
-                topic: Sequence[QueryWord], vector: Any) -> list[tuple[Hit, float, int]]:
+                topic: Sequence[QueryWord], vector: Any, stored: bool = False) -> list[tuple[Hit, float, int]]:
     """Chunks with their conversation context (ranking.with_context): a chunk holds a content word when
     it or the chunk just before it does, when that one is of the same document or of a document of the
-    same date (a conversation's turns of one session); the chunks just after the hits join them."""
+    same date (a conversation's turns of one session); the chunks just after the hits join them. The
+    chunks around the hits come from the index's columns (a chunk's document is in its id) unless
+    `stored` (memories, whose documents are in their records)."""
+    kind = "memory" if stored else "chunk"
     dates: dict[str, str | None] = {}
 
     def prepare(chunks: Iterable[Document]) -> None:
-        """Read the dates of every chunk's document at once (a read per document was 30 queries a search)."""
-        ids = list(dict.fromkeys(str((c.metadata or {}).get("doc", "")) for c in chunks))
-        found = face.dates(ns, ids)
-        dates.update((d, found.get(d)) for d in ids)
+        """Read the dates of every chunk's document at once (Face.dates keeps them until a write)."""
+        dates.update(face.dates(ns, list(dict.fromkeys(_document_of(kind, c) for c in chunks))))
 
     def date(doc_id: str) -> str | None:
         if doc_id not in dates:
@@ -232,18 +253,30 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
         return dates[doc_id]
 
     def neighbours(earlier: Document, later: Document) -> bool:
-        a, b = str((earlier.metadata or {}).get("doc", "")), str((later.metadata or {}).get("doc", ""))
+        a, b = _document_of(kind, earlier), _document_of(kind, later)
         return a == b or (date(a) is not None and date(a) == date(b))
+
+    def pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """`neighbours` judged from the chunks' ids in the columns (a chunk's document is in its id)."""
+        column = index.columns.ids
+        a = [chunk_document(column[o] or "") for o in earlier.tolist()]
+        b = [chunk_document(column[o] or "") for o in later.tolist()]
+        known_dates = face.dates(ns, a + b)
+        return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
+                            for x, y in zip(a, b)), bool, len(a))
 
     known = {h.document.id: h for h in hits}
     with index.reading():
-        ctx = with_context(index, hits, filters, neighbours, prepare)
+        ctx = with_context(index, hits, filters, neighbours, prepare, pairs=None if stored else pairs)
+        if not stored:  # the chunks after the hits, from the columns (the hits' own are at hand)
+            ctx.docs.update(index.columns.documents([int(o) for o in ctx.ords if int(o) not in ctx.docs]))
+        column_ids = index.columns.ids
         cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
                    if vector is not None and index.vectors is not None else None)
+        prev_ids = [column_ids[int(p)] or "" if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
     docs = [ctx.docs.get(int(o)) for o in ctx.ords]
     ids = [d.id if d is not None else "" for d in docs]
     if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
-        prev_ids = [ctx.docs[int(p)].id if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
         both_whole, both_part = index.holds(topic, ids + prev_ids)
         n = len(ids)
         whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
@@ -275,6 +308,7 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
     found: dict[tuple[str, str], Candidate] = {}
     ranked: list[Candidate] = []
     pool: list[list[Candidate]] = []
+    rows = Rows(face, ns)
     if not nothing:
         queries = [body["query"]]
         if body.get("rewriteQuery"):
@@ -283,13 +317,16 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
             queries += rewrites(face, body["query"])
         pool = [candidates(face, ns, q, mode, limit, flt, bool(include.get("forgotten")), at_ms) for q in queries]
         if len(pool) == 1:
-            ranked = rank(pool[0], limit, threshold)
+            merged = pool[0]
         else:  # rewrites: each result scored against every query that found it, the best kept
             for cand in (c for cands in pool for c in cands):
                 key = (cand.kind, cand.id)
                 if key not in found or found[key].similarity < cand.similarity:
                     found[key] = cand
-            ranked = rank(list(found.values()), limit, threshold)
+            merged = list(found.values())
+        rows.read(sharing_a_document(merged))  # the texts that say which chunk a memory is a statement of
+        ranked = rank(merged, limit, threshold)
+        rows.read(ranked)  # the page's rows: its texts (for a reranker, the explanations) and documents
     aggregated: dict[str, Any] | None = None
     if body.get("rerank", "none") != "none" and ranked:
         from engram_index.supermemory.llm_search import aggregate, reorder
@@ -297,7 +334,7 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
         ranked = reorder(face, body["query"], ranked)
         if body["rerank"] == "aggregate":
             aggregated = aggregate(face, body["query"], ranked)
-    results = shape(face, ns, ranked, include, passing, at_ms, explain)
+    results = shape(face, ns, ranked, rows, include, passing, at_ms, explain)
     if aggregated is not None:
         results.insert(0, aggregated)
     out = {"results": results, "searchTime": round((time.perf_counter() - began) * 1000, 3)}
@@ -306,18 +343,12 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
     return out
 
 
-def shape(face: Face, ns: str, ranked: list[Candidate], include: dict[str, Any], passing: set[str] | None,
-          at_ms: int, explain: bool) -> list[dict[str, Any]]:
-    """The response's results: every field the SDK requires, includes when asked."""
-    memories = face.memories(ns, [c.id for c in ranked if c.kind == "memory"])
-    chunk_ids = [c.id for c in ranked if c.kind == "chunk"]
-    chunks: dict[str, ChunkRow] = {}
-    if chunk_ids:
-        marks = ",".join("?" * len(chunk_ids))
-        for row in face.store.query(f"SELECT {CHUNK_COLUMNS} FROM sm_chunks WHERE ns=? AND id IN ({marks})",
-                                    (ns, *chunk_ids)):
-            chunks[row[0]] = ChunkRow(*row)
-    docs = face.documents(ns, [c.doc_id for c in ranked])
+def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dict[str, Any],
+          passing: set[str] | None, at_ms: int, explain: bool) -> list[dict[str, Any]]:
+    """The response's results (their rows read by `rows`): every field the SDK requires, includes when asked."""
+    rows.read(ranked)  # (read already, unless a reranker brought others)
+    memories, chunks = rows.memories, rows.chunks
+    docs = face.documents(ns, [c.doc_id for c in ranked if c.doc_id])
     allowed = (lambda d: d in passing) if passing is not None else None
     out: list[dict[str, Any]] = []
     for cand in ranked:
@@ -355,7 +386,7 @@ def shape(face: Face, ns: str, ranked: list[Candidate], include: dict[str, Any],
 def explanation(cand: Candidate, vector: bool) -> dict[str, Any]:
     """Why a result matched: the terms, a highlighted snippet, the vector similarity and the fusion."""
     hit = cand.hit
-    hit.terms, hit.snippet = cand.explainer.explain(hit.document.text, hit.document.tags, None)
+    hit.terms, hit.snippet = cand.explainer.get().explain(cand.text, hit.document.tags, None)
     out: dict[str, Any] = {
         "matchedTerms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
         "keywordCoverage": round(cand.coverage, 6),

@@ -144,6 +144,17 @@ def memories_collection(ns: str) -> str:
     return f"supermemory:{ns}:memories"
 
 
+def chunk_id(doc_id: str, position: int) -> str:
+    """The id of a document's chunk at a position: the document's id, `c`, the position."""
+    return f"{doc_id}c{position}"
+
+
+def chunk_document(chunk: str) -> str:
+    """The document id a chunk id was made of (`chunk_id`'s inverse: its suffix holds the only `c` after the
+    document's id), so that a search knows a chunk's document without reading it."""
+    return chunk.rpartition("c")[0]
+
+
 DOC_COLUMNS = ("ns, id, custom_id, content, title, type, url, summary, metadata, grp, supporting_context, date,"
                " task_type, status, error, revision, filename, content_type, created_ms, updated_ms")
 
