@@ -13,6 +13,8 @@ seconds of the end of its head, plus 1/`body_min_rate` s for each byte received 
 sent at a fair rate has the time it needs, and a byte a second does not): 408 otherwise, and the
 connection closes; an idle keep-alive connection closes after uvicorn's `timeout_keep_alive`;
 beyond `limit_concurrency` open connections a new one is answered 503 at once and closed.
+
+A response's head leaves with the first bytes of its body, in one write (uvicorn writes them apart).
 """
 
 from __future__ import annotations
@@ -311,7 +313,8 @@ class JsonH11Protocol(H11Protocol):
 
 
 class _LingeringTransport(asyncio.Transport):
-    """A connection's transport whose close, while the client is still sending its body, lingers instead."""
+    """A connection's transport whose close, while the client is still sending its body, lingers instead,
+    and which writes a response's head together with the first bytes of its body."""
 
     def __init__(self, transport: asyncio.Transport, protocol: JsonH11Protocol) -> None:
         """Wrap the connection's transport."""
