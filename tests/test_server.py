@@ -11,8 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram_index.server import tcp_listener
-from engram_index.testkit.serve import free_port
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from engram_index.server import tcp_listener, uvicorn_options
+from engram_index.testkit.serve import free_port, serving
 from tests.limits import serve_command
 
 pytestmark = pytest.mark.long(15)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
@@ -45,6 +50,24 @@ def test_connections_accepted_on_the_shared_listening_socket_have_nagle_off() ->
     listener = tcp_listener("127.0.0.1", 0)
     assert listener.proto == socket.IPPROTO_TCP
     assert asyncio.run(accepted_nodelay(listener)) != 0
+
+
+def test_on_uvloops_loop_as_served_connections_on_the_shared_listening_socket_have_nagle_off() -> None:
+    # The served loop is uvloop's (uvicorn_options): it must keep Nagle off as asyncio's does.
+    import uvloop
+
+    listener = tcp_listener("127.0.0.1", 0)
+    assert uvicorn_options()["loop"] == "uvloop"
+    assert uvloop.run(accepted_nodelay(listener)) != 0
+
+
+def test_requests_are_answered_on_uvloops_event_loop() -> None:
+    # What the measurements in docs/design/service.md were taken on: libuv's loop, not asyncio's own.
+    async def loop_name(request: Request) -> JSONResponse:
+        return JSONResponse({"loop": type(asyncio.get_running_loop()).__module__})
+
+    with serving(Starlette(routes=[Route("/loop", loop_name)]), probe="/loop") as url:
+        assert httpx.get(f"{url}/loop").json() == {"loop": "uvloop"}
 
 
 def test_a_worker_process_started_on_the_shared_listening_socket_accepts_its_connections() -> None:

@@ -13,6 +13,8 @@ seconds of the end of its head, plus 1/`body_min_rate` s for each byte received 
 sent at a fair rate has the time it needs, and a byte a second does not): 408 otherwise, and the
 connection closes; an idle keep-alive connection closes after uvicorn's `timeout_keep_alive`;
 beyond `limit_concurrency` open connections a new one is answered 503 at once and closed.
+
+A response's head leaves with the first bytes of its body, in one write (uvicorn writes them apart).
 """
 
 from __future__ import annotations
@@ -311,15 +313,27 @@ class JsonH11Protocol(H11Protocol):
 
 
 class _LingeringTransport(asyncio.Transport):
-    """A connection's transport whose close, while the client is still sending its body, lingers instead."""
+    """A connection's transport whose close, while the client is still sending its body, lingers instead,
+    and which writes a response's head together with the first bytes of its body."""
 
     def __init__(self, transport: asyncio.Transport, protocol: JsonH11Protocol) -> None:
         """Wrap the connection's transport."""
         super().__init__()
         self._transport, self._protocol = transport, protocol
+        # A response's head, held for its body's first bytes: one write (one send, one packet) instead of two.
+        self._head = b""
+        self._in_body = False  # the response being written has sent its head
+
+    def _flush(self) -> None:
+        """Write a held response head (its body did not follow at once: a streamed response)."""
+        if self._head:
+            head, self._head = self._head, b""
+            if not self._transport.is_closing():
+                self._transport.write(head)
 
     def close(self) -> None:
         """Close, or shut the write side and drop the rest of the body first when it is still coming."""
+        self._flush()
         protocol = self._protocol
         if protocol.lingering < 0 and protocol.conn.their_state is h11.SEND_BODY and not self._transport.is_closing():
             protocol._linger()  # its timer (or the byte bound) closes for real: lingering is then >= 0
@@ -331,15 +345,29 @@ class _LingeringTransport(asyncio.Transport):
         return self._protocol.lingering >= 0 or self._transport.is_closing()
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Write to the connection."""
-        self._transport.write(data)
+        """Write to the connection; a response's head waits for the first bytes of its body (this loop turn)."""
+        sending_body = self._protocol.conn.our_state is h11.SEND_BODY
+        if sending_body and not self._in_body and data:
+            # uvicorn writes the head, then the body: hold the head for it, and write it alone at the
+            # loop's next turn if no body came meanwhile (a streamed response's head is not kept waiting).
+            self._in_body = True
+            self._head = bytes(data)
+            self._protocol.loop.call_soon(self._flush)
+            return
+        self._in_body = sending_body
+        if self._head:
+            head, self._head = self._head, b""
+            data = head + data
+        if data:
+            self._transport.write(data)
 
     def writelines(self, list_of_data: Any) -> None:
         """Write several buffers to the connection."""
-        self._transport.writelines(list_of_data)
+        self.write(b"".join(list_of_data))
 
     def write_eof(self) -> None:
         """Shut the write side."""
+        self._flush()
         self._transport.write_eof()
 
     def can_write_eof(self) -> bool:
@@ -371,11 +399,12 @@ class _LingeringTransport(asyncio.Transport):
         self._transport.set_write_buffer_limits(high, low)
 
     def get_write_buffer_size(self) -> int:
-        """Bytes waiting to be written."""
-        return self._transport.get_write_buffer_size()
+        """Bytes waiting to be written (a held head included)."""
+        return self._transport.get_write_buffer_size() + len(self._head)
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
         """Hand the connection to another protocol."""
+        self._flush()
         self._transport.set_protocol(protocol)
 
     def get_protocol(self) -> asyncio.BaseProtocol:

@@ -65,6 +65,30 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+class _Expired(Exception):
+    """A search's deadline passed while its caller waited on the event loop."""
+
+
+def _settle(answer: asyncio.Future[T], done: Future[T]) -> None:
+    """Hand a finished search's result (or error) to its waiting caller, unless it stopped waiting."""
+    if answer.done():
+        return
+    if done.cancelled():  # the executor shut down before it ran
+        answer.cancel()
+        return
+    error = done.exception()
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(done.result())
+
+
+def _expire(answer: asyncio.Future[Any]) -> None:
+    """The deadline: the caller stops waiting (its search runs on)."""
+    if not answer.done():
+        answer.set_exception(_Expired())
+
+
 class SearchPool:
     """`threads` searches at once, a bounded FIFO queue, a deadline per search."""
 
@@ -172,11 +196,15 @@ class SearchPool:
             except asyncio.CancelledError:  # the caller left
                 self._give_up(waiter)
                 raise
+        # One loop future settled from the search's thread and one timer for the deadline: what
+        # wait_for(shield(wrap_future())) did with three futures and their callbacks, for less CPU.
+        answer: asyncio.Future[T] = loop.create_future()
         future = self.executor.submit(fn, *args)
+        future.add_done_callback(lambda done: loop.call_soon_threadsafe(_settle, answer, done))
+        timer = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, answer)
         try:
-            result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)),
-                                            max(limit - time.monotonic(), 0.0))
-        except TimeoutError:
+            result = await answer
+        except _Expired:
             raise self._timed_out(future, budget) from None
         except asyncio.CancelledError:  # the caller left: the search runs on, its slot is free
             self._abandon(future)
@@ -184,6 +212,8 @@ class SearchPool:
         except BaseException:
             self._release()
             raise
+        finally:
+            timer.cancel()
         self._release()
         return result
 

@@ -59,7 +59,9 @@ def uvicorn_options(access_log: bool = True) -> dict[str, Any]:
     # by name: uvicorn would pick httptools when installed, whose URL parser refuses request
     # targets over 64 KiB with a bare 400 (bench/http_stack.py: it would save ~0.15 ms a request).
     # Our h11 protocol answers what h11 refuses in JSON and caps connections (engram_index.protocol).
-    return {"log_level": "info", "http": "engram_index.protocol:JsonH11Protocol",
+    # uvloop's event loop (libuv): a search's two thread hand-offs (to a search thread and back)
+    # and the loop's own turns cost less CPU than asyncio's (docs/design/service.md, 0.4-0.9 ms a search).
+    return {"log_level": "info", "http": "engram_index.protocol:JsonH11Protocol", "loop": "uvloop",
             "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES, "access_log": access_log,
             "limit_concurrency": MAX_CONNECTIONS, "timeout_keep_alive": IDLE_TIMEOUT,
             "head_timeout": HEAD_TIMEOUT, "body_timeout": BODY_TIMEOUT, "body_min_rate": BODY_MIN_RATE,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import re
 from calendar import monthrange
@@ -68,8 +69,9 @@ def is_rkey(value: str) -> bool:
     return bool(_RKEY.match(value)) and value not in (".", "..")
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_space_uri(uri: str) -> SpaceURI:
-    """Parse and check a space URI."""
+    """Parse and check a space URI (cached: a search parses its space's three times; failures are not kept)."""
     parts = uri.split("/")
     if (
         len(parts) != 6

@@ -32,13 +32,15 @@ def memory_view(doc: Document) -> dict[str, Any]:
 def hit_view(hit: Hit, mode: Mode) -> dict[str, Any]:
     """A search result: the memory, its similarity (not for keyword-only) and its match."""
     view = memory_view(hit.document)
-    if mode != "keyword" and hit.similarity is not None:
-        view["similarity"] = scaled_similarity(hit.similarity)
+    # Scaled once, for both places it is shown (never for keyword-only answers).
+    similarity = scaled_similarity(hit.similarity) if mode != "keyword" and hit.similarity is not None else None
+    if similarity is not None:
+        view["similarity"] = similarity
     if mode == "vector":
         return view
     match: dict[str, Any] = {}
-    if mode == "hybrid" and hit.similarity is not None and hit.vector_rank is not None:
-        match["vector"] = {"rank": hit.vector_rank, "similarity": scaled_similarity(hit.similarity)}
+    if mode == "hybrid" and similarity is not None and hit.vector_rank is not None:
+        match["vector"] = {"rank": hit.vector_rank, "similarity": similarity}
     if hit.keyword_rank is not None and hit.bm25:
         match["keyword"] = {
             "rank": hit.keyword_rank,

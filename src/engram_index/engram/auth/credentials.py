@@ -88,7 +88,7 @@ class SpaceCredentials:
         if audiences[0].strip() != self.service_did:
             raise BadSpaceAudience(f"Atproto-Space-Audience must be this service's DID, {self.service_did}")
         now = self.clock()
-        token_ = jwt.decode(token.strip(), typ=CREDENTIAL_TYP)
+        token_ = _decoded(token.strip())
         claims = self._check_claims(token_, space, now)
         nonce = self._check_request_signature(request, claims.holder, now)
         if self.state.is_revoked(claims.issuer, claims.jti):
@@ -203,6 +203,12 @@ def _verified_signature(
                                            sig.signature):
         raise BadSpaceSignature("the request signature does not verify with the credential's cnf.kid")
     return params
+
+
+@functools.lru_cache(maxsize=8192)
+def _decoded(token: str) -> jwt.Jwt:
+    """A credential's decoded parts (pure: a member sends the same token on every request; never mutated)."""
+    return jwt.decode(token, typ=CREDENTIAL_TYP)
 
 
 @functools.lru_cache(maxsize=8192)
