@@ -217,3 +217,35 @@ def module_lines() -> dict[str, int]:
 def test_no_module_in_src_is_over_the_line_limit() -> None:
     over = {name: count for name, count in module_lines().items() if count > MAX_MODULE_LINES}
     assert over == {}, f"split these into modules of one concern each: {over}"
+
+
+# A conflict's opening and closing lines (its "=======" middle alone could be a Markdown heading's underline).
+CONFLICT_MARKERS = ("<<<<<<< ", ">>>>>>> ")
+TEXT_SUFFIXES = {".py", ".md", ".c", ".h", ".pyi", ".toml", ".json", ".cfg", ".txt", ".sh", ""}
+
+
+def conflict_lines(root: Path) -> list[str]:
+    """Every line under root (files of text kinds, outside hidden and build folders) that is a merge-conflict marker."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if not path.is_file() or path.suffix not in TEXT_SUFFIXES or any(
+                p.startswith(".") or p in ("build", "node_modules", "__pycache__", "data") for p in parts[:-1]):
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (UnicodeDecodeError, OSError):
+            continue
+        found += [f"{path.relative_to(root)}:{n}" for n, line in enumerate(lines, 1) if line.startswith(CONFLICT_MARKERS)]
+    return found
+
+
+def test_no_file_of_the_project_holds_a_merge_conflict_marker() -> None:
+    assert conflict_lines(SRC.parent) == []
+
+
+def test_the_marker_finder_sees_a_conflict_left_in_a_document(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("# Notes\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> branch\n")
+    (tmp_path / "ok.md").write_text("Title\n=======\n\nA heading underlined, not a conflict.\n")
+    assert conflict_lines(tmp_path) == ["docs/notes.md:2", "docs/notes.md:6"]
