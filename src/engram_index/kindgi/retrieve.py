@@ -17,15 +17,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from typing import Any
 
 from engram_index.engine.fusion import RRF_K
-from engram_index.engine.search import PENDING_SCAN
+from engram_index.engine.search import PENDING_SCAN, SpaceIndex
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest
 from engram_index.kindgi.auth import Principal
+from engram_index.kindgi.conversations import ConversationCodes
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
@@ -33,8 +35,8 @@ from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
-from engram_index.ranking import (column_documents, content_query, content_words, context_keyword, context_scores,
-                                  insertion_keys, rrf, stable_order, with_context)
+from engram_index.ranking import (Pairs, column_documents, content_query, content_words, context_keyword,
+                                  context_scores, insertion_keys, rrf, stable_order, with_context)
 from engram_index.remodel import describe
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
@@ -138,6 +140,20 @@ class Retriever:
         self._expiry = ThreadPoolExecutor(1, thread_name_prefix="kindgi-expiry")
         self._expired: dict[str, float] = {}  # tenant → when its expiry last ran (monotonic)
         self._guard = threading.Lock()
+        # Each loaded index's facts' conversations as codes (kept while the index is: a reload is another).
+        self._codes: weakref.WeakKeyDictionary[SpaceIndex, ConversationCodes] = weakref.WeakKeyDictionary()
+
+    def _pairs(self, index: SpaceIndex) -> Pairs:
+        """`same_conversation` judged from the index's columns for many pairs at once (call it, and what
+        it returns, inside `index.reading()`)."""
+        columns = index.columns
+        with self._guard:
+            codes = self._codes.get(index)
+            if codes is None:
+                codes = self._codes[index] = ConversationCodes()
+                # Every fact's codes at once, off this retrieve: later retrieves find theirs made.
+                self._expiry.submit(codes.warm, columns)
+        return lambda earlier, later: codes.same(columns, earlier, later)
 
     def close(self) -> None:
         """Stop the embedding and expiry threads."""
@@ -249,17 +265,43 @@ class Retriever:
         hits = self.facts.collections.search(name, SearchRequest(
             "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False,
             documents=explain)).hits
-        if CONTEXT:
-            # Without explanations only the facts' ids and tags count (the answers are the revisions'
-            # bodies): the turns around the hits come from the columns, not from the store.
+        if CONTEXT and explain:  # the explanation reads the turns around the hits from the store
             hits = context_keyword(self.facts.collections.index(name), asked, hits, filters, neighbours,
-                                   depth, words=words, columns=not explain)
+                                   depth, words=words)
+        elif CONTEXT:
+            hits = self._in_context(self.facts.collections.index(name), words, hits, filters, depth)
         hits = hits[:depth]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
             for hit in hits:
                 hit.terms, hit.snippet = explainer.explain(hit.document.text, hit.document.tags, None)
         return hits
+
+    def _in_context(self, index: SpaceIndex, words: list[QueryWord], hits: list[Hit], filters: Filters,
+                    limit: int) -> list[Hit]:
+        """`context_keyword` without explanations, judged from the columns: the hits and the turns after
+        them, each word at its better BM25 part in the turn or the turn before it when that is of its
+        conversation (codes per ordinal, not a call per pair); best first, ties by insertion order. Only
+        the facts' ids and tags count (the answers are the revisions' bodies), so the returned turns that
+        are not hits are documents of the columns, as `column_documents` reads them."""
+        with index.reading():
+            ctx = with_context(index, hits, filters, same_conversation, pairs=self._pairs(index))
+            total = context_scores(index, words, ctx)  # each word once, where it scores best
+            scored = np.flatnonzero(total > 0)
+            order = scored[np.lexsort((ctx.ords[scored], -total[scored]))]  # ties by ordinal, as context_keyword
+            out: list[Hit] = []
+            start = 0
+            while len(out) < limit and start < order.size:  # once: every candidate is live
+                page = order[start:start + limit - len(out)]
+                start += page.size
+                ords = ctx.ords[page].tolist()
+                unread = [o for o in ords if o not in ctx.docs]
+                docs = {**ctx.docs, **index.columns.documents(unread)} if unread else ctx.docs
+                for o, t in zip(ords, total[page].tolist()):
+                    doc = docs.get(o)
+                    if doc is not None:
+                        out.append(Hit(doc, t, bm25=t, keyword_rank=len(out) + 1))
+        return out
 
     def _by_words(self, name: str, asked: str, words: list[QueryWord], neighbours: Conversations,
                   keyword: list[Hit], semantic: list[Hit], filters: Filters, explain: bool) -> list[Hit]:
@@ -272,9 +314,10 @@ class Retriever:
             return keyword
         index = self.facts.collections.index(name)
         with index.reading():
-            # These facts alone (their documents are at hand); the turns before them only for their tags.
-            ctx = with_context(index, extra, filters, neighbours, follow=False,
-                               fetch=column_documents(index))
+            # These facts alone (their documents are at hand); the turns before them judged from the columns.
+            ctx = (with_context(index, extra, filters, neighbours, follow=False, fetch=column_documents(index))
+                   if explain else with_context(index, extra, filters, same_conversation, follow=False,
+                                                pairs=self._pairs(index)))
             total = context_scores(index, words, ctx)
         scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
                   if t > 0 and int(o) in ctx.docs]
