@@ -15,6 +15,7 @@ hold them at once); past `PENDING_SCAN` of those it commits first (docs/design/k
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import weakref
@@ -218,8 +219,11 @@ class Retriever:
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
             vector = self._embedding.submit(self._queries.vector, embedder, query)
-        asked = content_query(query)  # the query's content words, analysed once for every leg
-        words = content_words(query_words(asked), asked)
+        # The query's content words, analysed once for both keyword legs (a semantic retrieve has none).
+        asked, words = query, []
+        if intent.mode != "semantic":
+            asked = content_query(query)
+            words = content_words(query_words(asked), asked)
         neighbours = Conversations()
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)
@@ -351,8 +355,8 @@ class Retriever:
         with index.reading():
             ords = index.columns.ids_to_ords([h.document.id for h in extra])
             sims = index.vectors.similarities(query, ords)
-        scored = list(semantic) + [Hit(h.document, float(s), similarity=float(s))
-                                   for h, s in zip(extra, sims) if not np.isnan(s)]
+        scored = list(semantic) + [Hit(h.document, s, similarity=s)  # as Python floats, at once
+                                   for h, s in zip(extra, sims.astype(np.float64).tolist()) if not math.isnan(s)]
         return sorted(scored, key=lambda h: -float(h.score))
 
     def _rank(self, mode: str, legs: dict[str, list[Hit]], limit: int,
