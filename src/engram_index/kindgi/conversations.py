@@ -11,10 +11,15 @@ still the ordinal's.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
+from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.columns import Columns
+from engram_index.engine.search import SpaceIndex
+from engram_index.engine.types import Document, Filters, Hit
+from engram_index.ranking import Pairs, context_scores, with_context
 
 SESSION, THREAD = "s:sessionId=", "s:threadId="
 WARM_STEP = 4096  # ordinals worked out per hold of the lock when an index's codes are made all at once
@@ -94,3 +99,35 @@ class ConversationCodes:
         by_session = (s_a != 0) | (s_b != 0)
         out: np.ndarray = np.where(by_session, (s_a != 0) & (s_a == s_b), (t_a != 0) & (t_a == t_b))
         return out
+
+
+def _asks_no_pair(earlier: Document, later: Document) -> bool:
+    """Never asked: `with_context` judges the pairs it is given instead of documents' (`pairs`)."""
+    raise AssertionError("with_context asked about documents although it was given pairs")
+
+
+def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], hits: Sequence[Hit], filters: Filters,
+                       limit: int, pairs: Pairs) -> list[Hit]:
+    """`ranking.context_keyword`, judged from the columns: the hits and the turns after them, each word
+    at its better BM25 part in the turn or in the turn before it when `pairs` says it is of its
+    conversation; best first, ties by insertion order, at most `limit`. The returned turns that are not
+    hits are documents of the columns (id, tags, time), as `column_documents` reads them: for a caller
+    that needs of them no more (Kindgi's answers are the revisions' bodies)."""
+    with index.reading():
+        ctx = with_context(index, hits, filters, _asks_no_pair, pairs=pairs)
+        total = context_scores(index, words, ctx)  # each word once, where it scores best
+        scored = np.flatnonzero(total > 0)
+        order = scored[np.lexsort((ctx.ords[scored], -total[scored]))]  # ties by ordinal, as context_keyword
+        out: list[Hit] = []
+        start = 0
+        while len(out) < limit and start < order.size:  # once: every candidate is live
+            page = order[start:start + limit - len(out)]
+            start += page.size
+            ords = ctx.ords[page].tolist()
+            unread = [o for o in ords if o not in ctx.docs]
+            docs = {**ctx.docs, **index.columns.documents(unread)} if unread else ctx.docs
+            for o, t in zip(ords, total[page].tolist()):
+                doc = docs.get(o)
+                if doc is not None:
+                    out.append(Hit(doc, t, bm25=t, keyword_rank=len(out) + 1))
+    return out

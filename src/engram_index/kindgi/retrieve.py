@@ -28,7 +28,7 @@ from engram_index.engine.fusion import RRF_K
 from engram_index.engine.search import PENDING_SCAN, SpaceIndex
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest
 from engram_index.kindgi.auth import Principal
-from engram_index.kindgi.conversations import ConversationCodes
+from engram_index.kindgi.conversations import ConversationCodes, keyword_in_context
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
@@ -272,40 +272,15 @@ class Retriever:
         if CONTEXT and explain:  # the explanation reads the turns around the hits from the store
             hits = context_keyword(self.facts.collections.index(name), asked, hits, filters, neighbours,
                                    depth, words=words)
-        elif CONTEXT:
-            hits = self._in_context(self.facts.collections.index(name), words, hits, filters, depth)
+        elif CONTEXT:  # judged from the columns: only the facts' ids and tags count (answers are the bodies)
+            index = self.facts.collections.index(name)
+            hits = keyword_in_context(index, words, hits, filters, depth, self._pairs(index))
         hits = hits[:depth]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
             for hit in hits:
                 hit.terms, hit.snippet = explainer.explain(hit.document.text, hit.document.tags, None)
         return hits
-
-    def _in_context(self, index: SpaceIndex, words: list[QueryWord], hits: list[Hit], filters: Filters,
-                    limit: int) -> list[Hit]:
-        """`context_keyword` without explanations, judged from the columns: the hits and the turns after
-        them, each word at its better BM25 part in the turn or the turn before it when that is of its
-        conversation (codes per ordinal, not a call per pair); best first, ties by insertion order. Only
-        the facts' ids and tags count (the answers are the revisions' bodies), so the returned turns that
-        are not hits are documents of the columns, as `column_documents` reads them."""
-        with index.reading():
-            ctx = with_context(index, hits, filters, same_conversation, pairs=self._pairs(index))
-            total = context_scores(index, words, ctx)  # each word once, where it scores best
-            scored = np.flatnonzero(total > 0)
-            order = scored[np.lexsort((ctx.ords[scored], -total[scored]))]  # ties by ordinal, as context_keyword
-            out: list[Hit] = []
-            start = 0
-            while len(out) < limit and start < order.size:  # once: every candidate is live
-                page = order[start:start + limit - len(out)]
-                start += page.size
-                ords = ctx.ords[page].tolist()
-                unread = [o for o in ords if o not in ctx.docs]
-                docs = {**ctx.docs, **index.columns.documents(unread)} if unread else ctx.docs
-                for o, t in zip(ords, total[page].tolist()):
-                    doc = docs.get(o)
-                    if doc is not None:
-                        out.append(Hit(doc, t, bm25=t, keyword_rank=len(out) + 1))
-        return out
 
     def _by_words(self, name: str, asked: str, words: list[QueryWord], neighbours: Conversations,
                   keyword: list[Hit], semantic: list[Hit], filters: Filters, explain: bool) -> list[Hit]:
