@@ -230,8 +230,9 @@ def context_scores(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) 
                  else ctx.ords[:0])
     # Each ordinal's score is its own, so one call per word scores the turns and their contexts at once.
     ords = np.concatenate([ctx.ords, prev, following])
-    for word in words:
-        scores = index.keyword.scores([word], ords)
+    per_word = index.keyword.word_scores(words, ords)  # each word's own scores, one pass over the counts
+    for j in range(len(words)):
+        scores = per_word[:, j]
         best = scores[:n].astype(np.float64)
         if prev.size:
             best[ctx.has_prev] = np.maximum(best[ctx.has_prev], scores[n:n + prev.size])

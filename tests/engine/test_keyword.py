@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tantivy
@@ -217,3 +218,16 @@ def test_a_deleted_then_rewritten_ordinal_is_scored_by_its_new_text(index: Keywo
     found, scores = index.search(query_words("pasta"), 10)
     assert found.tolist() == [3]
     assert index.counts.terms_of(3)["pasta"] == 3
+
+
+@pytest.mark.parametrize("q", ["http server timeout", "HTTPServer snake_case servers", "the pasta", "nothing matches",
+                               "timeouts timeout servers server"])
+@pytest.mark.parametrize("ordinals", [[0], [2, 0, 4, 1, 3], [3, 3, 9, 1]])
+def test_each_words_own_scores_at_once_equal_its_scores_alone_bit_for_bit(
+        index: KeywordIndex, q: str, ordinals: list[int]) -> None:
+    words = query_words(q)
+    at_once = index.word_scores(words, np.array(ordinals, np.int64))
+    assert at_once.shape == (len(ordinals), len(words)) and at_once.dtype == np.float32
+    for j, word in enumerate(words):
+        assert at_once[:, j].tobytes() == index.scores([word], ordinals).tobytes()
+    assert index.word_scores([], np.array(ordinals, np.int64)).shape == (len(ordinals), 0)

@@ -425,6 +425,23 @@ class KeywordIndex:
         words = searchable_words(words)
         return self._score(words, query_terms(words), np.asarray(ords, np.int64))
 
+    def word_scores(self, words: Sequence[QueryWord], ords: np.ndarray) -> np.ndarray:
+        """Each word's own BM25 in each ordinal, float32 of shape (ordinals, words): column j is
+        `scores([words[j]], ords)` bit for bit, from one pass over the ordinals' term counts."""
+        ords = np.asarray(ords, np.int64)
+        out = np.zeros((ords.size, len(words)), np.float32)
+        if not words or not ords.size:
+            return out
+        terms = query_terms(words)
+        parts = self.counts.term_scores(terms, ords)  # a term's part is its own, whichever terms are asked
+        column = {term: i for i, term in enumerate(terms)}
+        own = np.empty(ords.size, np.float32)
+        for j, word in enumerate(words):
+            plain, stems, exacts, part_columns = keyword_query.word_columns(word, column)
+            _kernels.combine_scores(parts, plain, stems, exacts, part_columns, keyword_query.PART_WEIGHT, own)
+            out[:, j] = own
+        return out
+
     def holds(self, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which documents hold each (searchable) query word, from the term counts: booleans of shape
         (ordinals, words), `whole` where the word's exact form or stem occurs, `part` where one of its

@@ -82,6 +82,16 @@ class KeywordQuery:
         self.part_columns = _frozen([column[p] for w in kept for p in _parts(w)])
 
 
+def word_columns(word: QueryWord, column: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One word's term columns by role (plain, stems, exacts, parts) in a matrix whose columns are
+    `column`'s terms (holding every term of the word): what `KeywordQuery((word,))` holds of its own."""
+    stemmed = bool(word.stem and word.stem != word.exact)
+    plain = [] if stemmed else [column[word.exact]]
+    stems = [column[word.stem]] if stemmed and word.stem else []
+    exacts = [column[word.exact]] if stemmed else []
+    return (_frozen(plain), _frozen(stems), _frozen(exacts), _frozen([column[p] for p in _parts(word)]))
+
+
 def _frozen(values: list[int]) -> np.ndarray:
     """A read-only int64 array of the values."""
     out = np.array(values, np.int64)

@@ -15,17 +15,20 @@ hold them at once); past `PENDING_SCAN` of those it commits first (docs/design/k
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from typing import Any
 
 from engram_index.engine.fusion import RRF_K
-from engram_index.engine.search import PENDING_SCAN
+from engram_index.engine.search import PENDING_SCAN, SpaceIndex
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest
 from engram_index.kindgi.auth import Principal
+from engram_index.kindgi.conversations import ConversationCodes, keyword_in_context
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
@@ -33,8 +36,8 @@ from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
-from engram_index.ranking import (column_documents, content_query, content_words, context_keyword, context_scores,
-                                  insertion_keys, rrf, stable_order, with_context)
+from engram_index.ranking import (Pairs, column_documents, content_query, content_words, context_keyword,
+                                  context_scores, insertion_keys, rrf, stable_order, with_context)
 from engram_index.remodel import describe
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
@@ -138,6 +141,20 @@ class Retriever:
         self._expiry = ThreadPoolExecutor(1, thread_name_prefix="kindgi-expiry")
         self._expired: dict[str, float] = {}  # tenant → when its expiry last ran (monotonic)
         self._guard = threading.Lock()
+        # Each loaded index's facts' conversations as codes (kept while the index is: a reload is another).
+        self._codes: weakref.WeakKeyDictionary[SpaceIndex, ConversationCodes] = weakref.WeakKeyDictionary()
+
+    def _pairs(self, index: SpaceIndex) -> Pairs:
+        """`same_conversation` judged from the index's columns for many pairs at once (call it, and what
+        it returns, inside `index.reading()`)."""
+        columns = index.columns
+        with self._guard:
+            codes = self._codes.get(index)
+            if codes is None:
+                codes = self._codes[index] = ConversationCodes()
+                # Every fact's codes at once, off this retrieve: later retrieves find theirs made.
+                self._expiry.submit(codes.warm, columns)
+        return lambda earlier, later: codes.same(columns, earlier, later)
 
     def close(self) -> None:
         """Stop the embedding and expiry threads."""
@@ -202,8 +219,11 @@ class Retriever:
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
             vector = self._embedding.submit(self._queries.vector, embedder, query)
-        asked = content_query(query)  # the query's content words, analysed once for every leg
-        words = content_words(query_words(asked), asked)
+        # The query's content words, analysed once for both keyword legs (a semantic retrieve has none).
+        asked, words = query, []
+        if intent.mode != "semantic":
+            asked = content_query(query)
+            words = content_words(query_words(asked), asked)
         neighbours = Conversations()
         if intent.mode in ("keyword", "both"):
             index = self.facts.collections.index(name)
@@ -249,11 +269,12 @@ class Retriever:
         hits = self.facts.collections.search(name, SearchRequest(
             "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False,
             documents=explain)).hits
-        if CONTEXT:
-            # Without explanations only the facts' ids and tags count (the answers are the revisions'
-            # bodies): the turns around the hits come from the columns, not from the store.
+        if CONTEXT and explain:  # the explanation reads the turns around the hits from the store
             hits = context_keyword(self.facts.collections.index(name), asked, hits, filters, neighbours,
-                                   depth, words=words, columns=not explain)
+                                   depth, words=words)
+        elif CONTEXT:  # judged from the columns: only the facts' ids and tags count (answers are the bodies)
+            index = self.facts.collections.index(name)
+            hits = keyword_in_context(index, words, hits, filters, depth, self._pairs(index))
         hits = hits[:depth]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
@@ -272,9 +293,10 @@ class Retriever:
             return keyword
         index = self.facts.collections.index(name)
         with index.reading():
-            # These facts alone (their documents are at hand); the turns before them only for their tags.
-            ctx = with_context(index, extra, filters, neighbours, follow=False,
-                               fetch=column_documents(index))
+            # These facts alone (their documents are at hand); the turns before them judged from the columns.
+            ctx = (with_context(index, extra, filters, neighbours, follow=False, fetch=column_documents(index))
+                   if explain else with_context(index, extra, filters, same_conversation, follow=False,
+                                                pairs=self._pairs(index)))
             total = context_scores(index, words, ctx)
         scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
                   if t > 0 and int(o) in ctx.docs]
@@ -308,8 +330,8 @@ class Retriever:
         with index.reading():
             ords = index.columns.ids_to_ords([h.document.id for h in extra])
             sims = index.vectors.similarities(query, ords)
-        scored = list(semantic) + [Hit(h.document, float(s), similarity=float(s))
-                                   for h, s in zip(extra, sims) if not np.isnan(s)]
+        scored = list(semantic) + [Hit(h.document, s, similarity=s)  # as Python floats, at once
+                                   for h, s in zip(extra, sims.astype(np.float64).tolist()) if not math.isnan(s)]
         return sorted(scored, key=lambda h: -float(h.score))
 
     def _rank(self, mode: str, legs: dict[str, list[Hit]], limit: int,

@@ -1,0 +1,133 @@
+"""Which conversation each fact is of, as integer codes per ordinal, so that a retrieve judges its
+pairs of turns (is the fact before a hit its context?) in numpy instead of one Python call each.
+
+A fact's conversation is its session tags, else its thread tags (`retrieve.same_conversation`). Each
+ordinal's codes are worked out once from its tags and kept until the ordinal's tags change: the
+index's columns hold one tags tuple per live ordinal and replace it when the ordinal is written, so
+the tuple kept beside the codes (the same object, held here, so never reused) says whether they are
+still the ordinal's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from engram_index.engine.analyzer import QueryWord
+from engram_index.engine.columns import Columns
+from engram_index.engine.search import SpaceIndex
+from engram_index.engine.types import Document, Filters, Hit
+from engram_index.ranking import Pairs, context_scores, with_context
+
+SESSION, THREAD = "s:sessionId=", "s:threadId="
+WARM_STEP = 4096  # ordinals worked out per hold of the lock when an index's codes are made all at once
+
+
+def conversation_keys(tags: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The fact's session tags and thread tags, in its tags' order (as `retrieve.conversation`)."""
+    sessions = tuple(t for t in tags if t.startswith(SESSION))
+    threads = tuple(t for t in tags if t.startswith(THREAD))
+    return sessions, threads
+
+
+class ConversationCodes:
+    """Per ordinal of one index: a code for its session tags and one for its thread tags (0: none)."""
+
+    def __init__(self) -> None:
+        """No ordinal seen yet."""
+        self._tags: list[tuple[str, ...] | None] = []  # the tags each ordinal's codes were made from
+        self._session = np.zeros(0, np.int64)
+        self._thread = np.zeros(0, np.int64)
+        self._codes: dict[tuple[str, ...], int] = {(): 0}
+        self._lock = threading.Lock()  # concurrent retrieves grow and fill the same arrays
+
+    def _code(self, key: tuple[str, ...]) -> int:
+        """The code of a tuple of session (or thread) tags: equal tuples, equal codes; () is 0."""
+        return self._codes.setdefault(key, len(self._codes))
+
+    def codes(self, columns: Columns, ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The session and thread codes of these (live, non-negative) ordinals. Call inside the index's
+        reading lock, so that the columns do not change meanwhile."""
+        with self._lock:
+            self._grow(columns.size)
+            self._fill(columns, ords.tolist())
+            return self._session[ords], self._thread[ords]
+
+    def _grow(self, size: int) -> None:
+        """Make room for ordinals below `size` (under the lock)."""
+        if len(self._tags) >= size:
+            return
+        grown = max(size, 2 * len(self._tags), 1024)
+        self._tags.extend([None] * (grown - len(self._tags)))
+        for name in ("_session", "_thread"):
+            old = getattr(self, name)
+            new = np.zeros(grown, np.int64)
+            new[:old.size] = old
+            setattr(self, name, new)
+
+    def _fill(self, columns: Columns, ords: list[int]) -> None:
+        """Work out the codes of these ordinals where their tags changed since (under the lock)."""
+        kept, tags_of = self._tags, columns.tags_of
+        for o in ords:
+            tags = tags_of(o)
+            if kept[o] is not tags:  # first seen, or written since: its tags are another tuple
+                sessions, threads = conversation_keys(tags)
+                self._session[o] = self._code(sessions)
+                self._thread[o] = self._code(threads)
+                kept[o] = tags
+
+    def warm(self, columns: Columns, step: int = WARM_STEP) -> None:
+        """Work out every ordinal's codes now, `step` at a time (retrieves meanwhile wait for one step at
+        most), so that a retrieve finds its facts' codes ready. Outside the index's lock: a tuple read
+        while the ordinal was written is another than the columns hold after, so it is worked out again
+        when next asked."""
+        start = 0
+        while start < columns.size:
+            with self._lock:
+                end = min(columns.size, start + step)
+                self._grow(end)
+                self._fill(columns, list(range(start, end)))
+            start = end
+
+    def same(self, columns: Columns, earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """Whether each earlier ordinal is of its later one's conversation: by session where either has
+        one, else by thread (`retrieve.same_conversation`, judged for many pairs at once)."""
+        s_a, t_a = self.codes(columns, earlier)
+        s_b, t_b = self.codes(columns, later)
+        by_session = (s_a != 0) | (s_b != 0)
+        out: np.ndarray = np.where(by_session, (s_a != 0) & (s_a == s_b), (t_a != 0) & (t_a == t_b))
+        return out
+
+
+def _asks_no_pair(earlier: Document, later: Document) -> bool:
+    """Never asked: `with_context` judges the pairs it is given instead of documents' (`pairs`)."""
+    raise AssertionError("with_context asked about documents although it was given pairs")
+
+
+def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], hits: Sequence[Hit], filters: Filters,
+                       limit: int, pairs: Pairs) -> list[Hit]:
+    """`ranking.context_keyword`, judged from the columns: the hits and the turns after them, each word
+    at its better BM25 part in the turn or in the turn before it when `pairs` says it is of its
+    conversation; best first, ties by insertion order, at most `limit`. The returned turns that are not
+    hits are documents of the columns (id, tags, time), as `column_documents` reads them: for a caller
+    that needs of them no more (Kindgi's answers are the revisions' bodies)."""
+    with index.reading():
+        ctx = with_context(index, hits, filters, _asks_no_pair, pairs=pairs)
+        total = context_scores(index, words, ctx)  # each word once, where it scores best
+        scored = np.flatnonzero(total > 0)
+        order = scored[np.lexsort((ctx.ords[scored], -total[scored]))]  # ties by ordinal, as context_keyword
+        out: list[Hit] = []
+        start = 0
+        while len(out) < limit and start < order.size:  # once: every candidate is live
+            page = order[start:start + limit - len(out)]
+            start += page.size
+            ords = ctx.ords[page].tolist()
+            unread = [o for o in ords if o not in ctx.docs]
+            docs = {**ctx.docs, **index.columns.documents(unread)} if unread else ctx.docs
+            for o, t in zip(ords, total[page].tolist()):
+                doc = docs.get(o)
+                if doc is not None:
+                    out.append(Hit(doc, t, bm25=t, keyword_rank=len(out) + 1))
+    return out
