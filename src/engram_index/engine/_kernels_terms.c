@@ -57,15 +57,31 @@ static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
 /* The stem prefix "~" (analyzer.STEM_PREFIX), made once. */
 static PyObject *tilde = NULL;
 
-/* Append a (start, end, term) span to out; -1 with an exception set on failure. */
-static int append_span(PyObject *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
+/* Append a (start, end, term) span to out (a new reference to term); -1 with an exception set on failure. */
+static int append_span(engram_spans *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
 {
-    PyObject *span = Py_BuildValue("(nnO)", start, end, term);
-    if (span == NULL)
-        return -1;
-    int appended = PyList_Append(out, span);
-    Py_DECREF(span);
-    return appended;
+    if (out->n == out->cap) {
+        Py_ssize_t cap = out->cap ? 2 * out->cap : 16;
+        engram_span *items = PyMem_Realloc(out->items, (size_t)cap * sizeof(engram_span));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        out->items = items;
+        out->cap = cap;
+    }
+    Py_INCREF(term);
+    out->items[out->n++] = (engram_span){start, end, term};
+    return 0;
+}
+
+void engram_spans_clear(engram_spans *spans)
+{
+    for (Py_ssize_t i = 0; i < spans->n; i++)
+        Py_DECREF(spans->items[i].term);
+    PyMem_Free(spans->items);
+    spans->items = NULL;
+    spans->n = spans->cap = 0;
 }
 
 /* Whether an ASCII chunk takes the analyzer's fast path (analyzer._chunk_words): digits, or letters
@@ -98,7 +114,7 @@ static int is_plain(const unsigned char *s, Py_ssize_t n, int *digits_out)
 /* Append the wanted spans of a plain chunk (is_plain), its exact term made from the lower-case
  * text; 0, or -1 with an exception set. */
 static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end, int digits, PyObject *wanted,
-                       PyObject *stem, PyObject *stopwords, PyObject *out)
+                       PyObject *stem, PyObject *stopwords, engram_spans *out)
 {
     PyObject *exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start);
     if (exact == NULL)
@@ -148,7 +164,7 @@ done:
  * analyzer, called back. */
 static int chunk_spans(PyObject *text, const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end,
                        PyObject *wanted, PyObject *cache, PyObject *analyze, PyObject *stem, PyObject *stopwords,
-                       PyObject *out)
+                       engram_spans *out)
 {
     int digits = 0;
     if (is_plain(PyUnicode_1BYTE_DATA(text) + start, end - start, &digits))
@@ -196,40 +212,37 @@ done:
     return status;
 }
 
-PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
+int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
+                            PyObject *stem, PyObject *stopwords, engram_spans *out)
 {
-    PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords;
-    if (!PyArg_ParseTuple(args, "UO!O!O!OOO:ascii_spans", &text, &PySet_Type, &wanted, &PyTuple_Type, &probes,
-                          &PyDict_Type, &cache, &analyze, &stem, &stopwords))
-        return NULL;
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "text must be ASCII");
-        return NULL;
+        return -1;
     }
     if (tilde == NULL && (tilde = PyUnicode_InternFromString("~")) == NULL)
-        return NULL;
+        return -1;
     Py_ssize_t np = PyTuple_GET_SIZE(probes);
     for (Py_ssize_t p = 0; p < np; p++) {
         PyObject *probe = PyTuple_GET_ITEM(probes, p);
         if (!PyUnicode_Check(probe) || !PyUnicode_IS_ASCII(probe) || PyUnicode_GET_LENGTH(probe) == 0) {
             PyErr_SetString(PyExc_ValueError, "probes must be non-empty ASCII str");
-            return NULL;
+            return -1;
         }
     }
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *out = PyList_New(0);
-    if (out == NULL || n == 0 || np == 0)
-        return out;
+    if (n == 0 || np == 0)
+        return 0;
     /* The lower-case text, and per character the chunk it belongs to (-1: none) and whether a
      * probe starts inside that chunk. */
+    int status = 0;
     unsigned char *lowered = PyMem_Malloc((size_t)n + 1);
     int32_t *owner = PyMem_Malloc((size_t)n * sizeof(int32_t));
     Py_ssize_t *bounds = PyMem_Malloc((size_t)n * 2 * sizeof(Py_ssize_t));
     uint8_t *marked = PyMem_Calloc((size_t)n, 1);
     if (lowered == NULL || owner == NULL || bounds == NULL || marked == NULL) {
         PyErr_NoMemory();
-        Py_CLEAR(out);
+        status = -1;
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -274,7 +287,7 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
     for (Py_ssize_t c = 0; c < chunks; c++)
         if (marked[c] && chunk_spans(text, lowered, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, stem,
                                      stopwords, out) < 0) {
-            Py_CLEAR(out);
+            status = -1;
             break;
         }
 done:
@@ -282,8 +295,35 @@ done:
     PyMem_Free(owner);
     PyMem_Free(bounds);
     PyMem_Free(marked);
+    return status;
+}
+
+PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
+{
+    PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords;
+    if (!PyArg_ParseTuple(args, "UO!O!O!OOO:ascii_spans", &text, &PySet_Type, &wanted, &PyTuple_Type, &probes,
+                          &PyDict_Type, &cache, &analyze, &stem, &stopwords))
+        return NULL;
+    engram_spans spans = {NULL, 0, 0};
+    PyObject *out = NULL;
+    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, &spans) < 0)
+        goto done;
+    if ((out = PyList_New(spans.n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < spans.n; i++) {
+        PyObject *span = Py_BuildValue("(nnO)", spans.items[i].start, spans.items[i].end, spans.items[i].term);
+        if (span == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, span);
+    }
+done:
+    engram_spans_clear(&spans);
     return out;
 }
+
+
 
 const char engram_snippet_bounds_doc[] =
 "snippet_bounds(body, spans, max_chars) -> (start, end)\n--\n\n"
@@ -295,6 +335,67 @@ const char engram_snippet_bounds_doc[] =
 static inline int space_at(const unsigned char *s, Py_ssize_t i)
 {
     return Py_UNICODE_ISSPACE(s[i]);
+}
+
+Py_ssize_t engram_snap_end(const unsigned char *s, Py_ssize_t length, Py_ssize_t end, Py_ssize_t keep_end)
+{
+    /* explain._snap's end: back to the last space when the window cuts a word, never before keep_end. */
+    if (end < length && !space_at(s, end) && !space_at(s, end - 1)) {
+        for (Py_ssize_t k = end - 1; k >= keep_end; k--)
+            if (space_at(s, k)) {
+                end = k;
+                break;
+            }
+    }
+    while (end > keep_end && space_at(s, end - 1))
+        end--;
+    return end;
+}
+
+void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *bounds, const Py_ssize_t *ids,
+                   Py_ssize_t n, Py_ssize_t max_chars, Py_ssize_t *counts, Py_ssize_t *start_out, Py_ssize_t *end_out)
+{
+    /* explain._window: two pointers over the spans; spans[i..j) fit in a window starting at spans[i]. */
+    Py_ssize_t best_count = 0, best_first = 0, best_last = 0, in_window = 0, j = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t first_start = bounds[2 * i];
+        if (j < i)
+            j = i;
+        while (j < n && bounds[2 * j + 1] - first_start <= max_chars) {
+            if (counts[ids[j]]++ == 0)
+                in_window++;
+            j++;
+        }
+        if (in_window > best_count) {
+            best_count = in_window;
+            best_first = i;
+            best_last = j - 1;
+        }
+        if (j > i && --counts[ids[i]] == 0)
+            in_window--;
+    }
+    Py_ssize_t covered_start = bounds[2 * best_first], covered_end = bounds[2 * best_first + 1];
+    for (Py_ssize_t i = best_first + 1; i <= best_last; i++)
+        if (bounds[2 * i + 1] > covered_end)
+            covered_end = bounds[2 * i + 1];
+    if (covered_end > covered_start + max_chars)
+        covered_end = covered_start + max_chars;
+    Py_ssize_t start = covered_start - (max_chars - (covered_end - covered_start)) / 2;
+    start = start > 0 ? start : 0;
+    Py_ssize_t end = start + max_chars < length ? start + max_chars : length;
+    start = end - max_chars > 0 ? end - max_chars : 0;
+    /* explain._snap (an ASCII body has no combining marks). */
+    if (start > 0 && !space_at(s, start - 1)) {
+        for (Py_ssize_t k = start; k < covered_start; k++)
+            if (space_at(s, k)) {
+                start = k + 1;
+                break;
+            }
+    }
+    while (start < covered_start && space_at(s, start))
+        start++;
+    *start_out = start;
+    *end_out = engram_snap_end(s, length, end, covered_end);
 }
 
 PyObject *engram_snippet_bounds(PyObject *self, PyObject *args)
@@ -347,56 +448,9 @@ PyObject *engram_snippet_bounds(PyObject *self, PyObject *args)
             terms[distinct++] = term;
         ids[i] = id;
     }
-    /* explain._window: two pointers over the spans; spans[i..j) fit in a window starting at spans[i]. */
-    Py_ssize_t best_count = 0, best_first = 0, best_last = 0, in_window = 0, j = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t first_start = bounds[2 * i];
-        if (j < i)
-            j = i;
-        while (j < n && bounds[2 * j + 1] - first_start <= max_chars) {
-            if (counts[ids[j]]++ == 0)
-                in_window++;
-            j++;
-        }
-        if (in_window > best_count) {
-            best_count = in_window;
-            best_first = i;
-            best_last = j - 1;
-        }
-        if (j > i && --counts[ids[i]] == 0)
-            in_window--;
-    }
-    Py_ssize_t covered_start = bounds[2 * best_first], covered_end = bounds[2 * best_first + 1];
-    for (Py_ssize_t i = best_first + 1; i <= best_last; i++)
-        if (bounds[2 * i + 1] > covered_end)
-            covered_end = bounds[2 * i + 1];
-    if (covered_end > covered_start + max_chars)
-        covered_end = covered_start + max_chars;
-    Py_ssize_t length = PyUnicode_GET_LENGTH(body);
-    Py_ssize_t start = covered_start - (max_chars - (covered_end - covered_start)) / 2;
-    start = start > 0 ? start : 0;
-    Py_ssize_t end = start + max_chars < length ? start + max_chars : length;
-    start = end - max_chars > 0 ? end - max_chars : 0;
-    /* explain._snap (an ASCII body has no combining marks). */
-    const unsigned char *s = PyUnicode_1BYTE_DATA(body);
-    if (start > 0 && !space_at(s, start - 1)) {
-        for (Py_ssize_t k = start; k < covered_start; k++)
-            if (space_at(s, k)) {
-                start = k + 1;
-                break;
-            }
-    }
-    while (start < covered_start && space_at(s, start))
-        start++;
-    if (end < length && !space_at(s, end) && !space_at(s, end - 1)) {
-        for (Py_ssize_t k = end - 1; k >= covered_end; k--)
-            if (space_at(s, k)) {
-                end = k;
-                break;
-            }
-    }
-    while (end > covered_end && space_at(s, end - 1))
-        end--;
+    Py_ssize_t start, end;
+    engram_window(PyUnicode_1BYTE_DATA(body), PyUnicode_GET_LENGTH(body), bounds, ids, n, max_chars, counts, &start,
+                  &end);
     result = Py_BuildValue("(nn)", start, end);
 done:
     PyMem_Free(bounds);

@@ -13,13 +13,31 @@ import unicodedata
 from collections.abc import Sequence
 
 from engram_index.engine import _kernels
-from engram_index.engine.analyzer import STOPWORDS, QueryWord, index_terms, normalize, term_set
+from engram_index.engine.analyzer import (
+    STOPWORDS,
+    QueryWord,
+    _analysis,
+    _chunk_cache,
+    _stem,
+    index_terms,
+    normalize,
+    term_set,
+)
 from engram_index.engine.termfind import TermFinder, find_terms, find_terms_with
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
 _ELLIPSIS_BYTES = len(ELLIPSIS.encode("utf-8"))
 _FIELDS: tuple[FieldName, ...] = ("text", "tags", "source")
+_MAX_CHARS = 200
+# Whether an ASCII text is explained in one compiled call (_kernels.ascii_explain); the Python below
+# is the reference, and use_native(False) runs it alone (tests compare the two).
+_native = [True]
+
+
+def use_native(on: bool) -> None:
+    """Explain ASCII texts with the compiled explainer (True, the default) or in Python alone (False)."""
+    _native[0] = on
 
 
 def _tag_body(tags: Sequence[str]) -> str:
@@ -46,7 +64,7 @@ def _wanted(words: Sequence[QueryWord]) -> set[str]:
 class Explainer:
     """The explanations of one query's hits: what depends on the query alone is worked out once."""
 
-    __slots__ = ("words", "content", "wanted", "finder", "_others", "_matches")
+    __slots__ = ("words", "content", "wanted", "finder", "_others", "_matches", "_words")
 
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Take the analyzed query (stopwords and repeats already dropped, as the keyword index does)."""
@@ -60,9 +78,17 @@ class Explainer:
         # query, and each (term, kind, field) made once (they are immutable).
         self._others: dict[tuple[tuple[str, ...], str | None], tuple[frozenset[str], set[str], set[str]]] = {}
         self._matches: dict[tuple[str, TermKind, FieldName], TermMatch] = {}
+        self._words = tuple((w.exact, w.stem, w.parts) for w in self.content)  # what the compiled path reads
 
     def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
         """The matched terms and the snippet of one document, reading its text only once."""
+        if _native[0] and text.isascii():
+            # The same matches and snippet as below, in one call (the tags' or the source's snippet aside).
+            finder = self.finder
+            matches, snip = _kernels.ascii_explain(
+                text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, self._words,
+                self._other_fields, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
+            return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
         spans = find_terms_with(text, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
@@ -165,7 +191,7 @@ def snippet(
     source: str | None,
     matches: Sequence[TermMatch],
     words: Sequence[QueryWord],
-    max_chars: int = 200,
+    max_chars: int = _MAX_CHARS,
     text_spans: list[tuple[int, int, str]] | None = None,
 ) -> Snippet:
     """Cut about max_chars of the best-matching field around its matches, with byte highlights.
