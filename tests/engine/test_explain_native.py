@@ -96,7 +96,7 @@ def test_the_compiled_explainer_answers_as_the_standalone_reference_at_every_win
         cache = _chunk_cache if round_ % 2 else {}  # a cold cache: chunks analyzed by the analyzer
         matches, snip = _kernels.ascii_explain(
             text, reference.finder.wanted, reference.finder.ascii_probes, cache, _analysis, _stem, STOPWORDS,
-            tuple((w.exact, w.stem, w.parts) for w in reference.content), reference._other_fields, tags, source,
+            reference.finder.stem_probes, tuple((w.exact, w.stem, w.parts) for w in reference.content), reference._other_fields, tags, source,
             {}, TermMatch, Snippet, max_chars)
         expected = match_terms(words, text, tags, source)
         assert matches == expected, (words, text, tags, source)
@@ -140,7 +140,7 @@ def test_the_compiled_explainer_refuses_what_it_cannot_read() -> None:
              max_chars: int = 200) -> object:
         """ascii_explain with everything else well formed."""
         return _kernels.ascii_explain(text, {"server"}, ("server",), {}, _analysis, _stem, STOPWORDS,  # type: ignore[arg-type]
-                                      words, others, [], None, {}, TermMatch, Snippet, max_chars)  # type: ignore[arg-type]
+                                      (), words, others, [], None, {}, TermMatch, Snippet, max_chars)  # type: ignore[arg-type]
 
     with pytest.raises(ValueError, match="ASCII"):
         call("café server", (("server", None, ()),))
@@ -158,3 +158,52 @@ def test_the_compiled_explainer_refuses_what_it_cannot_read() -> None:
     assert call("a server", (("server", None, ()),), others=lambda tags, source: 1 / 0)[0] == (
         TermMatch("server", "exact", "text"),)
     assert call("", ()) == ((), Snippet("text", "", ()))
+    with pytest.raises(ValueError, match="probes"):
+        _kernels.ascii_explain("servers", {"~server"}, ("serve",), {}, _analysis, _stem, STOPWORDS, ("",),
+                               (("server", "~server", ()),), lambda tags, source: (set(), set(), set()), [], None,
+                               {}, TermMatch, Snippet, 200)
+
+
+def test_a_plain_word_holding_no_wanted_stems_probe_is_not_stemmed() -> None:
+    stemmed: list[str] = []
+
+    def stem(word: str) -> str:
+        """The analyzer's stem, noting each word asked."""
+        stemmed.append(word)
+        return _stem(word)
+
+    words = (("servers", "~server", ()), ("timeout", "~timeout", ()))
+    got = _kernels.ascii_explain("servers serve timeouts", {"servers", "~server", "timeout", "~timeout"},
+                                 ("serve", "timeou"), {}, _analysis, stem, STOPWORDS, ("timeou",), words,
+                                 lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch, Snippet, 200)
+    assert stemmed == ["timeouts"]  # "servers" and "serve" hold no wanted stem's probe: not stemmed
+    assert [m.term for m in got[0]] == ["servers", "~timeout"]
+
+
+def test_the_mostly_ascii_finder_gives_the_finders_spans_on_random_mixed_texts() -> None:
+    from engram_index.engine.termfind import TermFinder, find_terms, find_terms_mostly_ascii
+
+    rng = random.Random(11)
+    unicode_words = ["β-catenin", "α", "–", "±5%", "“quoted”", "10×", "≥2", "μg", "Zürich", "東京大学", "naïve",
+                     "don’t", "ﬁne", "İstanbul", "e\u0301t\u00e9", "αβγδ", "x—y"]
+    for _ in range(400):
+        pieces = [rng.choice(WORDS + unicode_words) + rng.choice(SEPARATORS) for _ in range(rng.randint(0, 150))]
+        text = "".join(pieces)
+        words = searchable_words(query_words(random_query(rng) + " " + rng.choice(unicode_words + WORDS)))
+        explainer = Explainer(words)
+        got = find_terms_mostly_ascii(text, TermFinder(explainer.wanted))
+        if got is None:  # more than _FEW_PIECES pieces of other characters
+            assert sum(not p.isascii() for p in text.split(" ")) > 0
+            continue
+        assert got == find_terms(text, explainer.wanted), (text, words)
+
+
+def test_explainers_of_the_same_words_share_their_plan_but_not_their_memo() -> None:
+    words = query_words("café servers timeout")
+    first, second = Explainer(words), Explainer(list(words))
+    assert first.wanted is second.wanted and first.finder.ascii_probes is second.finder.ascii_probes
+    assert first.finder.memo is not second.finder.memo
+    text = "café servers time out"
+    assert first.explain(text, [], None) == second.explain(text, [], None)
+    other = Explainer(query_words("kubernetes"))
+    assert other.wanted is not first.wanted

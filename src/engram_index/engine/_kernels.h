@@ -131,9 +131,10 @@ typedef struct {
 } engram_spans;
 
 /* ascii_spans' finding into out (appended; 0, or -1 with an exception set), and out's release
- * (_kernels_terms.c). */
+ * (_kernels_terms.c). stem_probes, when not NULL, holds the probes of the wanted stems alone (a
+ * tuple): a plain word holding none of them is not stemmed. */
 int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
-                            PyObject *stem, PyObject *stopwords, engram_spans *out);
+                            PyObject *stem, PyObject *stopwords, PyObject *stem_probes, engram_spans *out);
 void engram_spans_clear(engram_spans *spans);
 
 /* snippet_bounds' choice over n spans' bounds (start, end pairs) and distinct-term numbers (ids,

@@ -161,6 +161,7 @@ def ascii_explain(
     analyze: Callable[[str], object],
     stem: Callable[[str], str],
     stopwords: Collection[str],
+    stem_probes: tuple[str, ...],
     words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
     others: Callable[[Sequence[str], str | None], tuple[AbstractSet[str], AbstractSet[str], AbstractSet[str]]],
     tags: Sequence[str],

@@ -32,6 +32,12 @@ static inline int is_word(unsigned char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
+/* The one-character joins of words inside a chunk: . / - : ' */
+static inline int is_join(unsigned char c)
+{
+    return c == '.' || c == '/' || c == '-' || c == ':' || c == '\'';
+}
+
 /* The end of the chunk starting at a word character at i: words joined by ://, :: or one of ./-:'
  * (each followed by a word character), as the analyzer's _ASCII_CHUNK_RE matches it. */
 static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
@@ -44,7 +50,7 @@ static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
             join = 3;
         else if (i + 2 < n && s[i] == ':' && s[i + 1] == ':' && is_word(s[i + 2]))
             join = 2;
-        else if (i + 1 < n && strchr("./-:'", s[i]) != NULL && s[i] != 0 && is_word(s[i + 1]))
+        else if (i + 1 < n && is_join(s[i]) && is_word(s[i + 1]))
             join = 1;
         if (!join)
             return i;
@@ -114,7 +120,7 @@ static int is_plain(const unsigned char *s, Py_ssize_t n, int *digits_out)
 /* Append the wanted spans of a plain chunk (is_plain), its exact term made from the lower-case
  * text; 0, or -1 with an exception set. */
 static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end, int digits, PyObject *wanted,
-                       PyObject *stem, PyObject *stopwords, engram_spans *out)
+                       PyObject *stem, PyObject *stopwords, PyObject *stem_probes, engram_spans *out)
 {
     PyObject *exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start);
     if (exact == NULL)
@@ -122,6 +128,16 @@ static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_
     int status = -1, found = PySet_Contains(wanted, exact);
     if (found < 0 || (found && append_span(out, start, end, exact) < 0))
         goto done;
+    if (!digits && stem_probes != NULL) {
+        /* Every ASCII source of a wanted stem holds that stem's probe: without one, no stem is wanted. */
+        int any = 0;
+        for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(stem_probes) && !any; p++) {
+            PyObject *probe = PyTuple_GET_ITEM(stem_probes, p);
+            any = memmem(lowered + start, (size_t)(end - start), PyUnicode_1BYTE_DATA(probe),
+                         (size_t)PyUnicode_GET_LENGTH(probe)) != NULL;
+        }
+        digits = !any; /* as digits do: the exact term alone */
+    }
     if (!digits) {
         int stop = PySet_Contains(stopwords, exact);
         if (stop < 0)
@@ -164,11 +180,11 @@ done:
  * analyzer, called back. */
 static int chunk_spans(PyObject *text, const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end,
                        PyObject *wanted, PyObject *cache, PyObject *analyze, PyObject *stem, PyObject *stopwords,
-                       engram_spans *out)
+                       PyObject *stem_probes, engram_spans *out)
 {
     int digits = 0;
     if (is_plain(PyUnicode_1BYTE_DATA(text) + start, end - start, &digits))
-        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, out);
+        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, stem_probes, out);
     PyObject *chunk = PyUnicode_Substring(text, start, end);
     if (chunk == NULL)
         return -1;
@@ -212,8 +228,35 @@ done:
     return status;
 }
 
+/* The chunk holding position pos (bounds: ascending (start, end) pairs), or -1. */
+static inline Py_ssize_t chunk_at(const Py_ssize_t *bounds, Py_ssize_t chunks, Py_ssize_t pos)
+{
+    Py_ssize_t lo = 0, hi = chunks; /* the first chunk starting after pos is at lo */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (bounds[2 * mid] <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && pos < bounds[2 * (lo - 1) + 1] ? lo - 1 : -1;
+}
+
+/* Whether every item of a tuple is a non-empty ASCII str; else ValueError. */
+static int check_probes(PyObject *probes)
+{
+    for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(probes); p++) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, p);
+        if (!PyUnicode_Check(probe) || !PyUnicode_IS_ASCII(probe) || PyUnicode_GET_LENGTH(probe) == 0) {
+            PyErr_SetString(PyExc_ValueError, "probes must be non-empty ASCII str");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
-                            PyObject *stem, PyObject *stopwords, engram_spans *out)
+                            PyObject *stem, PyObject *stopwords, PyObject *stem_probes, engram_spans *out)
 {
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "text must be ASCII");
@@ -222,25 +265,19 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
     if (tilde == NULL && (tilde = PyUnicode_InternFromString("~")) == NULL)
         return -1;
     Py_ssize_t np = PyTuple_GET_SIZE(probes);
-    for (Py_ssize_t p = 0; p < np; p++) {
-        PyObject *probe = PyTuple_GET_ITEM(probes, p);
-        if (!PyUnicode_Check(probe) || !PyUnicode_IS_ASCII(probe) || PyUnicode_GET_LENGTH(probe) == 0) {
-            PyErr_SetString(PyExc_ValueError, "probes must be non-empty ASCII str");
-            return -1;
-        }
-    }
+    if (check_probes(probes) < 0 || (stem_probes != NULL && check_probes(stem_probes) < 0))
+        return -1;
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (n == 0 || np == 0)
         return 0;
-    /* The lower-case text, and per character the chunk it belongs to (-1: none) and whether a
-     * probe starts inside that chunk. */
+    /* The lower-case text, the chunks' bounds (chunks are apart: at most (n + 1) / 2 of them) and
+     * whether a probe starts inside each. */
     int status = 0;
     unsigned char *lowered = PyMem_Malloc((size_t)n + 1);
-    int32_t *owner = PyMem_Malloc((size_t)n * sizeof(int32_t));
-    Py_ssize_t *bounds = PyMem_Malloc((size_t)n * 2 * sizeof(Py_ssize_t));
-    uint8_t *marked = PyMem_Calloc((size_t)n, 1);
-    if (lowered == NULL || owner == NULL || bounds == NULL || marked == NULL) {
+    Py_ssize_t *bounds = PyMem_Malloc(((size_t)n + 2) * sizeof(Py_ssize_t));
+    uint8_t *marked = PyMem_Calloc((size_t)n / 2 + 1, 1);
+    if (lowered == NULL || bounds == NULL || marked == NULL) {
         PyErr_NoMemory();
         status = -1;
         goto done;
@@ -248,7 +285,6 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];
         lowered[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
-        owner[i] = -1;
     }
     lowered[n] = 0;
     Py_ssize_t chunks = 0;
@@ -260,8 +296,6 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
         Py_ssize_t end = chunk_end(s, n, i);
         bounds[2 * chunks] = i;
         bounds[2 * chunks + 1] = end;
-        for (Py_ssize_t j = i; j < end; j++)
-            owner[j] = (int32_t)chunks;
         chunks++;
         i = end;
     }
@@ -274,7 +308,7 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
             const unsigned char *hit = memmem(at, (size_t)(stop - at), needle, (size_t)len);
             if (hit == NULL)
                 break;
-            int32_t c = owner[hit - lowered];
+            Py_ssize_t c = chunk_at(bounds, chunks, hit - lowered);
             if (c >= 0) {
                 marked[c] = 1;
                 /* The rest of this chunk is marked already: look on after it. */
@@ -286,13 +320,12 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
     }
     for (Py_ssize_t c = 0; c < chunks; c++)
         if (marked[c] && chunk_spans(text, lowered, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, stem,
-                                     stopwords, out) < 0) {
+                                     stopwords, stem_probes, out) < 0) {
             status = -1;
             break;
         }
 done:
     PyMem_Free(lowered);
-    PyMem_Free(owner);
     PyMem_Free(bounds);
     PyMem_Free(marked);
     return status;
@@ -306,7 +339,7 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
         return NULL;
     engram_spans spans = {NULL, 0, 0};
     PyObject *out = NULL;
-    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, &spans) < 0)
+    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, NULL, &spans) < 0)
         goto done;
     if ((out = PyList_New(spans.n)) == NULL)
         goto done;

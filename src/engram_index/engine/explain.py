@@ -18,12 +18,13 @@ from engram_index.engine.analyzer import (
     QueryWord,
     _analysis,
     _chunk_cache,
+    _remember,
     _stem,
     index_terms,
     normalize,
     term_set,
 )
-from engram_index.engine.termfind import TermFinder, find_terms, find_terms_with
+from engram_index.engine.termfind import TermFinder, find_terms, find_terms_mostly_ascii, find_terms_with
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -69,16 +70,24 @@ class Explainer:
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Take the analyzed query (stopwords and repeats already dropped, as the keyword index does)."""
         self.words = words
-        self.content = _content_words(words)
-        self.wanted = _wanted(self.content)
+        # By the words' identities (analyzer.query_words answers a repeated text with the same words):
+        # the plan holds its words, so no id in a key can be another object's while it is kept.
+        key = tuple(map(id, words))
+        plan = _plans.get(key)
+        if plan is None:  # what depends on the words alone, made once for every search of them
+            content = _content_words(words)
+            wanted = _wanted(content)
+            plan = (tuple(words), content, wanted, TermFinder(wanted), tuple((w.exact, w.stem, w.parts) for w in content))
+            _remember(_plans, key, plan, 4096)
+        # (The plan's parts are never changed: the wanted set is read only, here and by the finder.)
+        _, self.content, self.wanted, finder, self._words = plan
         # The hits of one query share its probes and many pieces ("cells", the query's own words);
         # the finder remembers them, and is not shared with other searches or threads.
-        self.finder = TermFinder(self.wanted)
+        self.finder = finder.fresh()
         # Hits often share their tags and source: each distinct (tags, source) is analyzed once a
         # query, and each (term, kind, field) made once (they are immutable).
         self._others: dict[tuple[tuple[str, ...], str | None], tuple[frozenset[str], set[str], set[str]]] = {}
         self._matches: dict[tuple[str, TermKind, FieldName], TermMatch] = {}
-        self._words = tuple((w.exact, w.stem, w.parts) for w in self.content)  # what the compiled path reads
 
     def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
         """The matched terms and the snippet of one document, reading its text only once."""
@@ -86,10 +95,12 @@ class Explainer:
             # The same matches and snippet as below, in one call (the tags' or the source's snippet aside).
             finder = self.finder
             matches, snip = _kernels.ascii_explain(
-                text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, self._words,
+                text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, finder.stem_probes,
+                self._words,
                 self._other_fields, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
             return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
-        spans = find_terms_with(text, self.finder)
+        found = find_terms_mostly_ascii(text, self.finder) if _native[0] else None
+        spans = found if found is not None else find_terms_with(text, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
 
@@ -155,6 +166,12 @@ class Explainer:
 
 
 _NO_TAGS: frozenset[str] = frozenset()
+# The words' plans (the words, content words, wanted terms, a finder's probes, the compiled path's
+# words), by the words' ids, up to 4,096 (the analyzed queries' bound), started over when full.
+_Plan = tuple[
+    tuple[QueryWord, ...], list[QueryWord], set[str], TermFinder, tuple[tuple[str, str | None, tuple[str, ...]], ...]
+]
+_plans: dict[tuple[int, ...], _Plan] = {}
 
 
 def explain(
