@@ -96,7 +96,7 @@ def test_the_compiled_explainer_answers_as_the_standalone_reference_at_every_win
         cache = _chunk_cache if round_ % 2 else {}  # a cold cache: chunks analyzed by the analyzer
         matches, snip = _kernels.ascii_explain(
             text, reference.finder.wanted, reference.finder.ascii_probes, cache, _analysis, _stem, STOPWORDS,
-            reference.finder.stem_probes, tuple((w.exact, w.stem, w.parts) for w in reference.content), reference._other_fields, tags, source,
+            reference.finder.stem_probes, reference.finder.exact_terms, tuple((w.exact, w.stem, w.parts) for w in reference.content), reference._other_fields, tags, source,
             {}, TermMatch, Snippet, max_chars)
         expected = match_terms(words, text, tags, source)
         assert matches == expected, (words, text, tags, source)
@@ -140,7 +140,7 @@ def test_the_compiled_explainer_refuses_what_it_cannot_read() -> None:
              max_chars: int = 200) -> object:
         """ascii_explain with everything else well formed."""
         return _kernels.ascii_explain(text, {"server"}, ("server",), {}, _analysis, _stem, STOPWORDS,  # type: ignore[arg-type]
-                                      (), words, others, [], None, {}, TermMatch, Snippet, max_chars)  # type: ignore[arg-type]
+                                      (), ("server",), words, others, [], None, {}, TermMatch, Snippet, max_chars)  # type: ignore[arg-type]
 
     with pytest.raises(ValueError, match="ASCII"):
         call("café server", (("server", None, ()),))
@@ -159,7 +159,7 @@ def test_the_compiled_explainer_refuses_what_it_cannot_read() -> None:
         TermMatch("server", "exact", "text"),)
     assert call("", ()) == ((), Snippet("text", "", ()))
     with pytest.raises(ValueError, match="probes"):
-        _kernels.ascii_explain("servers", {"~server"}, ("serve",), {}, _analysis, _stem, STOPWORDS, ("",),
+        _kernels.ascii_explain("servers", {"~server"}, ("serve",), {}, _analysis, _stem, STOPWORDS, ("",), (),
                                (("server", "~server", ()),), lambda tags, source: (set(), set(), set()), [], None,
                                {}, TermMatch, Snippet, 200)
 
@@ -174,7 +174,8 @@ def test_a_plain_word_holding_no_wanted_stems_probe_is_not_stemmed() -> None:
 
     words = (("servers", "~server", ()), ("timeout", "~timeout", ()))
     got = _kernels.ascii_explain("servers serve timeouts", {"servers", "~server", "timeout", "~timeout"},
-                                 ("serve", "timeou"), {}, _analysis, stem, STOPWORDS, ("timeou",), words,
+                                 ("serve", "timeou"), {}, _analysis, stem, STOPWORDS, ("timeou",),
+                                 ("servers", "timeout"), words,
                                  lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch, Snippet, 200)
     assert stemmed == ["timeouts"]  # "servers" and "serve" hold no wanted stem's probe: not stemmed
     assert [m.term for m in got[0]] == ["servers", "~timeout"]

@@ -162,6 +162,7 @@ def ascii_explain(
     stem: Callable[[str], str],
     stopwords: Collection[str],
     stem_probes: tuple[str, ...],
+    exact_terms: tuple[str, ...],
     words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
     others: Callable[[Sequence[str], str | None], tuple[AbstractSet[str], AbstractSet[str], AbstractSet[str]]],
     tags: Sequence[str],

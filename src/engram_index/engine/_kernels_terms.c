@@ -118,25 +118,43 @@ static int is_plain(const unsigned char *s, Py_ssize_t n, int *digits_out)
 }
 
 /* Append the wanted spans of a plain chunk (is_plain), its exact term made from the lower-case
- * text; 0, or -1 with an exception set. */
+ * text; 0, or -1 with an exception set. With hints (stem_probes and exact_terms not NULL: the
+ * wanted stems' probes, and every other wanted ASCII term) no term is made that is not wanted:
+ * the exact term is looked for among exact_terms, and the word is stemmed only when it holds a
+ * wanted stem's probe (every ASCII source of a stem holds its probe). */
 static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end, int digits, PyObject *wanted,
-                       PyObject *stem, PyObject *stopwords, PyObject *stem_probes, engram_spans *out)
+                       PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
+                       engram_spans *out)
 {
-    PyObject *exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start);
-    if (exact == NULL)
-        return -1;
-    int status = -1, found = PySet_Contains(wanted, exact);
-    if (found < 0 || (found && append_span(out, start, end, exact) < 0))
-        goto done;
-    if (!digits && stem_probes != NULL) {
-        /* Every ASCII source of a wanted stem holds that stem's probe: without one, no stem is wanted. */
+    int status = -1, found;
+    PyObject *exact;
+    if (stem_probes != NULL && exact_terms != NULL) {
+        size_t len = (size_t)(end - start);
+        for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(exact_terms); t++) {
+            PyObject *term = PyTuple_GET_ITEM(exact_terms, t);
+            if ((size_t)PyUnicode_GET_LENGTH(term) == len && memcmp(PyUnicode_1BYTE_DATA(term), lowered + start, len) == 0) {
+                if (append_span(out, start, end, term) < 0)
+                    return -1;
+                break;
+            }
+        }
+        if (digits)
+            return 0;
         int any = 0;
         for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(stem_probes) && !any; p++) {
             PyObject *probe = PyTuple_GET_ITEM(stem_probes, p);
-            any = memmem(lowered + start, (size_t)(end - start), PyUnicode_1BYTE_DATA(probe),
-                         (size_t)PyUnicode_GET_LENGTH(probe)) != NULL;
+            any = memmem(lowered + start, len, PyUnicode_1BYTE_DATA(probe), (size_t)PyUnicode_GET_LENGTH(probe)) != NULL;
         }
-        digits = !any; /* as digits do: the exact term alone */
+        if (!any)
+            return 0;
+        if ((exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start)) == NULL)
+            return -1;
+    } else {
+        if ((exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start)) == NULL)
+            return -1;
+        found = PySet_Contains(wanted, exact);
+        if (found < 0 || (found && append_span(out, start, end, exact) < 0))
+            goto done;
     }
     if (!digits) {
         int stop = PySet_Contains(stopwords, exact);
@@ -180,11 +198,11 @@ done:
  * analyzer, called back. */
 static int chunk_spans(PyObject *text, const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end,
                        PyObject *wanted, PyObject *cache, PyObject *analyze, PyObject *stem, PyObject *stopwords,
-                       PyObject *stem_probes, engram_spans *out)
+                       PyObject *stem_probes, PyObject *exact_terms, engram_spans *out)
 {
     int digits = 0;
     if (is_plain(PyUnicode_1BYTE_DATA(text) + start, end - start, &digits))
-        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, stem_probes, out);
+        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, stem_probes, exact_terms, out);
     PyObject *chunk = PyUnicode_Substring(text, start, end);
     if (chunk == NULL)
         return -1;
@@ -228,20 +246,6 @@ done:
     return status;
 }
 
-/* The chunk holding position pos (bounds: ascending (start, end) pairs), or -1. */
-static inline Py_ssize_t chunk_at(const Py_ssize_t *bounds, Py_ssize_t chunks, Py_ssize_t pos)
-{
-    Py_ssize_t lo = 0, hi = chunks; /* the first chunk starting after pos is at lo */
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (bounds[2 * mid] <= pos)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo > 0 && pos < bounds[2 * (lo - 1) + 1] ? lo - 1 : -1;
-}
-
 /* Whether every item of a tuple is a non-empty ASCII str; else ValueError. */
 static int check_probes(PyObject *probes)
 {
@@ -256,7 +260,8 @@ static int check_probes(PyObject *probes)
 }
 
 int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
-                            PyObject *stem, PyObject *stopwords, PyObject *stem_probes, engram_spans *out)
+                            PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
+                            engram_spans *out)
 {
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "text must be ASCII");
@@ -265,19 +270,19 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
     if (tilde == NULL && (tilde = PyUnicode_InternFromString("~")) == NULL)
         return -1;
     Py_ssize_t np = PyTuple_GET_SIZE(probes);
-    if (check_probes(probes) < 0 || (stem_probes != NULL && check_probes(stem_probes) < 0))
+    if (check_probes(probes) < 0 || (stem_probes != NULL && check_probes(stem_probes) < 0)
+        || (exact_terms != NULL && check_probes(exact_terms) < 0))
         return -1;
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (n == 0 || np == 0)
         return 0;
-    /* The lower-case text, the chunks' bounds (chunks are apart: at most (n + 1) / 2 of them) and
-     * whether a probe starts inside each. */
+    /* The lower-case text (a probe may reach past its chunk), and the probes by their first byte. */
     int status = 0;
     unsigned char *lowered = PyMem_Malloc((size_t)n + 1);
-    Py_ssize_t *bounds = PyMem_Malloc(((size_t)n + 2) * sizeof(Py_ssize_t));
-    uint8_t *marked = PyMem_Calloc((size_t)n / 2 + 1, 1);
-    if (lowered == NULL || bounds == NULL || marked == NULL) {
+    const unsigned char **needles = PyMem_Malloc((size_t)np * sizeof(*needles));
+    Py_ssize_t *lengths = PyMem_Malloc((size_t)np * sizeof(Py_ssize_t));
+    if (lowered == NULL || needles == NULL || lengths == NULL) {
         PyErr_NoMemory();
         status = -1;
         goto done;
@@ -287,47 +292,41 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
         lowered[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
     }
     lowered[n] = 0;
-    Py_ssize_t chunks = 0;
-    for (Py_ssize_t i = 0; i < n;) {
+    uint8_t first[256] = {0};
+    for (Py_ssize_t p = 0; p < np; p++) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, p);
+        needles[p] = PyUnicode_1BYTE_DATA(probe);
+        lengths[p] = PyUnicode_GET_LENGTH(probe);
+        first[needles[p][0]] = 1;
+    }
+    /* Each chunk in order, looked at when a probe starts inside it (the probes' occurrences in
+     * the lower-case text, as a search for each would find them). */
+    for (Py_ssize_t i = 0; i < n && status == 0;) {
         if (!is_word(s[i])) {
             i++;
             continue;
         }
         Py_ssize_t end = chunk_end(s, n, i);
-        bounds[2 * chunks] = i;
-        bounds[2 * chunks + 1] = end;
-        chunks++;
+        int hit = 0;
+        for (Py_ssize_t pos = i; pos < end && !hit; pos++) {
+            unsigned char c = lowered[pos];
+            if (!first[c])
+                continue;
+            for (Py_ssize_t p = 0; p < np; p++)
+                if (needles[p][0] == c && lengths[p] <= n - pos && memcmp(lowered + pos, needles[p], (size_t)lengths[p]) == 0) {
+                    hit = 1;
+                    break;
+                }
+        }
+        if (hit && chunk_spans(text, lowered, i, end, wanted, cache, analyze, stem, stopwords, stem_probes, exact_terms,
+                               out) < 0)
+            status = -1;
         i = end;
     }
-    for (Py_ssize_t p = 0; p < np; p++) {
-        PyObject *probe = PyTuple_GET_ITEM(probes, p);
-        const char *needle = (const char *)PyUnicode_1BYTE_DATA(probe);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(probe);
-        const unsigned char *at = lowered, *stop = lowered + n;
-        while (stop - at >= len) {
-            const unsigned char *hit = memmem(at, (size_t)(stop - at), needle, (size_t)len);
-            if (hit == NULL)
-                break;
-            Py_ssize_t c = chunk_at(bounds, chunks, hit - lowered);
-            if (c >= 0) {
-                marked[c] = 1;
-                /* The rest of this chunk is marked already: look on after it. */
-                at = lowered + bounds[2 * c + 1];
-            } else {
-                at = hit + 1;
-            }
-        }
-    }
-    for (Py_ssize_t c = 0; c < chunks; c++)
-        if (marked[c] && chunk_spans(text, lowered, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, stem,
-                                     stopwords, stem_probes, out) < 0) {
-            status = -1;
-            break;
-        }
 done:
     PyMem_Free(lowered);
-    PyMem_Free(bounds);
-    PyMem_Free(marked);
+    PyMem_Free(needles);
+    PyMem_Free(lengths);
     return status;
 }
 
@@ -339,7 +338,7 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
         return NULL;
     engram_spans spans = {NULL, 0, 0};
     PyObject *out = NULL;
-    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, NULL, &spans) < 0)
+    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, NULL, NULL, &spans) < 0)
         goto done;
     if ((out = PyList_New(spans.n)) == NULL)
         goto done;

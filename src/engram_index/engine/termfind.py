@@ -99,7 +99,7 @@ def _ascii_fold(piece: str) -> str:
 class TermFinder:
     """Finds one set of wanted terms in texts, analyzing each distinct piece at most once (one query, one thread)."""
 
-    __slots__ = ("wanted", "probes", "ascii_probes", "stem_probes", "fold", "memo", "probe_short_texts")
+    __slots__ = ("wanted", "probes", "ascii_probes", "stem_probes", "exact_terms", "fold", "memo", "probe_short_texts")
 
     def __init__(self, wanted: Collection[str]) -> None:
         """Prepare the probes of the wanted terms."""
@@ -107,6 +107,8 @@ class TermFinder:
         self.probes = {_probe(t) for t in self.wanted if t.isascii()}
         self.ascii_probes = _ascii_probes(self.wanted)
         self.stem_probes = _stem_probes(self.wanted)
+        # The other ASCII wanted terms: a plain word's exact term is one of them or not wanted.
+        self.exact_terms = tuple(sorted(t for t in self.wanted if t.isascii() and not t.startswith(STEM_PREFIX)))
         # Folding can rule a non-ASCII piece out only when every wanted term has a probe.
         self.fold = len(self.probes) > 0 and all(t.isascii() for t in self.wanted)
         self.memo: dict[str, list[tuple[str, int, int]]] = {}
@@ -118,7 +120,8 @@ class TermFinder:
         """A finder of the same terms, sharing what depends on them alone (never changed), with a memo of its own."""
         other = TermFinder.__new__(TermFinder)
         other.wanted, other.probes, other.ascii_probes = self.wanted, self.probes, self.ascii_probes
-        other.stem_probes, other.fold, other.probe_short_texts = self.stem_probes, self.fold, self.probe_short_texts
+        other.stem_probes, other.exact_terms = self.stem_probes, self.exact_terms
+        other.fold, other.probe_short_texts = self.fold, self.probe_short_texts
         other.memo = {}
         return other
 
