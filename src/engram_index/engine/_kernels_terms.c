@@ -117,6 +117,26 @@ static int is_plain(const unsigned char *s, Py_ssize_t n, int *digits_out)
     return 1;
 }
 
+/* Whether the n bytes at a begin with the len bytes of b (probes and words are short: no library call). */
+static inline int starts_with(const unsigned char *a, Py_ssize_t n, const unsigned char *b, Py_ssize_t len)
+{
+    if (len > n)
+        return 0;
+    Py_ssize_t k = 0;
+    while (k < len && a[k] == b[k])
+        k++;
+    return k == len;
+}
+
+/* Whether the n bytes at a hold the len bytes of b anywhere. */
+static inline int holds_probe(const unsigned char *a, Py_ssize_t n, const unsigned char *b, Py_ssize_t len)
+{
+    for (Py_ssize_t i = 0; i + len <= n; i++)
+        if (a[i] == b[0] && starts_with(a + i, n - i, b, len))
+            return 1;
+    return 0;
+}
+
 /* Append the wanted spans of a plain chunk (is_plain), its exact term made from the lower-case
  * text; 0, or -1 with an exception set. With hints (stem_probes and exact_terms not NULL: the
  * wanted stems' probes, and every other wanted ASCII term) no term is made that is not wanted:
@@ -143,7 +163,7 @@ static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_
         int any = 0;
         for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(stem_probes) && !any; p++) {
             PyObject *probe = PyTuple_GET_ITEM(stem_probes, p);
-            any = memmem(lowered + start, len, PyUnicode_1BYTE_DATA(probe), (size_t)PyUnicode_GET_LENGTH(probe)) != NULL;
+            any = holds_probe(lowered + start, (Py_ssize_t)len, PyUnicode_1BYTE_DATA(probe), PyUnicode_GET_LENGTH(probe));
         }
         if (!any)
             return 0;
@@ -282,7 +302,8 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
     unsigned char *lowered = PyMem_Malloc((size_t)n + 1);
     const unsigned char **needles = PyMem_Malloc((size_t)np * sizeof(*needles));
     Py_ssize_t *lengths = PyMem_Malloc((size_t)np * sizeof(Py_ssize_t));
-    if (lowered == NULL || needles == NULL || lengths == NULL) {
+    Py_ssize_t *next = PyMem_Malloc((size_t)np * sizeof(Py_ssize_t));
+    if (lowered == NULL || needles == NULL || lengths == NULL || next == NULL) {
         PyErr_NoMemory();
         status = -1;
         goto done;
@@ -292,12 +313,16 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
         lowered[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
     }
     lowered[n] = 0;
-    uint8_t first[256] = {0};
-    for (Py_ssize_t p = 0; p < np; p++) {
+    /* head[c]: the first probe starting with byte c (-1: none), next[p] the one after p. */
+    Py_ssize_t head[256];
+    for (int c = 0; c < 256; c++)
+        head[c] = -1;
+    for (Py_ssize_t p = np; p-- > 0;) {
         PyObject *probe = PyTuple_GET_ITEM(probes, p);
         needles[p] = PyUnicode_1BYTE_DATA(probe);
         lengths[p] = PyUnicode_GET_LENGTH(probe);
-        first[needles[p][0]] = 1;
+        next[p] = head[needles[p][0]];
+        head[needles[p][0]] = p;
     }
     /* Each chunk in order, looked at when a probe starts inside it (the probes' occurrences in
      * the lower-case text, as a search for each would find them). */
@@ -309,14 +334,8 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
         Py_ssize_t end = chunk_end(s, n, i);
         int hit = 0;
         for (Py_ssize_t pos = i; pos < end && !hit; pos++) {
-            unsigned char c = lowered[pos];
-            if (!first[c])
-                continue;
-            for (Py_ssize_t p = 0; p < np; p++)
-                if (needles[p][0] == c && lengths[p] <= n - pos && memcmp(lowered + pos, needles[p], (size_t)lengths[p]) == 0) {
-                    hit = 1;
-                    break;
-                }
+            for (Py_ssize_t p = head[lowered[pos]]; p >= 0 && !hit; p = next[p])
+                hit = starts_with(lowered + pos, n - pos, needles[p], lengths[p]);
         }
         if (hit && chunk_spans(text, lowered, i, end, wanted, cache, analyze, stem, stopwords, stem_probes, exact_terms,
                                out) < 0)
@@ -327,6 +346,7 @@ done:
     PyMem_Free(lowered);
     PyMem_Free(needles);
     PyMem_Free(lengths);
+    PyMem_Free(next);
     return status;
 }
 
