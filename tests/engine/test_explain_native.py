@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from engram_index.engine import _kernels, explain
-from engram_index.engine.analyzer import STOPWORDS, _analysis, _chunk_cache, _stem, query_words
+from engram_index.engine.analyzer import STOPWORDS, _analysis, _chunk_cache, _stem, _stem_cache, query_words
 from engram_index.engine.explain import Explainer, match_terms, snippet
 from engram_index.engine.keyword_query import searchable_words
 from engram_index.engine.types import Snippet, TermMatch
@@ -96,7 +96,8 @@ def test_the_compiled_explainer_answers_as_the_standalone_reference_at_every_win
         cache = _chunk_cache if round_ % 2 else {}  # a cold cache: chunks analyzed by the analyzer
         matches, snip = _kernels.ascii_explain(
             text, reference.finder.wanted, reference.finder.ascii_probes, cache, _analysis, _stem, STOPWORDS,
-            reference.finder.stem_probes, reference.finder.exact_terms, tuple((w.exact, w.stem, w.parts) for w in reference.content), reference._other_fields, tags, source,
+            reference.finder.stem_probes, reference.finder.exact_terms, _stem_cache if round_ % 3 else {},
+            tuple((w.exact, w.stem, w.parts) for w in reference.content), reference._other_fields, tags, source,
             {}, TermMatch, Snippet, max_chars)
         expected = match_terms(words, text, tags, source)
         assert matches == expected, (words, text, tags, source)
@@ -140,7 +141,7 @@ def test_the_compiled_explainer_refuses_what_it_cannot_read() -> None:
              max_chars: int = 200) -> object:
         """ascii_explain with everything else well formed."""
         return _kernels.ascii_explain(text, {"server"}, ("server",), {}, _analysis, _stem, STOPWORDS,  # type: ignore[arg-type]
-                                      (), ("server",), words, others, [], None, {}, TermMatch, Snippet, max_chars)  # type: ignore[arg-type]
+                                      (), ("server",), {}, words, others, [], None, {}, TermMatch, Snippet, max_chars)  # type: ignore[arg-type]
 
     with pytest.raises(ValueError, match="ASCII"):
         call("café server", (("server", None, ()),))
@@ -159,7 +160,7 @@ def test_the_compiled_explainer_refuses_what_it_cannot_read() -> None:
         TermMatch("server", "exact", "text"),)
     assert call("", ()) == ((), Snippet("text", "", ()))
     with pytest.raises(ValueError, match="probes"):
-        _kernels.ascii_explain("servers", {"~server"}, ("serve",), {}, _analysis, _stem, STOPWORDS, ("",), (),
+        _kernels.ascii_explain("servers", {"~server"}, ("serve",), {}, _analysis, _stem, STOPWORDS, ("",), (), {},
                                (("server", "~server", ()),), lambda tags, source: (set(), set(), set()), [], None,
                                {}, TermMatch, Snippet, 200)
 
@@ -175,10 +176,16 @@ def test_a_plain_word_holding_no_wanted_stems_probe_is_not_stemmed() -> None:
     words = (("servers", "~server", ()), ("timeout", "~timeout", ()))
     got = _kernels.ascii_explain("servers serve timeouts", {"servers", "~server", "timeout", "~timeout"},
                                  ("serve", "timeou"), {}, _analysis, stem, STOPWORDS, ("timeou",),
-                                 ("servers", "timeout"), words,
+                                 ("servers", "timeout"), {}, words,
                                  lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch, Snippet, 200)
     assert stemmed == ["timeouts"]  # "servers" and "serve" hold no wanted stem's probe: not stemmed
     assert [m.term for m in got[0]] == ["servers", "~timeout"]
+    # A word the stems' cache holds is read from it, not stemmed again.
+    again = _kernels.ascii_explain("servers serve timeouts", {"servers", "~server", "timeout", "~timeout"},
+                                   ("serve", "timeou"), {}, _analysis, stem, STOPWORDS, ("timeou",),
+                                   ("servers", "timeout"), {"timeouts": "timeout"}, words,
+                                   lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch, Snippet, 200)
+    assert stemmed == ["timeouts"] and again[0] == got[0]
 
 
 def test_the_mostly_ascii_finder_gives_the_finders_spans_on_random_mixed_texts() -> None:

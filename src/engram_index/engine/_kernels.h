@@ -133,10 +133,11 @@ typedef struct {
 /* ascii_spans' finding into out (appended; 0, or -1 with an exception set), and out's release
  * (_kernels_terms.c). stem_probes and exact_terms, when not NULL, are tuples of the wanted stems'
  * probes and of the other wanted ASCII terms: a plain word is then matched without making a term
- * that is not wanted (one holding no stem's probe is not stemmed). */
+ * that is not wanted (one holding no stem's probe is not stemmed); stem_cache, when not NULL, is
+ * the dict stem() answers from first (the word's stem read there, stem() called on a miss). */
 int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
                             PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
-                            engram_spans *out);
+                            PyObject *stem_cache, engram_spans *out);
 void engram_spans_clear(engram_spans *spans);
 
 /* snippet_bounds' choice over n spans' bounds (start, end pairs) and distinct-term numbers (ids,

@@ -163,6 +163,7 @@ def ascii_explain(
     stopwords: Collection[str],
     stem_probes: tuple[str, ...],
     exact_terms: tuple[str, ...],
+    stem_cache: dict[str, str],
     words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
     others: Callable[[Sequence[str], str | None], tuple[AbstractSet[str], AbstractSet[str], AbstractSet[str]]],
     tags: Sequence[str],

@@ -18,11 +18,12 @@
 
 const char engram_ascii_explain_doc[] =
 "ascii_explain(text, wanted, probes, cache, analyze, stem, stopwords, stem_probes, exact_terms,\n"
-"              words, others, tags, source, made, match_type, snippet_type, max_chars)\n"
+"              stem_cache, words, others, tags, source, made, match_type, snippet_type, max_chars)\n"
 "-> (matches, snippet or None)\n--\n\n"
 "explain.Explainer.explain for an ASCII text: the terms found as ascii_spans finds them (text to\n"
 "stopwords are its arguments; stem_probes, the wanted stems' probes alone, and exact_terms, every\n"
-"other wanted ASCII term: a plain word holding no stem's probe is not stemmed); words, the query's content words as (exact, stem or None, parts)\n"
+"other wanted ASCII term: a plain word holding no stem's probe is not stemmed; stem_cache, the\n"
+"dict stem answers from, read first); words, the query's content words as (exact, stem or None, parts)\n"
 "tuples; others(tags, source), called only when a word's exact form is not in the text, gives\n"
 "(whole tags, the tags' wanted terms, the source's wanted terms) as sets; made caches each\n"
 "(term, kind, field) key's match_type(term, kind, field). The snippet is snippet_type(field, text,\n"
@@ -325,14 +326,14 @@ fail:
 
 PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
 {
-    PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords, *stem_probes, *exact_terms, *words, *others;
-    PyObject *tags;
+    PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords, *stem_probes, *exact_terms, *stem_cache;
+    PyObject *words, *others, *tags;
     PyObject *source, *made;
     PyObject *match_type, *snippet_type;
     Py_ssize_t max_chars;
-    if (!PyArg_ParseTuple(args, "UO!O!O!OOOO!O!O!OOOO!OOn:ascii_explain", &text, &PySet_Type, &wanted, &PyTuple_Type,
-                          &probes, &PyDict_Type, &cache, &analyze, &stem, &stopwords, &PyTuple_Type, &stem_probes,
-                          &PyTuple_Type, &exact_terms, &PyTuple_Type, &words, &others, &tags, &source, &PyDict_Type, &made, &match_type,
+    if (!PyArg_ParseTuple(args, "UO!O!O!OOOO!O!O!O!OOOO!OOn:ascii_explain", &text, &PySet_Type, &wanted,
+                          &PyTuple_Type, &probes, &PyDict_Type, &cache, &analyze, &stem, &stopwords, &PyTuple_Type,
+                          &stem_probes, &PyTuple_Type, &exact_terms, &PyDict_Type, &stem_cache, &PyTuple_Type, &words, &others, &tags, &source, &PyDict_Type, &made, &match_type,
                           &snippet_type, &max_chars))
         return NULL;
     if (max_chars <= 0) {
@@ -359,7 +360,8 @@ PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, stem_probes, exact_terms, &spans) < 0)
+    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, stem_probes, exact_terms, stem_cache,
+                                &spans) < 0)
         goto done;
     if (nwords > 0) {
         if ((in_text = PySet_New(NULL)) == NULL)

@@ -144,7 +144,7 @@ static inline int holds_probe(const unsigned char *a, Py_ssize_t n, const unsign
  * wanted stem's probe (every ASCII source of a stem holds its probe). */
 static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end, int digits, PyObject *wanted,
                        PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
-                       engram_spans *out)
+                       PyObject *stem_cache, engram_spans *out)
 {
     int status = -1, found;
     PyObject *exact;
@@ -181,8 +181,11 @@ static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_
         if (stop < 0)
             goto done;
         if (!stop) {
-            PyObject *stemmed = PyObject_CallOneArg(stem, exact);
-            if (stemmed == NULL)
+            /* stem(exact) answers from the analyzer's cache when it holds the word: read it here. */
+            PyObject *stemmed = stem_cache != NULL ? PyDict_GetItemWithError(stem_cache, exact) : NULL;
+            if (stemmed != NULL)
+                Py_INCREF(stemmed);
+            else if (PyErr_Occurred() || (stemmed = PyObject_CallOneArg(stem, exact)) == NULL)
                 goto done;
             if (!PyUnicode_Check(stemmed)) {
                 Py_DECREF(stemmed);
@@ -218,11 +221,12 @@ done:
  * analyzer, called back. */
 static int chunk_spans(PyObject *text, const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end,
                        PyObject *wanted, PyObject *cache, PyObject *analyze, PyObject *stem, PyObject *stopwords,
-                       PyObject *stem_probes, PyObject *exact_terms, engram_spans *out)
+                       PyObject *stem_probes, PyObject *exact_terms, PyObject *stem_cache, engram_spans *out)
 {
     int digits = 0;
     if (is_plain(PyUnicode_1BYTE_DATA(text) + start, end - start, &digits))
-        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, stem_probes, exact_terms, out);
+        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, stem_probes, exact_terms, stem_cache,
+                           out);
     PyObject *chunk = PyUnicode_Substring(text, start, end);
     if (chunk == NULL)
         return -1;
@@ -281,7 +285,7 @@ static int check_probes(PyObject *probes)
 
 int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
                             PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
-                            engram_spans *out)
+                            PyObject *stem_cache, engram_spans *out)
 {
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "text must be ASCII");
@@ -338,7 +342,7 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
                 hit = starts_with(lowered + pos, n - pos, needles[p], lengths[p]);
         }
         if (hit && chunk_spans(text, lowered, i, end, wanted, cache, analyze, stem, stopwords, stem_probes, exact_terms,
-                               out) < 0)
+                               stem_cache, out) < 0)
             status = -1;
         i = end;
     }
@@ -358,7 +362,7 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
         return NULL;
     engram_spans spans = {NULL, 0, 0};
     PyObject *out = NULL;
-    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, NULL, NULL, &spans) < 0)
+    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, NULL, NULL, NULL, &spans) < 0)
         goto done;
     if ((out = PyList_New(spans.n)) == NULL)
         goto done;

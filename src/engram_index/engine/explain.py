@@ -20,6 +20,7 @@ from engram_index.engine.analyzer import (
     _chunk_cache,
     _remember,
     _stem,
+    _stem_cache,
     index_terms,
     normalize,
     term_set,
@@ -96,7 +97,7 @@ class Explainer:
             finder = self.finder
             matches, snip = _kernels.ascii_explain(
                 text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, finder.stem_probes,
-                finder.exact_terms, self._words,
+                finder.exact_terms, _stem_cache, self._words,
                 self._other_fields, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
             return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
         found = find_terms_mostly_ascii(text, self.finder) if _native[0] else None
