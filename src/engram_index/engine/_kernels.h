@@ -116,7 +116,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args);
 extern const char engram_rank_top_doc[];
 PyObject *engram_rank_top(PyObject *self, PyObject *args);
 
-/* The snippet window of an ASCII body (_kernels_terms.c). */
+/* The snippet window of an ASCII body (_kernels_snippet.c). */
 extern const char engram_snippet_bounds_doc[];
 PyObject *engram_snippet_bounds(PyObject *self, PyObject *args);
 
@@ -141,7 +141,7 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
 void engram_spans_clear(engram_spans *spans);
 
 /* snippet_bounds' choice over n spans' bounds (start, end pairs) and distinct-term numbers (ids,
- * below n), counts a zeroed scratch of n; and explain._snap's end of a window alone (_kernels_terms.c). */
+ * below n), counts a zeroed scratch of n; and explain._snap's end of a window alone (_kernels_snippet.c). */
 void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *bounds, const Py_ssize_t *ids,
                    Py_ssize_t n, Py_ssize_t max_chars, Py_ssize_t *counts, Py_ssize_t *start_out, Py_ssize_t *end_out);
 Py_ssize_t engram_snap_end(const unsigned char *s, Py_ssize_t length, Py_ssize_t end, Py_ssize_t keep_end);
