@@ -11,6 +11,7 @@ from engram_index.engine import _kernels, explain
 from engram_index.engine.analyzer import STOPWORDS, _analysis, _chunk_cache, _stem, _stem_cache, query_words
 from engram_index.engine.explain import Explainer, match_terms, snippet
 from engram_index.engine.keyword_query import searchable_words
+from engram_index.engine.termfind import find_terms
 from engram_index.engine.types import Snippet, TermMatch
 
 # SciFact-like words: claims and abstracts with acronyms, numbers, units, genes, hyphens and stems.
@@ -215,3 +216,16 @@ def test_explainers_of_the_same_words_share_their_plan_but_not_their_memo() -> N
     assert first.explain(text, [], None) == second.explain(text, [], None)
     other = Explainer(query_words("kubernetes"))
     assert other.wanted is not first.wanted
+
+
+def test_the_compiled_matches_of_any_text_are_the_python_ones() -> None:
+    rng = random.Random(3)
+    for _ in range(300):
+        words = searchable_words(query_words(random_query(rng)))
+        text, tags, source = random_text(rng, ascii_only=False), random_tags(rng), random_source(rng)
+        explainer = Explainer(words)
+        found = {t for _, _, t in find_terms(text, explainer.wanted)}
+        got = _kernels.match_terms(explainer._words, found, explainer._other_fields, tags, source, {}, TermMatch)
+        assert got == match_terms(words, text, tags, source, text_terms=found), (words, text, tags, source)
+    with pytest.raises(TypeError, match="word"):
+        _kernels.match_terms((("server",),), set(), lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch)

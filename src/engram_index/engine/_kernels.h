@@ -150,4 +150,8 @@ Py_ssize_t engram_snap_end(const unsigned char *s, Py_ssize_t length, Py_ssize_t
 extern const char engram_ascii_explain_doc[];
 PyObject *engram_ascii_explain(PyObject *self, PyObject *args);
 
+/* A hit's matched terms from the wanted terms found in its text, any script (_kernels_explain.c). */
+extern const char engram_match_terms_doc[];
+PyObject *engram_match_terms(PyObject *self, PyObject *args);
+
 #endif

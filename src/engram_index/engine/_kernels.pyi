@@ -175,6 +175,17 @@ def ascii_explain(
 ) -> tuple[tuple[_M, ...], _S | None]:
     """An ASCII text's matched terms and its snippet (None when the best field is not the text)."""
 
+def match_terms(
+    words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
+    in_text: set[str],
+    others: Callable[[Sequence[str], str | None], tuple[AbstractSet[str], AbstractSet[str], AbstractSet[str]]],
+    tags: Sequence[str],
+    source: str | None,
+    made: dict[Any, _M],
+    match_type: Callable[..., _M],
+) -> tuple[_M, ...]:
+    """A text's matched terms from the wanted terms found in it (any script), as explain's match_terms."""
+
 def snippet_bounds(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
     """The snippet window (start, end) of an ASCII body around its spans, as explain chooses it."""
 

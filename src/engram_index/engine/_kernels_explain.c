@@ -324,6 +324,22 @@ fail:
     return NULL;
 }
 
+/* Check the words' shape, (exact, stem or None, parts) each, and count their alternatives into *most. */
+static int check_words(PyObject *words, Py_ssize_t *most)
+{
+    for (Py_ssize_t w = 0; w < PyTuple_GET_SIZE(words); w++) {
+        PyObject *word = PyTuple_GET_ITEM(words, w);
+        if (!PyTuple_Check(word) || PyTuple_GET_SIZE(word) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(word, 0))
+            || (PyTuple_GET_ITEM(word, 1) != Py_None && !PyUnicode_Check(PyTuple_GET_ITEM(word, 1)))
+            || !PyTuple_Check(PyTuple_GET_ITEM(word, 2))) {
+            PyErr_SetString(PyExc_TypeError, "a word must be (exact, stem or None, parts)");
+            return -1;
+        }
+        *most += 1 + PyTuple_GET_SIZE(PyTuple_GET_ITEM(word, 2));
+    }
+    return 0;
+}
+
 PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
 {
     PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords, *stem_probes, *exact_terms, *stem_cache;
@@ -341,17 +357,7 @@ PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t nwords = PyTuple_GET_SIZE(words), most = 0;
-    for (Py_ssize_t w = 0; w < nwords; w++) {
-        PyObject *word = PyTuple_GET_ITEM(words, w);
-        if (!PyTuple_Check(word) || PyTuple_GET_SIZE(word) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(word, 0))
-            || (PyTuple_GET_ITEM(word, 1) != Py_None && !PyUnicode_Check(PyTuple_GET_ITEM(word, 1)))
-            || !PyTuple_Check(PyTuple_GET_ITEM(word, 2))) {
-            PyErr_SetString(PyExc_TypeError, "a word must be (exact, stem or None, parts)");
-            return NULL;
-        }
-        most += 1 + PyTuple_GET_SIZE(PyTuple_GET_ITEM(word, 2));
-    }
-    if (intern_names() < 0)
+    if (check_words(words, &most) < 0 || intern_names() < 0)
         return NULL;
     engram_spans spans = {NULL, 0, 0};
     Keys keys = {PyMem_Malloc(((size_t)most + 1) * sizeof(Key)), 0};
@@ -395,5 +401,29 @@ done:
     Py_XDECREF(snip);
     PyMem_Free(keys.items);
     engram_spans_clear(&spans);
+    return result;
+}
+
+const char engram_match_terms_doc[] =
+"match_terms(words, in_text, others, tags, source, made, match_type) -> tuple\n--\n\n"
+"explain.Explainer.match_terms over the wanted terms found in a text (in_text, a set), for a text of\n"
+"any script: words, others, tags, source, made and match_type as ascii_explain takes them.";
+
+PyObject *engram_match_terms(PyObject *self, PyObject *args)
+{
+    PyObject *words, *in_text, *others, *tags, *source, *made, *match_type;
+    if (!PyArg_ParseTuple(args, "O!O!OOOO!O:match_terms", &PyTuple_Type, &words, &PySet_Type, &in_text, &others, &tags,
+                          &source, &PyDict_Type, &made, &match_type))
+        return NULL;
+    Py_ssize_t most = 0;
+    if (check_words(words, &most) < 0 || intern_names() < 0)
+        return NULL;
+    Keys keys = {PyMem_Malloc(((size_t)most + 1) * sizeof(Key)), 0};
+    PyObject *result = NULL;
+    if (keys.items == NULL)
+        PyErr_NoMemory();
+    else if (match_keys(words, in_text, others, tags, source, &keys) == 0)
+        result = matches_of(&keys, made, match_type);
+    PyMem_Free(keys.items);
     return result;
 }

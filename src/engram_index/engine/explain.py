@@ -100,8 +100,13 @@ class Explainer:
                 finder.exact_terms, _stem_cache, self._words,
                 self._other_fields, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
             return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
-        found = find_terms_mostly_ascii(text, self.finder) if _native[0] else None
-        spans = found if found is not None else find_terms_with(text, self.finder)
+        if _native[0]:  # the matches in C too; the snippet of a text of other characters in Python
+            found = find_terms_mostly_ascii(text, self.finder)
+            spans = found if found is not None else find_terms_with(text, self.finder)
+            matches = _kernels.match_terms(self._words, {t for _, _, t in spans}, self._other_fields, tags, source,
+                                           self._matches, TermMatch) if self._words else ()
+            return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
+        spans = find_terms_with(text, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
 
