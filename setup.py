@@ -7,7 +7,9 @@ setup(
         Extension(
             "engram_index.engine._kernels",
             ["src/engram_index/engine/_kernels.c", "src/engram_index/engine/_kernels_loops.c",
-             "src/engram_index/engine/_kernels_postings.c", "src/engram_index/engine/_kernels_terms.c", "src/engram_index/engine/_kernels_fuse.c",
+             "src/engram_index/engine/_kernels_postings.c", "src/engram_index/engine/_kernels_terms.c",
+             "src/engram_index/engine/_kernels_explain.c",
+             "src/engram_index/engine/_kernels_snippet.c", "src/engram_index/engine/_kernels_fuse.c",
              "src/engram_index/engine/_kernels_maxscore.c"],
             depends=["src/engram_index/engine/_kernels.h"],
             # No fused multiply-adds outside the loops that ask for them: fusion must round as numpy does.

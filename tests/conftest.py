@@ -56,6 +56,14 @@ def c_loops(request: pytest.FixtureRequest) -> Iterator[str]:
     yield from run(request.node, request.param)
 
 
+@pytest.fixture(params=["compiled", "python"])
+def explain_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test with ASCII texts explained by the compiled explainer, then by the Python reference alone."""
+    from tests.kernel_paths import explain_path as run
+
+    yield from run(request.node, request.param)
+
+
 @pytest.fixture(params=sorted(simsimd.get_capabilities()))
 def simsimd_level(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test once per simsimd capability level, with only that one enabled (skipped where the CPU lacks it)."""

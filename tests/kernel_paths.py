@@ -103,3 +103,16 @@ def simsimd_level(node: pytest.Item, capability: str) -> Iterator[str]:
     finally:
         for name in others:
             simsimd.enable_capability(name)
+
+
+def explain_path(node: pytest.Item, which: str) -> Iterator[str]:
+    """Explain with the compiled explainer of ASCII texts or with the Python reference alone; yield the path."""
+    from engram_index.engine import explain
+
+    explain.use_native(which == "compiled")
+    path = "explanations, compiled (ASCII texts)" if which == "compiled" else "explanations, Python reference"
+    exercised(node, path)
+    try:
+        yield path
+    finally:
+        explain.use_native(True)

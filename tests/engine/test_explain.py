@@ -247,7 +247,7 @@ def test_snippet_of_a_30_kb_text_finds_the_match_in_the_middle() -> None:
         ("x" * 5000 + " needle " + "y" * 5000, "needle"),
     ],
 )
-def test_explain_in_one_pass_equals_matching_then_snippet(text: str, q: str) -> None:
+def test_explain_in_one_pass_equals_matching_then_snippet(text: str, q: str, explain_path: str) -> None:
     from engram_index.engine.explain import explain
 
     words = query_words(q)
@@ -256,7 +256,7 @@ def test_explain_in_one_pass_equals_matching_then_snippet(text: str, q: str) -> 
     assert explain(words, text, tags, source) == (matches, snippet(text, tags, source, matches, words))
 
 
-def test_one_explainer_over_many_hits_equals_matching_then_snippet_for_each_hit() -> None:
+def test_one_explainer_over_many_hits_equals_matching_then_snippet_for_each_hit(explain_path: str) -> None:
     from engram_index.engine.explain import Explainer
 
     texts = [
@@ -277,7 +277,7 @@ def test_one_explainer_over_many_hits_equals_matching_then_snippet_for_each_hit(
             assert explainer.explain(text, ["infra"], "notes/servers.md") == expected, (q, text)
 
 
-def test_explainers_of_different_queries_on_several_threads_each_find_their_own_terms() -> None:
+def test_explainers_of_different_queries_on_several_threads_each_find_their_own_terms(explain_path: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from engram_index.engine.explain import Explainer

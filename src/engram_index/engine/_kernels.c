@@ -470,6 +470,8 @@ static PyMethodDef methods[] = {
     {"build_postings", engram_build_postings, METH_VARARGS, engram_build_postings_doc},
     {"postings_scores", engram_postings_scores, METH_VARARGS, engram_postings_scores_doc},
     {"ascii_spans", engram_ascii_spans, METH_VARARGS, engram_ascii_spans_doc},
+    {"ascii_explain", engram_ascii_explain, METH_VARARGS, engram_ascii_explain_doc},
+    {"match_terms", engram_match_terms, METH_VARARGS, engram_match_terms_doc},
     {"fuse", engram_fuse, METH_VARARGS, engram_fuse_doc},
     {"combine_scores", engram_combine_scores, METH_VARARGS, engram_combine_scores_doc},
     {"select_top", engram_select_top, METH_VARARGS, engram_select_top_doc},

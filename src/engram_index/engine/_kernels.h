@@ -49,6 +49,25 @@ static inline void engram_prefetch(const void *p, Py_ssize_t bytes)
         ENGRAM_PREFETCH((const char *)p + off);
 }
 
+/* Restore the min-heap order below position i of a heap of n doubles (the top-k picks of
+ * _kernels_postings.c and _kernels_maxscore.c). */
+static inline void engram_sift(double *heap, Py_ssize_t n, Py_ssize_t i)
+{
+    double x = heap[i];
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= n)
+            break;
+        if (child + 1 < n && heap[child + 1] < heap[child])
+            child++;
+        if (!(heap[child] < x))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = x;
+}
+
 /* The fastest dot products this CPU runs (the portable ones when asked); name: the loop's name. */
 engram_dot_fn engram_select_dot(int portable, const char **name);
 engram_self_dot_fn engram_select_self_dot(int portable);
@@ -97,8 +116,42 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args);
 extern const char engram_rank_top_doc[];
 PyObject *engram_rank_top(PyObject *self, PyObject *args);
 
-/* The snippet window of an ASCII body (_kernels_terms.c). */
+/* The snippet window of an ASCII body (_kernels_snippet.c). */
 extern const char engram_snippet_bounds_doc[];
 PyObject *engram_snippet_bounds(PyObject *self, PyObject *args);
+
+/* A found term's place in an ASCII text (the term a new reference), and a growing array of them. */
+typedef struct {
+    Py_ssize_t start, end;
+    PyObject *term;
+} engram_span;
+typedef struct {
+    engram_span *items;
+    Py_ssize_t n, cap;
+} engram_spans;
+
+/* ascii_spans' finding into out (appended; 0, or -1 with an exception set), and out's release
+ * (_kernels_terms.c). stem_probes and exact_terms, when not NULL, are tuples of the wanted stems'
+ * probes and of the other wanted ASCII terms: a plain word is then matched without making a term
+ * that is not wanted (one holding no stem's probe is not stemmed); stem_cache, when not NULL, is
+ * the dict stem() answers from first (the word's stem read there, stem() called on a miss). */
+int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
+                            PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
+                            PyObject *stem_cache, engram_spans *out);
+void engram_spans_clear(engram_spans *spans);
+
+/* snippet_bounds' choice over n spans' bounds (start, end pairs) and distinct-term numbers (ids,
+ * below n), counts a zeroed scratch of n; and explain._snap's end of a window alone (_kernels_snippet.c). */
+void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *bounds, const Py_ssize_t *ids,
+                   Py_ssize_t n, Py_ssize_t max_chars, Py_ssize_t *counts, Py_ssize_t *start_out, Py_ssize_t *end_out);
+Py_ssize_t engram_snap_end(const unsigned char *s, Py_ssize_t length, Py_ssize_t end, Py_ssize_t keep_end);
+
+/* A hit's whole explanation for an ASCII text (_kernels_explain.c). */
+extern const char engram_ascii_explain_doc[];
+PyObject *engram_ascii_explain(PyObject *self, PyObject *args);
+
+/* A hit's matched terms from the wanted terms found in its text, any script (_kernels_explain.c). */
+extern const char engram_match_terms_doc[];
+PyObject *engram_match_terms(PyObject *self, PyObject *args);
 
 #endif

@@ -1,9 +1,13 @@
 """The engine's compiled inner loops (_kernels.c): the coarse scan, the exact re-rank, the squared norms and the
 BM25 parts; they take any C-contiguous buffer, numpy arrays here."""
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence, Set as AbstractSet
+from typing import Any, TypeVar
 
 import numpy as np
+
+_M = TypeVar("_M")
+_S = TypeVar("_S")
 
 def hamming(query: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
     """Write into out (uint16, one per row) the Hamming distance from query to each row of codes."""
@@ -148,6 +152,39 @@ def postings_top(
 
 def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
     """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""
+
+def ascii_explain(
+    text: str,
+    wanted: set[str],
+    probes: tuple[str, ...],
+    cache: Mapping[str, object],
+    analyze: Callable[[str], object],
+    stem: Callable[[str], str],
+    stopwords: Collection[str],
+    stem_probes: tuple[str, ...],
+    exact_terms: tuple[str, ...],
+    stem_cache: dict[str, str],
+    words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
+    others: Callable[[Sequence[str], str | None], tuple[AbstractSet[str], AbstractSet[str], AbstractSet[str]]],
+    tags: Sequence[str],
+    source: str | None,
+    made: dict[Any, _M],
+    match_type: Callable[..., _M],
+    snippet_type: Callable[..., _S],
+    max_chars: int,
+) -> tuple[tuple[_M, ...], _S | None]:
+    """An ASCII text's matched terms and its snippet (None when the best field is not the text)."""
+
+def match_terms(
+    words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
+    in_text: set[str],
+    others: Callable[[Sequence[str], str | None], tuple[AbstractSet[str], AbstractSet[str], AbstractSet[str]]],
+    tags: Sequence[str],
+    source: str | None,
+    made: dict[Any, _M],
+    match_type: Callable[..., _M],
+) -> tuple[_M, ...]:
+    """A text's matched terms from the wanted terms found in it (any script), as explain's match_terms."""
 
 def snippet_bounds(body: str, spans: list[tuple[int, int, str]], max_chars: int) -> tuple[int, int]:
     """The snippet window (start, end) of an ASCII body around its spans, as explain chooses it."""

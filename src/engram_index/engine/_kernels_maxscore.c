@@ -92,36 +92,18 @@ const char engram_postings_top_doc[] =
 "are taken together, in their order. max_part is postings_bounds' at bound_average (the lengths'\n"
 "average when they were inverted). skipped: postings entries not read (0 when nothing was pruned).";
 
-/* Restore the min-heap order below position i of a heap of n doubles. */
-static void sift(double *heap, Py_ssize_t n, Py_ssize_t i)
-{
-    double x = heap[i];
-    for (;;) {
-        Py_ssize_t child = 2 * i + 1;
-        if (child >= n)
-            break;
-        if (child + 1 < n && heap[child + 1] < heap[child])
-            child++;
-        if (!(heap[child] < x))
-            break;
-        heap[i] = heap[child];
-        i = child;
-    }
-    heap[i] = x;
-}
-
 /* The k-th largest of acc over n ordinals (k <= n), with a min-heap of k. */
 static double kth_of(const double *acc, const int64_t *ords, Py_ssize_t n, Py_ssize_t k, double *heap)
 {
     for (Py_ssize_t i = 0; i < k; i++)
         heap[i] = acc[ords[i]];
     for (Py_ssize_t i = k / 2; i-- > 0;)
-        sift(heap, k, i);
+        engram_sift(heap, k, i);
     for (Py_ssize_t i = k; i < n; i++) {
         double x = acc[ords[i]];
         if (x > heap[0]) {
             heap[0] = x;
-            sift(heap, k, 0);
+            engram_sift(heap, k, 0);
         }
     }
     return heap[0];
@@ -139,6 +121,18 @@ static int64_t find(const int32_t *ords, int64_t lo, int64_t hi, int32_t d)
             hi = mid;
     }
     return lo < end && ords[lo] == d ? lo : -1;
+}
+
+/* Phase 2's step for one candidate holding a column: its BM25 part added to acc[d], and after a
+ * stem (kind 1) its mark set, so that the group's exact forms (kind 2) add nothing there. */
+static inline void add_part(double *acc, int32_t *mark, int64_t d, uint16_t tf_count, int64_t length, double scale,
+                            double k1, double b, double average, int64_t kind, int32_t found_mark)
+{
+    double tf = (double)tf_count;
+    double norm = k1 * (average > 0 ? 1.0 - b + b * (double)length / average : 1.0 - b);
+    acc[d] += scale * tf / (tf + norm);
+    if (kind == 1)
+        mark[d] = found_mark;
 }
 
 typedef struct {
@@ -407,13 +401,9 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                             if (kind == 2 && mark[d] == found_mark)
                                 continue;
                             int64_t p = find(post_ords, from, stop, (int32_t)d);
-                            if (p < 0)
-                                continue;
-                            double tf = (double)post_tfs[p];
-                            double norm = k1 * (average > 0 ? 1.0 - b + b * (double)doc_lengths[d] / average : 1.0 - b);
-                            acc[d] += scale * tf / (tf + norm);
-                            if (kind == 1)
-                                mark[d] = found_mark;
+                            if (p >= 0)
+                                add_part(acc, mark, d, post_tfs[p], doc_lengths[d], scale, k1, b, average, kind,
+                                         found_mark);
                         }
                     } else {
                         for (int64_t p = from; p < stop; p++) {
@@ -422,11 +412,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                                 continue;
                             if (kind == 2 && mark[d] == found_mark)
                                 continue;
-                            double tf = (double)post_tfs[p];
-                            double norm = k1 * (average > 0 ? 1.0 - b + b * (double)doc_lengths[d] / average : 1.0 - b);
-                            acc[d] += scale * tf / (tf + norm);
-                            if (kind == 1)
-                                mark[d] = found_mark;
+                            add_part(acc, mark, d, post_tfs[p], doc_lengths[d], scale, k1, b, average, kind, found_mark);
                         }
                     }
                 }

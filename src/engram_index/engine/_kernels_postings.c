@@ -331,35 +331,17 @@ const char engram_select_top_doc[] =
 "the k-th largest value less margin x its magnitude (all of them when there are at most k), moving\n"
 "them to the front of ords; return how many. The same as numpy's partition and mask over them.";
 
-/* Restore the min-heap order below position i of a heap of n doubles. */
-static void sift_down(double *heap, Py_ssize_t n, Py_ssize_t i)
-{
-    double x = heap[i];
-    for (;;) {
-        Py_ssize_t child = 2 * i + 1;
-        if (child >= n)
-            break;
-        if (child + 1 < n && heap[child + 1] < heap[child])
-            child++;
-        if (!(heap[child] < x))
-            break;
-        heap[i] = heap[child];
-        i = child;
-    }
-    heap[i] = x;
-}
-
 /* The k-th largest of n doubles (k <= n): a min-heap of the k largest seen, which most values
  * pass by with one comparison. */
 static double kth_largest(const double *values, Py_ssize_t n, Py_ssize_t k, double *heap)
 {
     memcpy(heap, values, (size_t)k * sizeof(double));
     for (Py_ssize_t i = k / 2; i-- > 0;)
-        sift_down(heap, k, i);
+        engram_sift(heap, k, i);
     for (Py_ssize_t i = k; i < n; i++)
         if (values[i] > heap[0]) {
             heap[0] = values[i];
-            sift_down(heap, k, 0);
+            engram_sift(heap, k, 0);
         }
     return heap[0];
 }

@@ -32,6 +32,12 @@ static inline int is_word(unsigned char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
+/* The one-character joins of words inside a chunk: . / - : ' */
+static inline int is_join(unsigned char c)
+{
+    return c == '.' || c == '/' || c == '-' || c == ':' || c == '\'';
+}
+
 /* The end of the chunk starting at a word character at i: words joined by ://, :: or one of ./-:'
  * (each followed by a word character), as the analyzer's _ASCII_CHUNK_RE matches it. */
 static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
@@ -44,7 +50,7 @@ static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
             join = 3;
         else if (i + 2 < n && s[i] == ':' && s[i + 1] == ':' && is_word(s[i + 2]))
             join = 2;
-        else if (i + 1 < n && strchr("./-:'", s[i]) != NULL && s[i] != 0 && is_word(s[i + 1]))
+        else if (i + 1 < n && is_join(s[i]) && is_word(s[i + 1]))
             join = 1;
         if (!join)
             return i;
@@ -57,15 +63,31 @@ static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
 /* The stem prefix "~" (analyzer.STEM_PREFIX), made once. */
 static PyObject *tilde = NULL;
 
-/* Append a (start, end, term) span to out; -1 with an exception set on failure. */
-static int append_span(PyObject *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
+/* Append a (start, end, term) span to out (a new reference to term); -1 with an exception set on failure. */
+static int append_span(engram_spans *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
 {
-    PyObject *span = Py_BuildValue("(nnO)", start, end, term);
-    if (span == NULL)
-        return -1;
-    int appended = PyList_Append(out, span);
-    Py_DECREF(span);
-    return appended;
+    if (out->n == out->cap) {
+        Py_ssize_t cap = out->cap ? 2 * out->cap : 16;
+        engram_span *items = PyMem_Realloc(out->items, (size_t)cap * sizeof(engram_span));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        out->items = items;
+        out->cap = cap;
+    }
+    Py_INCREF(term);
+    out->items[out->n++] = (engram_span){start, end, term};
+    return 0;
+}
+
+void engram_spans_clear(engram_spans *spans)
+{
+    for (Py_ssize_t i = 0; i < spans->n; i++)
+        Py_DECREF(spans->items[i].term);
+    PyMem_Free(spans->items);
+    spans->items = NULL;
+    spans->n = spans->cap = 0;
 }
 
 /* Whether an ASCII chunk takes the analyzer's fast path (analyzer._chunk_words): digits, or letters
@@ -95,24 +117,75 @@ static int is_plain(const unsigned char *s, Py_ssize_t n, int *digits_out)
     return 1;
 }
 
-/* Append the wanted spans of a plain chunk (is_plain), its exact term made from the lower-case
- * text; 0, or -1 with an exception set. */
-static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end, int digits, PyObject *wanted,
-                       PyObject *stem, PyObject *stopwords, PyObject *out)
+/* Whether the n bytes at a begin with the len bytes of b (probes and words are short: no library call). */
+static inline int starts_with(const unsigned char *a, Py_ssize_t n, const unsigned char *b, Py_ssize_t len)
 {
-    PyObject *exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start);
-    if (exact == NULL)
-        return -1;
-    int status = -1, found = PySet_Contains(wanted, exact);
-    if (found < 0 || (found && append_span(out, start, end, exact) < 0))
-        goto done;
+    if (len > n)
+        return 0;
+    Py_ssize_t k = 0;
+    while (k < len && a[k] == b[k])
+        k++;
+    return k == len;
+}
+
+/* Whether the n bytes at a hold the len bytes of b anywhere. */
+static inline int holds_probe(const unsigned char *a, Py_ssize_t n, const unsigned char *b, Py_ssize_t len)
+{
+    for (Py_ssize_t i = 0; i + len <= n; i++)
+        if (a[i] == b[0] && starts_with(a + i, n - i, b, len))
+            return 1;
+    return 0;
+}
+
+/* Append the wanted spans of a plain chunk (is_plain), its exact term made from the lower-case
+ * text; 0, or -1 with an exception set. With hints (stem_probes and exact_terms not NULL: the
+ * wanted stems' probes, and every other wanted ASCII term) no term is made that is not wanted:
+ * the exact term is looked for among exact_terms, and the word is stemmed only when it holds a
+ * wanted stem's probe (every ASCII source of a stem holds its probe). */
+static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end, int digits, PyObject *wanted,
+                       PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
+                       PyObject *stem_cache, engram_spans *out)
+{
+    int status = -1, found;
+    PyObject *exact;
+    if (stem_probes != NULL && exact_terms != NULL) {
+        size_t len = (size_t)(end - start);
+        for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(exact_terms); t++) {
+            PyObject *term = PyTuple_GET_ITEM(exact_terms, t);
+            if ((size_t)PyUnicode_GET_LENGTH(term) == len && memcmp(PyUnicode_1BYTE_DATA(term), lowered + start, len) == 0) {
+                if (append_span(out, start, end, term) < 0)
+                    return -1;
+                break;
+            }
+        }
+        if (digits)
+            return 0;
+        int any = 0;
+        for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(stem_probes) && !any; p++) {
+            PyObject *probe = PyTuple_GET_ITEM(stem_probes, p);
+            any = holds_probe(lowered + start, (Py_ssize_t)len, PyUnicode_1BYTE_DATA(probe), PyUnicode_GET_LENGTH(probe));
+        }
+        if (!any)
+            return 0;
+        if ((exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start)) == NULL)
+            return -1;
+    } else {
+        if ((exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start)) == NULL)
+            return -1;
+        found = PySet_Contains(wanted, exact);
+        if (found < 0 || (found && append_span(out, start, end, exact) < 0))
+            goto done;
+    }
     if (!digits) {
         int stop = PySet_Contains(stopwords, exact);
         if (stop < 0)
             goto done;
         if (!stop) {
-            PyObject *stemmed = PyObject_CallOneArg(stem, exact);
-            if (stemmed == NULL)
+            /* stem(exact) answers from the analyzer's cache when it holds the word: read it here. */
+            PyObject *stemmed = stem_cache != NULL ? PyDict_GetItemWithError(stem_cache, exact) : NULL;
+            if (stemmed != NULL)
+                Py_INCREF(stemmed);
+            else if (PyErr_Occurred() || (stemmed = PyObject_CallOneArg(stem, exact)) == NULL)
                 goto done;
             if (!PyUnicode_Check(stemmed)) {
                 Py_DECREF(stemmed);
@@ -148,11 +221,12 @@ done:
  * analyzer, called back. */
 static int chunk_spans(PyObject *text, const unsigned char *lowered, Py_ssize_t start, Py_ssize_t end,
                        PyObject *wanted, PyObject *cache, PyObject *analyze, PyObject *stem, PyObject *stopwords,
-                       PyObject *out)
+                       PyObject *stem_probes, PyObject *exact_terms, PyObject *stem_cache, engram_spans *out)
 {
     int digits = 0;
     if (is_plain(PyUnicode_1BYTE_DATA(text) + start, end - start, &digits))
-        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, out);
+        return plain_spans(lowered, start, end, digits, wanted, stem, stopwords, stem_probes, exact_terms, stem_cache,
+                           out);
     PyObject *chunk = PyUnicode_Substring(text, start, end);
     if (chunk == NULL)
         return -1;
@@ -196,212 +270,111 @@ done:
     return status;
 }
 
+/* Whether every item of a tuple is a non-empty ASCII str; else ValueError. */
+static int check_probes(PyObject *probes)
+{
+    for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(probes); p++) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, p);
+        if (!PyUnicode_Check(probe) || !PyUnicode_IS_ASCII(probe) || PyUnicode_GET_LENGTH(probe) == 0) {
+            PyErr_SetString(PyExc_ValueError, "probes must be non-empty ASCII str");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, PyObject *cache, PyObject *analyze,
+                            PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
+                            PyObject *stem_cache, engram_spans *out)
+{
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "text must be ASCII");
+        return -1;
+    }
+    if (tilde == NULL && (tilde = PyUnicode_InternFromString("~")) == NULL)
+        return -1;
+    Py_ssize_t np = PyTuple_GET_SIZE(probes);
+    if (check_probes(probes) < 0 || (stem_probes != NULL && check_probes(stem_probes) < 0)
+        || (exact_terms != NULL && check_probes(exact_terms) < 0))
+        return -1;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n == 0 || np == 0)
+        return 0;
+    /* The lower-case text (a probe may reach past its chunk), and the probes by their first byte. */
+    int status = 0;
+    unsigned char *lowered = PyMem_Malloc((size_t)n + 1);
+    const unsigned char **needles = PyMem_Malloc((size_t)np * sizeof(*needles));
+    Py_ssize_t *lengths = PyMem_Malloc((size_t)np * sizeof(Py_ssize_t));
+    Py_ssize_t *next = PyMem_Malloc((size_t)np * sizeof(Py_ssize_t));
+    if (lowered == NULL || needles == NULL || lengths == NULL || next == NULL) {
+        PyErr_NoMemory();
+        status = -1;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        lowered[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+    }
+    lowered[n] = 0;
+    /* head[c]: the first probe starting with byte c (-1: none), next[p] the one after p. */
+    Py_ssize_t head[256];
+    for (int c = 0; c < 256; c++)
+        head[c] = -1;
+    for (Py_ssize_t p = np; p-- > 0;) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, p);
+        needles[p] = PyUnicode_1BYTE_DATA(probe);
+        lengths[p] = PyUnicode_GET_LENGTH(probe);
+        next[p] = head[needles[p][0]];
+        head[needles[p][0]] = p;
+    }
+    /* Each chunk in order, looked at when a probe starts inside it (the probes' occurrences in
+     * the lower-case text, as a search for each would find them). */
+    for (Py_ssize_t i = 0; i < n && status == 0;) {
+        if (!is_word(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = chunk_end(s, n, i);
+        int hit = 0;
+        for (Py_ssize_t pos = i; pos < end && !hit; pos++) {
+            for (Py_ssize_t p = head[lowered[pos]]; p >= 0 && !hit; p = next[p])
+                hit = starts_with(lowered + pos, n - pos, needles[p], lengths[p]);
+        }
+        if (hit && chunk_spans(text, lowered, i, end, wanted, cache, analyze, stem, stopwords, stem_probes, exact_terms,
+                               stem_cache, out) < 0)
+            status = -1;
+        i = end;
+    }
+done:
+    PyMem_Free(lowered);
+    PyMem_Free(needles);
+    PyMem_Free(lengths);
+    PyMem_Free(next);
+    return status;
+}
+
 PyObject *engram_ascii_spans(PyObject *self, PyObject *args)
 {
     PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords;
     if (!PyArg_ParseTuple(args, "UO!O!O!OOO:ascii_spans", &text, &PySet_Type, &wanted, &PyTuple_Type, &probes,
                           &PyDict_Type, &cache, &analyze, &stem, &stopwords))
         return NULL;
-    if (!PyUnicode_IS_ASCII(text)) {
-        PyErr_SetString(PyExc_ValueError, "text must be ASCII");
-        return NULL;
-    }
-    if (tilde == NULL && (tilde = PyUnicode_InternFromString("~")) == NULL)
-        return NULL;
-    Py_ssize_t np = PyTuple_GET_SIZE(probes);
-    for (Py_ssize_t p = 0; p < np; p++) {
-        PyObject *probe = PyTuple_GET_ITEM(probes, p);
-        if (!PyUnicode_Check(probe) || !PyUnicode_IS_ASCII(probe) || PyUnicode_GET_LENGTH(probe) == 0) {
-            PyErr_SetString(PyExc_ValueError, "probes must be non-empty ASCII str");
-            return NULL;
-        }
-    }
-    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *out = PyList_New(0);
-    if (out == NULL || n == 0 || np == 0)
-        return out;
-    /* The lower-case text, and per character the chunk it belongs to (-1: none) and whether a
-     * probe starts inside that chunk. */
-    unsigned char *lowered = PyMem_Malloc((size_t)n + 1);
-    int32_t *owner = PyMem_Malloc((size_t)n * sizeof(int32_t));
-    Py_ssize_t *bounds = PyMem_Malloc((size_t)n * 2 * sizeof(Py_ssize_t));
-    uint8_t *marked = PyMem_Calloc((size_t)n, 1);
-    if (lowered == NULL || owner == NULL || bounds == NULL || marked == NULL) {
-        PyErr_NoMemory();
-        Py_CLEAR(out);
+    engram_spans spans = {NULL, 0, 0};
+    PyObject *out = NULL;
+    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, NULL, NULL, NULL, &spans) < 0)
         goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        lowered[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
-        owner[i] = -1;
-    }
-    lowered[n] = 0;
-    Py_ssize_t chunks = 0;
-    for (Py_ssize_t i = 0; i < n;) {
-        if (!is_word(s[i])) {
-            i++;
-            continue;
-        }
-        Py_ssize_t end = chunk_end(s, n, i);
-        bounds[2 * chunks] = i;
-        bounds[2 * chunks + 1] = end;
-        for (Py_ssize_t j = i; j < end; j++)
-            owner[j] = (int32_t)chunks;
-        chunks++;
-        i = end;
-    }
-    for (Py_ssize_t p = 0; p < np; p++) {
-        PyObject *probe = PyTuple_GET_ITEM(probes, p);
-        const char *needle = (const char *)PyUnicode_1BYTE_DATA(probe);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(probe);
-        const unsigned char *at = lowered, *stop = lowered + n;
-        while (stop - at >= len) {
-            const unsigned char *hit = memmem(at, (size_t)(stop - at), needle, (size_t)len);
-            if (hit == NULL)
-                break;
-            int32_t c = owner[hit - lowered];
-            if (c >= 0) {
-                marked[c] = 1;
-                /* The rest of this chunk is marked already: look on after it. */
-                at = lowered + bounds[2 * c + 1];
-            } else {
-                at = hit + 1;
-            }
-        }
-    }
-    for (Py_ssize_t c = 0; c < chunks; c++)
-        if (marked[c] && chunk_spans(text, lowered, bounds[2 * c], bounds[2 * c + 1], wanted, cache, analyze, stem,
-                                     stopwords, out) < 0) {
+    if ((out = PyList_New(spans.n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < spans.n; i++) {
+        PyObject *span = Py_BuildValue("(nnO)", spans.items[i].start, spans.items[i].end, spans.items[i].term);
+        if (span == NULL) {
             Py_CLEAR(out);
-            break;
+            goto done;
         }
+        PyList_SET_ITEM(out, i, span);
+    }
 done:
-    PyMem_Free(lowered);
-    PyMem_Free(owner);
-    PyMem_Free(bounds);
-    PyMem_Free(marked);
+    engram_spans_clear(&spans);
     return out;
-}
-
-const char engram_snippet_bounds_doc[] =
-"snippet_bounds(body, spans, max_chars) -> (start, end)\n--\n\n"
-"The snippet window of an ASCII body, as explain._window and explain._snap choose it: about\n"
-"max_chars characters covering the most distinct terms of spans (a list of (start, end, term),\n"
-"sorted by start, not empty), then the earliest such, centred and moved to word boundaries.";
-
-/* Whether the character at i of an ASCII body is whitespace as str.isspace() says. */
-static inline int space_at(const unsigned char *s, Py_ssize_t i)
-{
-    return Py_UNICODE_ISSPACE(s[i]);
-}
-
-PyObject *engram_snippet_bounds(PyObject *self, PyObject *args)
-{
-    PyObject *body, *spans;
-    Py_ssize_t max_chars;
-    if (!PyArg_ParseTuple(args, "UO!n:snippet_bounds", &body, &PyList_Type, &spans, &max_chars))
-        return NULL;
-    if (!PyUnicode_IS_ASCII(body)) {
-        PyErr_SetString(PyExc_ValueError, "body must be ASCII");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(spans);
-    if (n == 0 || max_chars <= 0) {
-        PyErr_SetString(PyExc_ValueError, "spans must not be empty and max_chars must be positive");
-        return NULL;
-    }
-    Py_ssize_t *bounds = PyMem_Malloc((size_t)n * 2 * sizeof(Py_ssize_t));
-    Py_ssize_t *ids = PyMem_Malloc((size_t)n * sizeof(Py_ssize_t)); /* each span's distinct term, numbered */
-    Py_ssize_t *counts = PyMem_Calloc((size_t)n, sizeof(Py_ssize_t));
-    PyObject **terms = PyMem_Malloc((size_t)n * sizeof(PyObject *));
-    PyObject *result = NULL;
-    if (bounds == NULL || ids == NULL || counts == NULL || terms == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_ssize_t distinct = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *span = PyList_GET_ITEM(spans, i);
-        if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 3) {
-            PyErr_SetString(PyExc_TypeError, "a span must be (start, end, term)");
-            goto done;
-        }
-        bounds[2 * i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
-        bounds[2 * i + 1] = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
-        if (PyErr_Occurred())
-            goto done;
-        PyObject *term = PyTuple_GET_ITEM(span, 2);
-        Py_ssize_t id = 0;
-        for (; id < distinct; id++) {
-            if (terms[id] == term)
-                break;
-            int same = PyObject_RichCompareBool(terms[id], term, Py_EQ);
-            if (same < 0)
-                goto done;
-            if (same)
-                break;
-        }
-        if (id == distinct)
-            terms[distinct++] = term;
-        ids[i] = id;
-    }
-    /* explain._window: two pointers over the spans; spans[i..j) fit in a window starting at spans[i]. */
-    Py_ssize_t best_count = 0, best_first = 0, best_last = 0, in_window = 0, j = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t first_start = bounds[2 * i];
-        if (j < i)
-            j = i;
-        while (j < n && bounds[2 * j + 1] - first_start <= max_chars) {
-            if (counts[ids[j]]++ == 0)
-                in_window++;
-            j++;
-        }
-        if (in_window > best_count) {
-            best_count = in_window;
-            best_first = i;
-            best_last = j - 1;
-        }
-        if (j > i && --counts[ids[i]] == 0)
-            in_window--;
-    }
-    Py_ssize_t covered_start = bounds[2 * best_first], covered_end = bounds[2 * best_first + 1];
-    for (Py_ssize_t i = best_first + 1; i <= best_last; i++)
-        if (bounds[2 * i + 1] > covered_end)
-            covered_end = bounds[2 * i + 1];
-    if (covered_end > covered_start + max_chars)
-        covered_end = covered_start + max_chars;
-    Py_ssize_t length = PyUnicode_GET_LENGTH(body);
-    Py_ssize_t start = covered_start - (max_chars - (covered_end - covered_start)) / 2;
-    start = start > 0 ? start : 0;
-    Py_ssize_t end = start + max_chars < length ? start + max_chars : length;
-    start = end - max_chars > 0 ? end - max_chars : 0;
-    /* explain._snap (an ASCII body has no combining marks). */
-    const unsigned char *s = PyUnicode_1BYTE_DATA(body);
-    if (start > 0 && !space_at(s, start - 1)) {
-        for (Py_ssize_t k = start; k < covered_start; k++)
-            if (space_at(s, k)) {
-                start = k + 1;
-                break;
-            }
-    }
-    while (start < covered_start && space_at(s, start))
-        start++;
-    if (end < length && !space_at(s, end) && !space_at(s, end - 1)) {
-        for (Py_ssize_t k = end - 1; k >= covered_end; k--)
-            if (space_at(s, k)) {
-                end = k;
-                break;
-            }
-    }
-    while (end > covered_end && space_at(s, end - 1))
-        end--;
-    result = Py_BuildValue("(nn)", start, end);
-done:
-    PyMem_Free(bounds);
-    PyMem_Free(ids);
-    PyMem_Free(counts);
-    PyMem_Free(terms);
-    return result;
 }

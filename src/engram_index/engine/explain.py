@@ -13,13 +13,33 @@ import unicodedata
 from collections.abc import Sequence
 
 from engram_index.engine import _kernels
-from engram_index.engine.analyzer import STOPWORDS, QueryWord, index_terms, normalize, term_set
-from engram_index.engine.termfind import TermFinder, find_terms, find_terms_with
+from engram_index.engine.analyzer import (
+    STOPWORDS,
+    QueryWord,
+    _analysis,
+    _chunk_cache,
+    _remember,
+    _stem,
+    _stem_cache,
+    index_terms,
+    normalize,
+    term_set,
+)
+from engram_index.engine.termfind import TermFinder, find_terms, find_terms_mostly_ascii, find_terms_with
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
 _ELLIPSIS_BYTES = len(ELLIPSIS.encode("utf-8"))
 _FIELDS: tuple[FieldName, ...] = ("text", "tags", "source")
+_MAX_CHARS = 200
+# Whether an ASCII text is explained in one compiled call (_kernels.ascii_explain); the Python below
+# is the reference, and use_native(False) runs it alone (tests compare the two).
+_native = [True]
+
+
+def use_native(on: bool) -> None:
+    """Explain ASCII texts with the compiled explainer (True, the default) or in Python alone (False)."""
+    _native[0] = on
 
 
 def _tag_body(tags: Sequence[str]) -> str:
@@ -46,16 +66,25 @@ def _wanted(words: Sequence[QueryWord]) -> set[str]:
 class Explainer:
     """The explanations of one query's hits: what depends on the query alone is worked out once."""
 
-    __slots__ = ("words", "content", "wanted", "finder", "_others", "_matches")
+    __slots__ = ("words", "content", "wanted", "finder", "_others", "_matches", "_words")
 
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Take the analyzed query (stopwords and repeats already dropped, as the keyword index does)."""
         self.words = words
-        self.content = _content_words(words)
-        self.wanted = _wanted(self.content)
+        # By the words' identities (analyzer.query_words answers a repeated text with the same words):
+        # the plan holds its words, so no id in a key can be another object's while it is kept.
+        key = tuple(map(id, words))
+        plan = _plans.get(key)
+        if plan is None:  # what depends on the words alone, made once for every search of them
+            content = _content_words(words)
+            wanted = _wanted(content)
+            plan = (tuple(words), content, wanted, TermFinder(wanted), tuple((w.exact, w.stem, w.parts) for w in content))
+            _remember(_plans, key, plan, 4096)
+        # (The plan's parts are never changed: the wanted set is read only, here and by the finder.)
+        _, self.content, self.wanted, finder, self._words = plan
         # The hits of one query share its probes and many pieces ("cells", the query's own words);
         # the finder remembers them, and is not shared with other searches or threads.
-        self.finder = TermFinder(self.wanted)
+        self.finder = finder.fresh()
         # Hits often share their tags and source: each distinct (tags, source) is analyzed once a
         # query, and each (term, kind, field) made once (they are immutable).
         self._others: dict[tuple[tuple[str, ...], str | None], tuple[frozenset[str], set[str], set[str]]] = {}
@@ -63,6 +92,20 @@ class Explainer:
 
     def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
         """The matched terms and the snippet of one document, reading its text only once."""
+        if _native[0] and text.isascii():
+            # The same matches and snippet as below, in one call (the tags' or the source's snippet aside).
+            finder = self.finder
+            matches, snip = _kernels.ascii_explain(
+                text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, finder.stem_probes,
+                finder.exact_terms, _stem_cache, self._words,
+                self._other_fields, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
+            return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
+        if _native[0]:  # the matches in C too; the snippet of a text of other characters in Python
+            found = find_terms_mostly_ascii(text, self.finder)
+            spans = found if found is not None else find_terms_with(text, self.finder)
+            matches = _kernels.match_terms(self._words, {t for _, _, t in spans}, self._other_fields, tags, source,
+                                           self._matches, TermMatch) if self._words else ()
+            return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
         spans = find_terms_with(text, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
@@ -129,6 +172,12 @@ class Explainer:
 
 
 _NO_TAGS: frozenset[str] = frozenset()
+# The words' plans (the words, content words, wanted terms, a finder's probes, the compiled path's
+# words), by the words' ids, up to 4,096 (the analyzed queries' bound), started over when full.
+_Plan = tuple[
+    tuple[QueryWord, ...], list[QueryWord], set[str], TermFinder, tuple[tuple[str, str | None, tuple[str, ...]], ...]
+]
+_plans: dict[tuple[int, ...], _Plan] = {}
 
 
 def explain(
@@ -165,7 +214,7 @@ def snippet(
     source: str | None,
     matches: Sequence[TermMatch],
     words: Sequence[QueryWord],
-    max_chars: int = 200,
+    max_chars: int = _MAX_CHARS,
     text_spans: list[tuple[int, int, str]] | None = None,
 ) -> Snippet:
     """Cut about max_chars of the best-matching field around its matches, with byte highlights.

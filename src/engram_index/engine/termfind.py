@@ -60,7 +60,22 @@ def _probe(term: str) -> str:
 
 def _ascii_probes(wanted: Collection[str]) -> tuple[str, ...]:
     """The distinct probes of the ASCII wanted terms (the only ones an ASCII text can hold), in order."""
-    return tuple(sorted({_probe(t) for t in wanted if t.isascii()}))
+    return _fewest(sorted({_probe(t) for t in wanted if t.isascii()}))
+
+
+def _stem_probes(wanted: Collection[str]) -> tuple[str, ...]:
+    """The probes of the ASCII wanted stems alone (a plain word holding none need not be stemmed)."""
+    return _fewest(sorted({_probe(t) for t in wanted if t.isascii() and t.startswith(STEM_PREFIX)}))
+
+
+def _fewest(probes: list[str]) -> tuple[str, ...]:
+    """The probes without those made of word characters alone that hold another probe: wherever such
+    a probe occurs, in one chunk, the one it holds occurs too, in the same chunk (half of a query's
+    probes go: "cel" stands for "cell" and "cells")."""
+    return tuple(p for p in probes if not (_WORD_CHARS.fullmatch(p) and any(q != p and q in p for q in probes)))
+
+
+_WORD_CHARS = regex.compile(r"[a-z0-9_]+")
 
 
 def _piece_at(text: str, pos: int) -> tuple[int, int]:
@@ -84,19 +99,31 @@ def _ascii_fold(piece: str) -> str:
 class TermFinder:
     """Finds one set of wanted terms in texts, analyzing each distinct piece at most once (one query, one thread)."""
 
-    __slots__ = ("wanted", "probes", "ascii_probes", "fold", "memo", "probe_short_texts")
+    __slots__ = ("wanted", "probes", "ascii_probes", "stem_probes", "exact_terms", "fold", "memo", "probe_short_texts")
 
     def __init__(self, wanted: Collection[str]) -> None:
         """Prepare the probes of the wanted terms."""
         self.wanted = set(wanted)
         self.probes = {_probe(t) for t in self.wanted if t.isascii()}
         self.ascii_probes = _ascii_probes(self.wanted)
+        self.stem_probes = _stem_probes(self.wanted)
+        # The other ASCII wanted terms: a plain word's exact term is one of them or not wanted.
+        self.exact_terms = tuple(sorted(t for t in self.wanted if t.isascii() and not t.startswith(STEM_PREFIX)))
         # Folding can rule a non-ASCII piece out only when every wanted term has a probe.
         self.fold = len(self.probes) > 0 and all(t.isascii() for t in self.wanted)
         self.memo: dict[str, list[tuple[str, int, int]]] = {}
         # A one-letter probe is in most pieces of a text (a digit is in few), and visiting them
         # all costs a short text more than the scan (bench/find_terms.py).
         self.probe_short_texts = all(len(p) >= 2 or p.isdigit() for p in self.probes)
+
+    def fresh(self) -> TermFinder:
+        """A finder of the same terms, sharing what depends on them alone (never changed), with a memo of its own."""
+        other = TermFinder.__new__(TermFinder)
+        other.wanted, other.probes, other.ascii_probes = self.wanted, self.probes, self.ascii_probes
+        other.stem_probes, other.exact_terms = self.stem_probes, self.exact_terms
+        other.fold, other.probe_short_texts = self.fold, self.probe_short_texts
+        other.memo = {}
+        return other
 
     def hits(self, piece: str) -> list[tuple[str, int, int]]:
         """Give the piece's wanted tokens (term, start, end), with character offsets."""
@@ -168,6 +195,38 @@ def find_terms_with(text: str, finder: TermFinder) -> list[tuple[int, int, str]]
     if text.isascii():
         return _kernels.ascii_spans(text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS)
     return find_terms(text, finder.wanted, finder)
+
+
+def find_terms_mostly_ascii(text: str, finder: TermFinder) -> list[tuple[int, int, str]] | None:
+    """find_terms(text, finder.wanted, finder) for a text with few space-free pieces holding other
+    characters, or None when it has more: those pieces are analyzed as _find_by_probes analyzes
+    them (each distinct one once a query), the rest of the text by the compiled finder, with the
+    pieces blanked out (spaces: no chunk crosses one, and every position stays a character's)."""
+    others: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _NON_ASCII.search(text, pos)) is not None:
+        if len(others) == _FEW_PIECES:
+            return None
+        others.append(_piece_at(text, m.start()))
+        pos = others[-1][1] + 1
+    parts: list[str] = []
+    last = 0
+    for left, right in others:
+        parts.append(text[last:left])
+        parts.append(" " * (right - left))
+        last = right
+    parts.append(text[last:])
+    spans = _kernels.ascii_spans("".join(parts), finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem,
+                                 STOPWORDS)
+    out: list[tuple[int, int, str]] = []
+    i = 0
+    for left, right in others:  # in order: the spans before each piece, then the piece's own
+        while i < len(spans) and spans[i][0] < left:
+            out.append(spans[i])
+            i += 1
+        out.extend((left + start, left + end, term) for term, start, end in finder.hits(text[left:right]))
+    out.extend(spans[i:])
+    return out
 
 
 def _worth_probing(text: str, finder: TermFinder) -> bool:
