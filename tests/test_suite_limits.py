@@ -50,7 +50,9 @@ def _bare_serve_lines(tree: ast.Module) -> list[int]:
         if isinstance(node, (ast.List, ast.Tuple)):
             words = [e.value for e in node.elts if isinstance(e, ast.Constant)]
             spread = {e.value.id for e in node.elts if isinstance(e, ast.Starred) and isinstance(e.value, ast.Name)}
-            if "serve" in words and "ROOMY_SERVE_OPTIONS" not in spread:
+            # A command line: `serve` beside the program or an option (a tuple of words holding "serve" is not one).
+            command = any(isinstance(w, str) and (w.startswith("-") or "engram" in w) for w in words)
+            if "serve" in words and command and "ROOMY_SERVE_OPTIONS" not in spread:
                 lines.append(node.lineno)
     return lines
 
@@ -76,3 +78,5 @@ def test_the_rules_find_servers_built_on_the_defaults_and_pass_roomy_ones() -> N
     roomy = ast.parse('app = roomy_app(d, "did:web:x")\ncmd = [python, "serve", *ROOMY_SERVE_OPTIONS, "--data", d]\n')
     assert _calls_to(bare, "create_app") == [1] and _bare_serve_lines(bare) == [2]
     assert _calls_to(roomy, "create_app") == [] and _bare_serve_lines(roomy) == []
+    words = ast.parse('probes = ("serve", "timeou")\nlater = [sys.executable, "-m", "engram_index.cli", "serve"]\n')
+    assert _bare_serve_lines(words) == [2]
