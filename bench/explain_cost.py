@@ -12,45 +12,21 @@ place), so that two revisions compare on the same hits.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE))
-if "--src" in sys.argv:  # before anything imports the package: another checkout's, not the installed one
-    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve()))
-    import engram_index  # noqa: E402, F401
+from synthetic_space import open_space, options  # noqa: I001 (first: the --src switch)
 
-from engine import SPACE  # noqa: E402
-from peers_common import cpu_model, synthetic_workload  # noqa: E402
-from peers_engram import reused_space  # noqa: E402
-
-from engram_index.engine import search as engine_search  # noqa: E402
-from engram_index.engine.explain import Explainer, snippet  # noqa: E402
-from engram_index.engine.keyword_query import searchable_words  # noqa: E402
-from engram_index.engine.termfind import find_terms  # noqa: E402
-from engram_index.engine.types import SearchRequest  # noqa: E402
+from engram_index.engine.explain import Explainer, snippet
+from engram_index.engine.keyword_query import searchable_words
+from engram_index.engine.termfind import find_terms
+from engram_index.engine.types import SearchRequest
 
 
 def main() -> None:
     """Capture the searches' hits, then time their explanations."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=10_000)
-    parser.add_argument("--data", type=Path, required=True, help="the space's directory (built when missing)")
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--src", type=Path, help="a checkout's src to import the engine from")
-    parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
-    args = parser.parse_args()
-    work = synthetic_workload(args.n, args.queries, args.scifact)
-    spaces = reused_space(args.data, work.corpus)
-    index = spaces.index(SPACE)
-    model, usable = cpu_model()
-    print(f"CPU: {model} ({usable} usable cores); {args.n:,} memories, {len(work.query_texts)} queries; "
-          f"engine from {Path(engine_search.__file__).parents[2]}")
+    args = options(__doc__).parse_args()
+    work, spaces, index = open_space(args)
     captured: list[tuple[list[Any], Any]] = []
     explain = index._explain
 

@@ -18,9 +18,7 @@ how many searches answer differently: two revisions must give the same answers.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,19 +26,10 @@ from typing import Any
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE))
-if "--src" in sys.argv:  # before anything imports the package: another checkout's, not the installed one
-    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve()))
-    # Imported now, so that the benches' own path to this checkout's src (peers_common) comes too late.
-    import engram_index  # noqa: E402, F401
+from synthetic_space import open_space, options  # noqa: I001 (first: the --src switch)
 
-from engine import SPACE  # noqa: E402
-from peers_common import cpu_model, synthetic_workload  # noqa: E402
-from peers_engram import reused_space  # noqa: E402
-
-from engram_index.engine import search as engine_search  # noqa: E402
-from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
+from engram_index.engine import search as engine_search
+from engram_index.engine.types import Filters, SearchRequest
 
 spent: dict[str, float] = {}
 
@@ -63,21 +52,10 @@ def timed(owner: Any, name: str, label: str) -> None:
 
 def main() -> None:
     """Load or reuse the space, then time the searches."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=10_000)
-    parser.add_argument("--data", type=Path, required=True, help="the space's directory (built when missing)")
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--src", type=Path, help="a checkout's src to import the engine from")
+    parser = options(__doc__)
     parser.add_argument("--answers", type=Path, help="write the searches' answers here, or compare with them")
-    parser.add_argument("--scifact", type=Path, default=_HERE.parents[1] / "shared" / "data" / "scifact")
     args = parser.parse_args()
-    work = synthetic_workload(args.n, args.queries, args.scifact)
-    spaces = reused_space(args.data, work.corpus)
-    index = spaces.index(SPACE)
-    model, usable = cpu_model()
-    print(f"CPU: {model} ({usable} usable cores); {args.n:,} memories, {len(work.query_texts)} queries; "
-          f"engine from {Path(engine_search.__file__).parents[2]}")
+    work, spaces, index = open_space(args)
 
     def requests(explain: bool) -> list[SearchRequest]:
         """The hybrid top-10 searches bench/peers.py sends."""
