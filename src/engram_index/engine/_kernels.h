@@ -68,6 +68,24 @@ static inline void engram_sift(double *heap, Py_ssize_t n, Py_ssize_t i)
     heap[i] = x;
 }
 
+/* The number of `term` among the first *distinct distinct terms (compared by identity, then by value),
+ * appended as a new one when it is none of them; -1 with an exception set when a comparison fails.
+ * The snippet window counts each distinct term once, so spans are numbered by their term. */
+static inline Py_ssize_t engram_term_id(PyObject **terms, Py_ssize_t *distinct, PyObject *term)
+{
+    for (Py_ssize_t id = 0; id < *distinct; id++) {
+        if (terms[id] == term)
+            return id;
+        int same = PyObject_RichCompareBool(terms[id], term, Py_EQ);
+        if (same < 0)
+            return -1;
+        if (same)
+            return id;
+    }
+    terms[*distinct] = term;
+    return (*distinct)++;
+}
+
 /* The fastest dot products this CPU runs (the portable ones when asked); name: the loop's name. */
 engram_dot_fn engram_select_dot(int portable, const char **name);
 engram_self_dot_fn engram_select_self_dot(int portable);

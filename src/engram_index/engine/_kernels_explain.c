@@ -224,16 +224,9 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
         }
         if (!wanted)
             continue;
-        Py_ssize_t id = 0;
-        for (; id < distinct; id++) {
-            int same = PyObject_RichCompareBool(terms[id], term, Py_EQ);
-            if (same < 0)
-                goto done;
-            if (same)
-                break;
-        }
-        if (id == distinct)
-            terms[distinct++] = term;
+        Py_ssize_t id = engram_term_id(terms, &distinct, term);
+        if (id < 0)
+            goto done;
         bounds[2 * kept] = spans->items[i].start;
         bounds[2 * kept + 1] = spans->items[i].end;
         ids[kept++] = id;

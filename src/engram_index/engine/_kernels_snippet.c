@@ -120,18 +120,9 @@ PyObject *engram_snippet_bounds(PyObject *self, PyObject *args)
         if (PyErr_Occurred())
             goto done;
         PyObject *term = PyTuple_GET_ITEM(span, 2);
-        Py_ssize_t id = 0;
-        for (; id < distinct; id++) {
-            if (terms[id] == term)
-                break;
-            int same = PyObject_RichCompareBool(terms[id], term, Py_EQ);
-            if (same < 0)
-                goto done;
-            if (same)
-                break;
-        }
-        if (id == distinct)
-            terms[distinct++] = term;
+        Py_ssize_t id = engram_term_id(terms, &distinct, term);
+        if (id < 0)
+            goto done;
         ids[i] = id;
     }
     Py_ssize_t start, end;
