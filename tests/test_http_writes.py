@@ -40,13 +40,15 @@ async def _turns(n: int = 20) -> None:
         await asyncio.sleep(0)
 
 
-def test_a_response_head_and_its_body_leave_in_one_write() -> None:
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
+async def _ok(scope: Any, receive: Any, send: Any) -> None:
+    """An app answering 200 "ok", its length declared: uvicorn writes the head, then the body."""
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
 
+
+def test_a_response_head_and_its_body_leave_in_one_write() -> None:
     async def run() -> list[bytes]:
-        _, transport = await _serve(app, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _, transport = await _serve(_ok, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         await _turns()
         return transport.writes
 
@@ -56,12 +58,8 @@ def test_a_response_head_and_its_body_leave_in_one_write() -> None:
 
 
 def test_two_keep_alive_responses_leave_in_one_write_each() -> None:
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
-
     async def run() -> list[bytes]:
-        conn, transport = await _serve(app, b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\n")
+        conn, transport = await _serve(_ok, b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\n")
         await _turns()
         conn.data_received(b"GET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
         await _turns()
@@ -93,12 +91,8 @@ def test_a_streamed_response_sends_its_head_before_its_body_is_ready() -> None:
 
 
 def test_a_head_request_gets_its_head_alone() -> None:
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
-
     async def run() -> list[bytes]:
-        _, transport = await _serve(app, b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n")
+        _, transport = await _serve(_ok, b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n")
         await _turns()
         return transport.writes
 
