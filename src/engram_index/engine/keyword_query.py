@@ -75,21 +75,25 @@ class KeywordQuery:
         self.terms: tuple[str, ...] = tuple(query_terms(kept))
         self.plan = query_plan(kept)
         column = {term: i for i, term in enumerate(self.terms)}
-        stemmed = [w for w in kept if w.stem and w.stem != w.exact]
-        self.plain = _frozen([column[w.exact] for w in kept if not (w.stem and w.stem != w.exact)])
-        self.stems = _frozen([column[w.stem] for w in stemmed if w.stem])
-        self.exacts = _frozen([column[w.exact] for w in stemmed])
-        self.part_columns = _frozen([column[p] for w in kept for p in _parts(w)])
+        # Each role's columns word after word: the order the sums have always added them in.
+        roles = [_roles(w, column) for w in kept]
+        self.plain, self.stems, self.exacts, self.part_columns = (
+            _frozen([c for word in roles for c in word[role]]) for role in range(4))
 
 
 def word_columns(word: QueryWord, column: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One word's term columns by role (plain, stems, exacts, parts) in a matrix whose columns are
     `column`'s terms (holding every term of the word): what `KeywordQuery((word,))` holds of its own."""
-    stemmed = bool(word.stem and word.stem != word.exact)
-    plain = [] if stemmed else [column[word.exact]]
-    stems = [column[word.stem]] if stemmed and word.stem else []
-    exacts = [column[word.exact]] if stemmed else []
-    return (_frozen(plain), _frozen(stems), _frozen(exacts), _frozen([column[p] for p in _parts(word)]))
+    plain, stems, exacts, parts = _roles(word, column)
+    return _frozen(plain), _frozen(stems), _frozen(exacts), _frozen(parts)
+
+
+def _roles(word: QueryWord, column: dict[str, int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """A word's term columns by role: its exact form alone when it has no other stem, else its stem
+    and its exact form (the document's stem part where it holds the stem), and its parts."""
+    if word.stem and word.stem != word.exact:
+        return [], [column[word.stem]], [column[word.exact]], [column[p] for p in _parts(word)]
+    return [column[word.exact]], [], [], [column[p] for p in _parts(word)]
 
 
 def _frozen(values: list[int]) -> np.ndarray:
