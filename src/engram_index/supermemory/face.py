@@ -22,7 +22,8 @@ from engram_index.remodel import declare_model, reembed_all
 from engram_index.store.base import Statement
 from engram_index.supermemory.errors import Forbidden, Missing
 from engram_index.supermemory.tables import (
-    DOC_COLUMNS, DocRow, MEMORY_COLUMNS, MemoryRow, chunks_collection, memories_collection, migrate, now_ms,
+    CHUNK_COLUMNS, DOC_COLUMNS, ChunkRow, DocRow, MEMORY_COLUMNS, MemoryRow, chunks_collection, memories_collection,
+    migrate, now_ms,
 )
 
 PROCESSING = ("queued", "extracting", "chunking", "embedding", "indexing")
@@ -245,6 +246,10 @@ class Face:
             rows += self.store.query(
                 f"SELECT {columns} FROM {table} WHERE ns=? AND id IN ({','.join('?' * len(part))})", (ns, *part))
         return rows
+
+    def chunks(self, ns: str, ids: Sequence[str]) -> dict[str, ChunkRow]:
+        """Chunks by id."""
+        return {row[0]: ChunkRow(*row) for row in self._rows("sm_chunks", CHUNK_COLUMNS, ns, ids)}
 
     # -- memories -------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from engram_index.supermemory.candidates import Candidate
 from engram_index.supermemory.face import Face
-from engram_index.supermemory.tables import CHUNK_COLUMNS, ChunkRow, MemoryRow
+from engram_index.supermemory.tables import ChunkRow, MemoryRow
 
 
 class Rows:
@@ -36,7 +36,7 @@ class Rows:
         if memory_ids:
             self.memories.update(self.face.memories(self.ns, memory_ids))
         if chunk_ids:
-            self.chunks.update(self._chunk_rows(chunk_ids))
+            self.chunks.update(self.face.chunks(self.ns, chunk_ids))
         self._asked.update((c.kind, c.id) for c in wanted)
         for cand in wanted:
             if cand.kind == "memory":
@@ -47,17 +47,6 @@ class Rows:
                 chunk = self.chunks.get(cand.id)
                 if chunk is not None:
                     cand.text, cand.doc_id = chunk.content, chunk.doc_id
-
-    def _chunk_rows(self, ids: Sequence[str]) -> dict[str, ChunkRow]:
-        """Chunk rows by id (500 bound parameters at a time)."""
-        out: dict[str, ChunkRow] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for row in self.face.store.query(
-                    f"SELECT {CHUNK_COLUMNS} FROM sm_chunks WHERE ns=? AND id IN ({','.join('?' * len(part))})",
-                    (self.ns, *part)):
-                out[row[0]] = ChunkRow(*row)
-        return out
 
 
 def sharing_a_document(found: Sequence[Candidate]) -> list[Candidate]:
