@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import http
 import logging
 import os
 import shutil
@@ -14,6 +15,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
+from uvicorn.logging import AccessFormatter
 from uvicorn.supervisors import Multiprocess
 
 from engram_index.metrics import MULTIPROC_ENV
@@ -45,11 +47,37 @@ class BoundedAccessLog(logging.Filter):
         return True
 
 
+ACCESS_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'  # uvicorn's
+# Each status and its phrase as uvicorn's access line spells it ("<code> <phrase>"; an unknown code: "<code> ").
+_STATUS_TEXT = {int(status): f"{int(status)} {status.phrase}" for status in http.HTTPStatus}
+
+
+class AccessLine(AccessFormatter):
+    """uvicorn's access-log formatter, writing the same line without copying each record twice.
+
+    uvicorn's copies the record once per formatter class and looks the status phrase up in an enum:
+    a line cost 12.6 µs to log, 5.9 µs with this one (docs/design/service.md). Coloured lines, lines
+    with a traceback and any other format are still uvicorn's own.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The line for one answered request: `INFO:     client - "METHOD target HTTP/v" code phrase`."""
+        args = record.args
+        if (self.use_colors or record.exc_info or record.stack_info or self._fmt != ACCESS_FORMAT
+                or not isinstance(args, tuple) or len(args) != 5 or not isinstance(args[4], int)):
+            return super().format(record)
+        client, method, target, version, status = args[0], args[1], args[2], args[3], int(args[4])
+        level = record.levelname
+        text = _STATUS_TEXT.get(status) or f"{status} "
+        return f'{level}:{" " * (8 - len(level))} {client} - "{method} {target} HTTP/{version}" {text}'
+
+
 def log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with the access log's lines bounded."""
+    """uvicorn's logging configuration with the access log's lines bounded (and formatted by AccessLine)."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config["filters"] = {"bounded": {"()": "engram_index.server.BoundedAccessLog"}}
     config["handlers"]["access"]["filters"] = ["bounded"]
+    config["formatters"]["access"]["()"] = "engram_index.server.AccessLine"
     return config
 
 
