@@ -101,14 +101,33 @@ def search_result(status: int) -> str:
 
 def record(route: str, method: str, status: int, seconds: float) -> None:
     """Count one answered request (and its search and refusal, if it was one)."""
-    HTTP_REQUESTS.labels(route, method if method in METHODS else "other", str(status)).inc()
-    HTTP_DURATION.labels(route).observe(seconds)
+    key = (route, method if method in METHODS else "other", status)
+    children = _RECORDERS.get(key)
+    if children is None:
+        children = _RECORDERS[key] = _children(*key)
+    requests, duration, extras = children
+    requests.inc()
+    duration.observe(seconds)
+    for extra in extras:
+        extra.inc()
+
+
+# Each (route, method, status)'s labelled series, found once: labels() costs a lock, a tuple and
+# string checks per call. Bounded as the labels are: routes, methods, HTTP statuses.
+_RECORDERS: dict[tuple[str, str, int], tuple[Any, Any, tuple[Any, ...]]] = {}
+
+
+def _children(route: str, method: str, status: int) -> tuple[Any, Any, tuple[Any, ...]]:
+    """The series one answered request of (route, method: a standard one or "other", status) adds to."""
+    extras = []
     face = SEARCH_ROUTES.get(route)
     if face is not None:
-        SEARCHES.labels(face, search_result(status)).inc()
+        extras.append(SEARCHES.labels(face, search_result(status)))
     reason = REFUSALS.get(status)
     if reason is not None:
-        REFUSED.labels(reason).inc()
+        extras.append(REFUSED.labels(reason))
+    return (HTTP_REQUESTS.labels(route, method, str(status)),
+            HTTP_DURATION.labels(route), tuple(extras))
 
 
 class HttpMetrics:
