@@ -111,3 +111,46 @@ def test_the_cli_refuses_grants_that_do_not_fit_the_face(tmp_path: Path, args: l
 
     result = CliRunner().invoke(main, ["keys", "create", *args, "--data", str(tmp_path)])
     assert result.exit_code == 2 and message in result.output
+
+
+def test_a_remembered_key_is_refused_once_revoked_from_another_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    serving = KeyStore(tmp_path)
+    token, record = serving.create("kindgi", {"tenant": "t"})
+    for _ in range(3):  # found, then remembered
+        assert serving.lookup("kindgi", token)[0] is KeyState.VALID
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from engram_index.keys import KeyStore;"
+                    " KeyStore(Path(sys.argv[1])).revoke(sys.argv[2])", str(tmp_path), record.id], check=True)
+    assert serving.lookup("kindgi", token)[0] is KeyState.REVOKED
+
+
+def test_a_key_revoked_through_the_same_store_is_refused_at_once(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path)
+    token, record = store.create("supermemory", {})
+    assert store.lookup("supermemory", token)[0] is KeyState.VALID
+    store.revoke(record.id)  # its own connection: its data_version does not move
+    assert store.lookup("supermemory", token)[0] is KeyState.REVOKED
+    assert store.lookup("kindgi", token) == (KeyState.UNKNOWN, None)
+
+
+def test_a_remembered_key_still_expires(tmp_path: Path) -> None:
+    import time
+
+    store = KeyStore(tmp_path)
+    token, _ = store.create("kindgi", {"tenant": "t"}, expires_ms=int(time.time() * 1000) + 300)
+    assert store.lookup("kindgi", token)[0] is KeyState.VALID
+    time.sleep(0.4)
+    assert store.lookup("kindgi", token)[0] is KeyState.EXPIRED
+
+
+def test_a_key_remembered_by_one_thread_is_refused_by_every_thread_once_revoked(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = KeyStore(tmp_path)
+    token, record = store.create("kindgi", {"tenant": "t"})
+    with ThreadPoolExecutor(1) as other:
+        assert other.submit(store.lookup, "kindgi", token).result()[0] is KeyState.VALID
+        store.revoke(record.id)  # this thread's connection; the other thread's sees the change
+        assert other.submit(store.lookup, "kindgi", token).result()[0] is KeyState.REVOKED

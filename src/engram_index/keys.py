@@ -4,9 +4,12 @@ A key is `<prefix>_<id>_<secret>`: the id names it in `keys list` and `keys revo
 (32 random bytes) makes it unguessable, and only the SHA-256 of the whole key is stored. Each face
 gives its keys' `grants` their meaning (the namespaces a supermemory key reaches; the tenant,
 user, orgs and projects of a Kindgi token). The keys live in their own SQLite file, apart from the
-data directory's lock, so that `engram-index keys` works while the service runs: every request
-looks its key up afresh, so a revocation holds from the next request on. With a PostgreSQL record
-store they live in its `keys` table instead, so that every node knows every key.
+data directory's lock, so that `engram-index keys` works while the service runs: a revocation
+holds from the next request on. A key found once is remembered by each thread until the file
+changes (SQLite's data_version moves with every other connection's commit, this thread's own
+writes empty it): one PRAGMA instead of an indexed read and its grants' JSON per request. With a
+PostgreSQL record store they live in its `keys` table instead, so that every node knows every key,
+and every request reads its key there.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from engram_index.errors import InvalidInput
 from engram_index.store.base import RecordStore
 
 KEYS_FILE = "keys.sqlite"
+MAX_REMEMBERED = 4096  # keys a thread remembers at most (more: it starts over)
 PREFIXES = {"supermemory": "sm", "kindgi": "kg"}
 
 _SCHEMA = """
@@ -106,7 +110,20 @@ class KeyStore:
                 return self._store.query(sql, params)
             self._store.execute([(sql, params)])
             return []
+        if not sql.startswith("SELECT"):
+            self._local.seen = {}  # this connection's own commits do not move its data_version
         return self._conn().execute(sql, params).fetchall()
+
+    def _remembered(self) -> dict[bytes, KeyRecord] | None:
+        """This thread's keys found since the keys file last changed (None: a shared store, never remembered)."""
+        if self._store is not None:
+            return None
+        version = self._conn().execute("PRAGMA data_version").fetchone()[0]
+        seen: dict[bytes, KeyRecord] | None = getattr(self._local, "seen", None)
+        if seen is None or getattr(self._local, "version", None) != version or len(seen) >= MAX_REMEMBERED:
+            seen = self._local.seen = {}
+            self._local.version = version
+        return seen
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection (SQLite connections are not shared across threads)."""
@@ -134,16 +151,27 @@ class KeyStore:
         return token, record
 
     def lookup(self, face: str, token: str) -> tuple[KeyState, KeyRecord | None]:
-        """What a presented key is for this face: UNKNOWN (also a key of another face), or its record and state."""
-        rows = self._rows(
-            "SELECT id, face, label, grants, created_ms, expires_ms, revoked_ms, hash FROM keys WHERE hash=?",
-            (_digest(token),),
-        )
-        row = rows[0] if rows else None
-        # The hash matched by index; compare once more in constant time for the belt and braces.
-        if row is None or row[1] != face or not hmac.compare_digest(row[7], _digest(token)):
+        """What a presented key is for this face: UNKNOWN (also a key of another face), or its record and state.
+
+        The record may be shared with other requests presenting the same key: read it, never change it.
+        """
+        digest = _digest(token)
+        seen = self._remembered()
+        record = seen.get(digest) if seen is not None else None
+        if record is None:
+            rows = self._rows(
+                "SELECT id, face, label, grants, created_ms, expires_ms, revoked_ms, hash FROM keys WHERE hash=?",
+                (digest,),
+            )
+            row = rows[0] if rows else None
+            # The hash matched by index; compare once more in constant time for the belt and braces.
+            if row is None or not hmac.compare_digest(row[7], digest):
+                return KeyState.UNKNOWN, None
+            record = _record(row)
+            if seen is not None:
+                seen[digest] = record
+        if record.face != face:
             return KeyState.UNKNOWN, None
-        record = _record(row)
         return record.state(_now_ms()), record
 
     def list(self, face: str | None = None) -> list[KeyRecord]:
