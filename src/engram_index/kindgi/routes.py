@@ -246,7 +246,10 @@ def _start_retrieve(call: Call) -> None:
 def start_retrieve(call: Call) -> None:
     """On the event loop: a small retrieve's checks, and its query's embedding set going before the hop
     to the worker thread (the embedding is the longest step of `both`: all else overlaps it)."""
-    if len(call.body) <= PREPARE_MAX_BYTES:
+    # A tenant's first retrieve in this process declares its collection's model (a write, or a whole
+    # re-embedding when the deployment's model changed): never on the event loop, but on the worker.
+    facts = call.face.facts
+    if len(call.body) <= PREPARE_MAX_BYTES and facts is not None and facts.declared(call.principal.tenant):
         _start_retrieve(call)
 
 
