@@ -61,12 +61,16 @@ def main() -> None:
     parser.add_argument("--dump", type=Path, default=None, help="also write the profile here (pstats)")
     parser.add_argument("--answers", type=Path, default=None,
                         help="instead: write every answer (queries x modes x explanations or includes) here, to compare")
+    parser.add_argument("--threads", action="store_true",
+                        help="keep the hops on their threads (as served) instead of inline: with --answers, the"
+                             " paths that overlap the query's embedding are the ones answering")
     shared = Path(os.environ.get("ENGRAM_SHARED", _HERE.parents[1] / "shared"))
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
     args = parser.parse_args()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the client's request lines are not the face's cost
-    v5_http.run_in_threadpool = _inline  # type: ignore[assignment]
-    kindgi_routes.run_in_threadpool = _inline  # type: ignore[assignment]
+    if not args.threads:
+        v5_http.run_in_threadpool = _inline  # type: ignore[assignment]
+        kindgi_routes.run_in_threadpool = _inline  # type: ignore[assignment]
     queries = [json.loads(line)["text"] for line in (args.scifact / "queries.jsonl").open()][:20 + args.requests]
     app = create_app(args.data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(None),
                      key_limits=UNLIMITED, face_embedder=MiniLMEmbedder(int8=True))
@@ -82,9 +86,10 @@ def main() -> None:
 
     async def run() -> None:
         async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
-            app.state.spaces.searches.executor = Inline()
-            if args.face == "kindgi":
-                app.state.kindgi.retriever._embedding = Inline()
+            if not args.threads:
+                app.state.spaces.searches.executor = Inline()
+                if args.face == "kindgi":
+                    app.state.kindgi.retriever._embedding = Inline()
             for name in names:
                 app.state.spaces.index(name)  # loaded before the first request
             transport = httpx.ASGITransport(app=app)
@@ -120,7 +125,10 @@ def main() -> None:
 
 # The variants each query is asked in: every mode, with and without explanations (Kindgi) or
 # includes (v5), so that a change that must not change answers can be checked byte for byte.
-KINDGI_VARIANTS = [({"mode": m}, explain) for m in ("keyword", "semantic", "both") for explain in (False, True)]
+KINDGI_VARIANTS = [({"mode": m}, explain) for m in ("keyword", "semantic", "both") for explain in (False, True)] + [
+    ({"mode": "list"}, False), ({"mode": "both", "type": "note"}, False),
+    ({"mode": "both", "scope": {"projectId": "p1"}, "limit": 25}, False),
+    ({"mode": "keyword", "scope": {"tenantId": "bench", "userId": "u0"}, "limit": 3}, False)]
 V5_VARIANTS = [({"searchMode": m, "threshold": t, "include": inc}, explain)
                for m in ("hybrid", "memories", "chunks") for t in (0.0, 0.3)
                for inc in ({}, {"documents": True, "related": True}) for explain in (False, True)]

@@ -244,3 +244,29 @@ def test_both_ranks_the_facts_found_by_meaning_among_the_keyword_hits_too(server
         ranks = r["explanation"]["fusion"]["ranks"]
         assert "semantic" in ranks and ("keyword" in ranks) == bool(words & {"tea", "morning"})
     assert any(r["fact"]["id"] not in keyword and "keyword" in r["explanation"]["fusion"]["ranks"] for r in answer)
+
+
+def test_a_retrieve_body_too_large_to_check_on_the_event_loop_answers_as_a_small_one(server: Server) -> None:
+    # A body past PREPARE_MAX_BYTES (whitespace is valid JSON) is checked on the worker thread instead:
+    # the same answers, scores and errors either way.
+    from engram_index.kindgi.routes import PREPARE_MAX_BYTES
+
+    token = server.token(user="alice", projects=["web"])
+    _seed(Kindgi(base_url=server.url, token=token))
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    pad = b" " * (PREPARE_MAX_BYTES + 1)
+
+    def both(raw: bytes) -> tuple[httpx.Response, httpx.Response]:
+        small = httpx.post(f"{server.url}/v1/memory/retrieve", content=raw, headers=headers)
+        large = httpx.post(f"{server.url}/v1/memory/retrieve", content=raw[:1] + pad + raw[1:], headers=headers)
+        return small, large
+
+    for mode in ("list", "keyword", "semantic", "both"):
+        small, large = both(b'{"mode": "%s", "query": "morning tea", "limit": 3}' % mode.encode())
+        assert small.status_code == large.status_code == 200 and small.json()["results"]
+        assert small.json()["results"] == large.json()["results"]
+    for raw in (b'{"mode": "both", "query": "tea", "bogus": 1}', b'{"mode": "both"}',
+                b'{"mode": "both", "query": "tea", "embeddingModel": "another-model"}'):
+        small, large = both(raw)
+        assert small.status_code == large.status_code >= 400
+        assert small.json()["error"]["code"] == large.json()["error"]["code"]

@@ -77,6 +77,11 @@ class Facts:
             self._ensured.add(name)
         return name
 
+    def declared(self, tenant: str) -> bool:
+        """Whether `space` has declared the tenant's collection in this process (so it will not write or
+        re-embed: a caller on the event loop may call it)."""
+        return space_name(tenant) in self._ensured
+
     def has_space(self, tenant: str) -> bool:
         """Whether the tenant has ever written a fact."""
         try:

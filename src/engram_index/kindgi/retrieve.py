@@ -20,6 +20,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 from typing import Any
@@ -39,6 +40,7 @@ from engram_index.engine.keyword import searchable_words
 from engram_index.ranking import (Pairs, column_documents, content_query, content_words, context_keyword,
                                   context_scores, insertion_keys, rrf, stable_order, with_context)
 from engram_index.remodel import describe
+from engram_index.embed.base import Embedder
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,19 @@ def _snippet(hit: Hit | None) -> dict[str, Any] | None:
             "highlights": [{"byteStart": s, "byteEnd": e} for s, e in hit.snippet.highlights]}
 
 
+@dataclass
+class Started:
+    """A retrieve past its checks (`Retriever.start`): its intent, the tenant's collection (None: list
+    mode, or a tenant without facts), its filters, each leg's depth and its semantic leg under way."""
+
+    intent: Intent
+    explain: bool = False
+    name: str | None = None
+    filters: Filters = field(default_factory=Filters)
+    depth: int = 0
+    semantic: Future[tuple[Any, list[Hit]]] | None = None  # the query's vector and the vector search's hits
+
+
 class Retriever:
     """Retrieval by intent over one deployment's facts."""
 
@@ -193,23 +208,20 @@ class Retriever:
                               f"this deployment embeds with {embedder.identity.model}, not {intent.embedding_model}",
                               {"embeddingModel": embedder.identity.model})
 
-    def retrieve(self, principal: Principal, intent: Intent, explain: bool = False) -> list[dict[str, Any]]:
-        """The results of one intent: `{fact, score?, explanation?}` best first."""
+    def start(self, principal: Principal, intent: Intent, explain: bool = False) -> Started:
+        """Everything of a retrieve before its searches, its semantic leg set going at once (from the event
+        loop: the query's embedding is the longest step of a semantic or both retrieve, so it starts before
+        the hop to a worker thread); its errors are the retrieve's, in the same order."""
         self.check(intent)
         tenant = principal.tenant
-        if intent.mode == "list":
-            facts, _ = self.facts.page(principal, limit=intent.limit, type_=intent.type, scope=intent.scope)
-            return [{"fact": f} for f in facts]
-        if not self.facts.has_space(tenant):
-            return []
+        if intent.mode == "list" or not self.facts.has_space(tenant):
+            return Started(intent)
         self._expire_later(tenant)  # reads skip expired facts already: closing them is not this read's work
         name = self.facts.space(tenant)
         tags = ([f"t:{intent.type}"] if intent.type else []) + scope_tags(intent.scope or {})
         filters = Filters(tags=tuple(tags), any_tags=reader_groups(principal))
-        query = intent.query or ""
-        legs: dict[str, list[Hit]] = {}
         depth = intent.limit if intent.mode != "both" else max(int(LEG_DEPTH_PER_LIMIT * intent.limit), MIN_LEG_DEPTH)
-        vector: Future[Any] | None = None
+        semantic: Future[tuple[Any, list[Hit]]] | None = None
         if intent.mode in ("semantic", "both"):
             embedder = self.facts.embedder
             assert embedder is not None
@@ -218,7 +230,37 @@ class Retriever:
                 raise KindgiError("semantic-unavailable", f"this tenant's facts are embedded with {describe(held)}"
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
-            vector = self._embedding.submit(self._queries.vector, embedder, query)
+            semantic = self._embedding.submit(self._semantic_leg, embedder, name, intent.query or "", depth,
+                                              filters, explain)
+        return Started(intent, explain, name, filters, depth, semantic)
+
+    def _semantic_leg(self, embedder: Embedder, name: str, query: str, depth: int, filters: Filters,
+                      explain: bool) -> tuple[Any, list[Hit]]:
+        """The query's vector and the facts nearest it, on the embedding thread: the vector search starts
+        as soon as the embedding ends, while the keyword leg may still run."""
+        vector = self._queries.vector(embedder, query)
+        # Without explanations a hit's id and tags are all a retrieve reads (its answer is the
+        # revision's body): the engine reads no document from the store (`documents=False`).
+        hits = self.facts.collections.search(name, SearchRequest(
+            "vector", vector=vector, limit=depth, filters=filters, explain=False, documents=explain)).hits
+        return vector, hits
+
+    def retrieve(self, principal: Principal, intent: Intent, explain: bool = False) -> list[dict[str, Any]]:
+        """The results of one intent: `{fact, score?, explanation?}` best first."""
+        return self.finish(principal, self.start(principal, intent, explain))
+
+    def finish(self, principal: Principal, started: Started) -> list[dict[str, Any]]:
+        """The results of a started retrieve (`start`): its searches, their fusion and the facts' bodies."""
+        intent, explain, name, semantic = started.intent, started.explain, started.name, started.semantic
+        tenant = principal.tenant
+        if intent.mode == "list":
+            facts, _ = self.facts.page(principal, limit=intent.limit, type_=intent.type, scope=intent.scope)
+            return [{"fact": f} for f in facts]
+        if name is None:  # the tenant has no facts
+            return []
+        filters, depth = started.filters, started.depth
+        query = intent.query or ""
+        legs: dict[str, list[Hit]] = {}
         # The query's content words, analysed once for both keyword legs (a semantic retrieve has none).
         asked, words = query, []
         if intent.mode != "semantic":
@@ -230,13 +272,8 @@ class Retriever:
             if index.keyword.pending_ords().size > PENDING_SCAN:
                 index.commit()  # more uncommitted writes than a search scores itself: commit them first
             legs["keyword"] = self._keyword_leg(name, asked, words, neighbours, depth, filters, explain)
-        if vector is not None:
-            query_vector = vector.result()
-            # Without explanations a hit's id and tags are all a retrieve reads (its answer is the
-            # revision's body): the engine reads no document from the store (`documents=False`).
-            legs["semantic"] = self.facts.collections.search(name, SearchRequest(
-                "vector", vector=query_vector, limit=depth, filters=filters, explain=False,
-                documents=explain)).hits
+        if semantic is not None:
+            query_vector, legs["semantic"] = semantic.result()
             found_by_meaning = legs["semantic"]
             if intent.mode == "both" and SEMANTIC_OVER_KEYWORD:
                 legs["semantic"] = self._by_meaning(name, query_vector, legs["semantic"], legs["keyword"], filters)

@@ -44,6 +44,7 @@ class Call:
     principal: Principal
     body: bytes
     claim: Claim | None
+    started: Any = None  # what the route's `prepare` began on the event loop (retrieve: its embedding)
 
     def seal(self, status: int, payload: dict[str, Any]) -> list[Any]:
         """The statements that keep this answer for the request's Idempotency-Key."""
@@ -66,12 +67,15 @@ class Call:
 
 
 Handler = Callable[[Call], tuple[int, dict[str, Any]]]
+Prepare = Callable[[Call], None]
 
 
-def endpoint(handler: Handler, *, changes: bool = True) -> Endpoint:
+def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None = None) -> Endpoint:
     """A route: everything but the handler's own work, done the same way for each.
 
     A route that `changes` nothing (retrieve) keeps its idempotent answer behind the response.
+    `prepare`, when given, runs on the event loop just before the handler's hop to a worker thread:
+    cheap checks that start work which then overlaps the hop (retrieve's query embedding).
     """
 
     async def work(request: Request) -> Response:
@@ -99,6 +103,8 @@ def endpoint(handler: Handler, *, changes: bool = True) -> Endpoint:
                                                                         "Content-Type": started.content_type})
                     claim = started
                 call = Call(request, face, principal, body, claim)
+                if prepare is not None:
+                    prepare(call)
                 status, payload = await run_in_threadpool(handler, call)
                 if claim is not None and claim.answer is not None:
                     answer = claim.answer[1]
@@ -223,13 +229,37 @@ def delete_fact(call: Call) -> tuple[int, dict[str, Any]]:
 # -- retrieve -----------------------------------------------------------------------------------
 
 
-def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
-    """POST /v1/memory/retrieve: seed 004."""
+# A retrieve body up to this size is checked on the event loop (`start_retrieve`); a larger one (a
+# legitimate one is a few KB: `query` is at most 4,000 characters) is parsed on the worker thread.
+PREPARE_MAX_BYTES = 64 * 1024
+
+
+def _start_retrieve(call: Call) -> None:
+    """A retrieve's body checked and its searches' start (`Retriever.start`: the query's embedding)."""
     intent = models.retrieve_intent(parse_object(call.body))
     check_tenant(intent.scope, call.principal)
     assert call.face.retriever is not None
     explain = call.request.headers.get(EXPLAIN_HEADER, "").lower() in ("1", "true", "yes")
-    results = call.face.retriever.retrieve(call.principal, intent, explain)
+    call.started = call.face.retriever.start(call.principal, intent, explain)
+
+
+def start_retrieve(call: Call) -> None:
+    """On the event loop: a small retrieve's checks, and its query's embedding set going before the hop
+    to the worker thread (the embedding is the longest step of `both`: all else overlaps it)."""
+    # A tenant's first retrieve in this process declares its collection's model (a write, or a whole
+    # re-embedding when the deployment's model changed): never on the event loop, but on the worker.
+    facts = call.face.facts
+    if len(call.body) <= PREPARE_MAX_BYTES and facts is not None and facts.declared(call.principal.tenant):
+        _start_retrieve(call)
+
+
+def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
+    """POST /v1/memory/retrieve: seed 004."""
+    if call.started is None:
+        _start_retrieve(call)
+    assert call.face.retriever is not None
+    intent = call.started.intent
+    results = call.face.retriever.finish(call.principal, call.started)
     call.names(call.principal.tenant, [str(r["fact"]["id"]) for r in results])
     out: dict[str, Any] = {"results": results}
     if len(results) < intent.limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
@@ -305,7 +335,7 @@ def routes() -> list[Route]:
         _route(f"{PREFIX}/facts/{{factId}}/revisions", e(list_revisions), "GET"),
         _route(f"{PREFIX}/facts/{{factId}}/supersede", e(supersede_fact), "POST"),
         _route(f"{PREFIX}/facts/{{factId}}/verify", e(verify_fact), "POST"),
-        _route(f"{PREFIX}/retrieve", e(retrieve, changes=False), "POST"),
+        _route(f"{PREFIX}/retrieve", e(retrieve, changes=False, prepare=start_retrieve), "POST"),
         _route(f"{PREFIX}/erasures", e(list_erasures), "GET"),
         _route(f"{PREFIX}/erasures", e(create_erasure), "POST"),
         _route(f"{PREFIX}/erasures/export", e(export_erasures), "GET"),
