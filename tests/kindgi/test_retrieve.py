@@ -270,3 +270,29 @@ def test_a_retrieve_body_too_large_to_check_on_the_event_loop_answers_as_a_small
         small, large = both(raw)
         assert small.status_code == large.status_code >= 400
         assert small.json()["error"]["code"] == large.json()["error"]["code"]
+
+
+def test_a_retrieve_starts_on_the_event_loop_only_once_declared_and_never_over_a_shared_store() -> None:
+    # The event loop must not write (a tenant's first retrieve declares its model) nor wait on a
+    # PostgreSQL round trip: in those cases the route's prepare step leaves the whole retrieve to
+    # the worker thread (call.started stays None); a retrieve that is none of these starts at once.
+    from types import SimpleNamespace
+
+    from engram_index.kindgi.routes import start_retrieve
+
+    def call(declared: bool, shared: bool) -> SimpleNamespace:
+        collections = SimpleNamespace(shared_store=lambda: object() if shared else None)
+        facts = SimpleNamespace(collections=collections, declared=lambda tenant: declared)
+        retriever = SimpleNamespace(start=lambda principal, intent, explain: ("started", intent.mode))
+        principal = SimpleNamespace(tenant="t1")
+        return SimpleNamespace(body=b'{"mode": "keyword", "query": "tea"}', principal=principal,
+                               face=SimpleNamespace(facts=facts, retriever=retriever),
+                               request=SimpleNamespace(headers={}), started=None)
+
+    for declared, shared in ((False, False), (False, True), (True, True)):
+        waiting = call(declared, shared)
+        start_retrieve(waiting)  # type: ignore[arg-type]
+        assert waiting.started is None
+    ready = call(True, False)
+    start_retrieve(ready)  # type: ignore[arg-type]
+    assert ready.started == ("started", "keyword")

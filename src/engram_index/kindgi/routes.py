@@ -248,8 +248,11 @@ def start_retrieve(call: Call) -> None:
     to the worker thread (the embedding is the longest step of `both`: all else overlaps it)."""
     # A tenant's first retrieve in this process declares its collection's model (a write, or a whole
     # re-embedding when the deployment's model changed): never on the event loop, but on the worker.
+    # Over a shared PostgreSQL store every collection read is a round trip that an outage can hold
+    # for seconds: the event loop never waits on one, so such a retrieve starts on the worker too.
     facts = call.face.facts
-    if len(call.body) <= PREPARE_MAX_BYTES and facts is not None and facts.declared(call.principal.tenant):
+    if (len(call.body) <= PREPARE_MAX_BYTES and facts is not None and facts.collections.shared_store() is None
+            and facts.declared(call.principal.tenant)):
         _start_retrieve(call)
 
 
