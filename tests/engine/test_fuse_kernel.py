@@ -99,14 +99,20 @@ def test_the_fusion_kernel_refuses_what_it_cannot_fuse() -> None:
 @pytest.mark.parametrize("n", [0, 1, 7, 9, 200, 1032, 5000])
 def test_the_vector_top_equals_numpys_lexsort_of_ordinals_and_negated_cosines(n: int) -> None:
     rng = np.random.default_rng(n + 3)
-    for ties in (False, True):
+    # The best k are picked before they are sorted: random cosines, ties, and cosines already in
+    # order or in reverse (a partition's worst inputs) all give the whole sort's answer.
+    for layout in ("random", "ties", "ascending", "descending", "equal"):
         ords = np.sort(rng.choice(10 * n + 1, n, replace=False)).astype(np.int64)
         sims = rng.uniform(-1, 1, n).astype(np.float32)
-        if ties:
+        if layout == "ties":
             sims = np.round(sims, 1).astype(np.float32)
             sims[: n // 3] = 0.0
             sims[n // 3 : n // 2] = -0.0
-        for k in (1, 10, 200, n + 5):
+        elif layout in ("ascending", "descending"):
+            sims = np.sort(sims) if layout == "ascending" else np.sort(sims)[::-1].copy()
+        elif layout == "equal":
+            sims = np.full(n, 0.5, np.float32)
+        for k in sorted({1, 10, 200, max(n - 1, 1), n + 5}):
             top = min(k, n)
             out_ords, out_sims = np.empty(top, np.int64), np.empty(top, np.float32)
             assert _kernels.rank_top(ords, sims, out_ords, out_sims) == top

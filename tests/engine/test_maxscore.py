@@ -239,3 +239,61 @@ def test_the_top_k_stays_exact_when_the_average_length_grew_since_the_inversion(
     got = ords.copy()
     m = _kernels.select_top(got, values, 10, MARGIN)
     assert set(got[:m].tolist()) == want and stale.size == 100
+
+
+def _pass(counts: TermCounts, plan: dict[str, np.ndarray], k: int, stale: np.ndarray | None,
+          allowed: np.ndarray | None, lengths: np.ndarray | None) -> tuple[list[int], list[float], int]:
+    """postings_top's documents met, their sums and its skipped count, with the entries' lengths or without."""
+    postings, _, _ = counts.inverted()
+    size = counts._lengths.size
+    acc, mark = np.zeros(size), np.zeros(size, np.int32)
+    touched, values = np.empty(size, np.int64), np.empty(size)
+    n, skipped = _kernels.postings_top(
+        postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part, postings.average,
+        plan["tids"], plan["kinds"], plan["groups"], plan["weights"], plan["idf"], K1, B,
+        counts._tokens / counts._live, stale, allowed, k, MARGIN, acc, mark, touched, values, lengths)
+    assert not acc.any() and not mark.any()
+    return touched[:n].tolist(), values[:n].tolist(), skipped
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_entries_lengths_give_the_sums_the_holders_lengths_give(seed: int, c_loops: str) -> None:
+    # The same documents in the same order with the same float64 sums, pruned or not, masked or not.
+    rng = np.random.default_rng(200 + seed)
+    counts, vocabulary = _random_counts(rng, int(rng.integers(300, 3000)))
+    postings, _, _ = counts.inverted()
+    assert postings.lengths is not None
+    assert postings.lengths.tolist() == counts._doc_lengths[postings.ords].tolist()
+    size = counts._lengths.size
+    for trial in range(20):
+        plan = _plan(rng, counts, vocabulary)
+        k = int(rng.choice([0, 1, 5, 10, 50, 200]))
+        stale = rng.random(size) < 0.02 if trial % 5 == 0 else None
+        allowed = rng.random(size) < 0.7 if trial % 4 == 1 else None
+        assert (_pass(counts, plan, k, stale, allowed, postings.lengths)
+                == _pass(counts, plan, k, stale, allowed, None))
+
+
+def test_the_entries_lengths_are_left_out_past_16_bits_and_the_top_k_stays_exact() -> None:
+    counts = TermCounts()
+    counts.put_many([(0, ["rare"] + ["pad"] * 70_000)] + [(o, ["rare", "common"] * (o % 3 + 1)) for o in range(1, 50)])
+    postings, _, _ = counts.inverted()
+    assert postings.lengths is None  # the pass reads the holders' own lengths
+    plan = QueryPlan([("rare", 0, 0, 1.0), ("common", 0, 0, 1.0)])
+    ords, values, _ = counts.matches(plan, None, 5, MARGIN)
+    full, full_values, _ = counts.matches(plan, None)
+    n, m = _kernels.select_top(ords, values, 5, MARGIN), _kernels.select_top(full, full_values, 5, MARGIN)
+    assert set(ords[:n].tolist()) == set(full[:m].tolist())
+
+
+def test_the_pruned_kernel_refuses_entries_lengths_of_another_size() -> None:
+    counts = TermCounts()
+    counts.put_many([(0, ["a", "b"]), (1, ["a"])])
+    postings, _, _ = counts.inverted()
+    args = [postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part, postings.average,
+            np.array([0], np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1), np.ones(1),
+            K1, B, 1.5, None, None, 1, MARGIN, np.zeros(2), np.zeros(2, np.int32), np.empty(2, np.int64), np.empty(2)]
+    with pytest.raises(ValueError):
+        _kernels.postings_top(*args, np.zeros(postings.ords.size + 1, np.uint16))
+    with pytest.raises(TypeError):
+        _kernels.postings_top(*args, np.zeros(postings.ords.size, np.int32))

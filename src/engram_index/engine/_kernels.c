@@ -190,9 +190,10 @@ static PyObject *nearest(PyObject *self, PyObject *args)
     if ((hist = scan(q, c, n, dist)) == NULL)
         goto done;
     Py_ssize_t written;
+    int level = scan_level();
     Py_BEGIN_ALLOW_THREADS
     written = engram_pick_nearest(dist, e->obj ? (const uint8_t *)e->buf : NULL, n, q->len * 8,
-                                  (int64_t *)o->buf, o->len / 8, hist);
+                                  (int64_t *)o->buf, o->len / 8, hist, level);
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(written);
 done:

@@ -14,9 +14,10 @@ typedef void (*engram_scan_fn)(const uint8_t *query, const uint8_t *codes, Py_ss
  * portable loop), and its name. */
 engram_scan_fn engram_select_scan(int level, const char **name);
 
-/* The ascending ordinals of the count smallest distances (ties: lower ordinals), excluded rows skipped. */
+/* The ascending ordinals of the count smallest distances (ties: lower ordinals), excluded rows skipped;
+ * level as engram_select_scan's (0: the AVX-512 BW pass where the CPU has it, else the portable one). */
 Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
-                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist);
+                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist, int level);
 
 /* This thread's buffer of at least n distances (NULL when out of memory). */
 uint16_t *engram_scratch(Py_ssize_t n);

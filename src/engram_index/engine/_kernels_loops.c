@@ -163,11 +163,53 @@ engram_scan_fn engram_select_scan(int level, const char **name)
     return scan_portable;
 }
 
+/* The pick's last pass from row r on: rows below the cut, and the first `ties` rows at it, written
+ * from out[written] until count are; the new written. The portable loop. */
+static Py_ssize_t take_portable(const uint16_t *dist, Py_ssize_t r, Py_ssize_t n, uint16_t cut, Py_ssize_t ties,
+                                int64_t *out, Py_ssize_t written, Py_ssize_t count)
+{
+    for (; r < n && written < count; r++) {
+        uint16_t d = dist[r];
+        if (d < cut || (d == cut && ties-- > 0))
+            out[written++] = r;
+    }
+    return written;
+}
+
+#ifdef HAVE_X86_DOT
+/* The same pass 32 distances to a compare (AVX-512 BW): about one row in a hundred is taken, so
+ * most blocks hold none and cost one compare; a block that holds some is walked row by row, in
+ * order, as the portable loop walks it (the same rows, the same ties). */
+__attribute__((target("avx512f,avx512bw"))) static Py_ssize_t take_avx512(const uint16_t *dist, Py_ssize_t n,
+                                                                          uint16_t cut, Py_ssize_t ties, int64_t *out,
+                                                                          Py_ssize_t count)
+{
+    Py_ssize_t r = 0, written = 0;
+    __m512i at = _mm512_set1_epi16((short)cut);
+    for (; r + 32 <= n && written < count; r += 32) {
+        __m512i d = _mm512_loadu_si512((const void *)(dist + r));
+        uint32_t below = (uint32_t)_mm512_cmplt_epu16_mask(d, at), equal = (uint32_t)_mm512_cmpeq_epu16_mask(d, at);
+        for (uint32_t left = below | equal; left && written < count; left &= left - 1) {
+            int j = __builtin_ctz(left);
+            if (((below >> j) & 1) || ties-- > 0)
+                out[written++] = r + j;
+        }
+    }
+    return take_portable(dist, r, n, cut, ties, out, written, count);
+}
+
+static int have_avx512bw(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+#endif
+
 /* Write the ordinals of the `count` smallest distances, ascending, skipping excluded rows; ties at
  * the cut go to the lower ordinals. Give how many were written (fewer when fewer rows are left).
- * hist: the scan's four histograms of all rows' distances; dist may be overwritten. */
+ * hist: the scan's four histograms of all rows' distances; dist may be overwritten. level: as
+ * engram_select_scan's (0: the AVX-512 BW pass where the CPU has it; above: the portable one). */
 Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
-                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist)
+                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist, int level)
 {
     Py_ssize_t stride = bits + 1;
     if (excluded != NULL) {
@@ -195,12 +237,12 @@ Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize
     while (below + hist[cut] < count)
         below += hist[cut++];
     Py_ssize_t ties = count - below;
-    for (Py_ssize_t r = 0; r < n && written < count; r++) {
-        uint16_t d = dist[r];
-        if (d < cut || (d == cut && ties-- > 0))
-            out[written++] = r;
-    }
-    return written;
+#ifdef HAVE_X86_DOT
+    if (level == 0 && have_avx512bw())
+        return take_avx512(dist, n, (uint16_t)cut, ties, out, count);
+#endif
+    (void)level;
+    return take_portable(dist, 0, n, (uint16_t)cut, ties, out, written, count);
 }
 
 /* A per-thread buffer for the distances of a scan, kept between calls: a fresh one of 200 KB (100k

@@ -84,13 +84,15 @@ done:
 
 const char engram_postings_top_doc[] =
 "postings_top(post_starts, post_ords, post_tfs, doc_lengths, max_part, bound_average, tids, kinds,\n"
-"             groups, weights, idf, k1, b, average, stale, allowed, k, margin, acc, mark, touched, values)\n"
+"             groups, weights, idf, k1, b, average, stale, allowed, k, margin, acc, mark, touched, values,\n"
+"             post_lengths=None)\n"
 "-> (n, skipped)\n--\n\n"
 "postings_scores' scoring, pruned for a top k (k <= 0: not pruned): every document whose score\n"
 "is at least the k-th largest less margin x its magnitude is among the n written to touched and\n"
 "values, with its whole score; others may be left out. A word's stem and exact form (one group)\n"
 "are taken together, in their order. max_part is postings_bounds' at bound_average (the lengths'\n"
-"average when they were inverted). skipped: postings entries not read (0 when nothing was pruned).";
+"average when they were inverted). skipped: postings entries not read (0 when nothing was pruned).\n"
+"post_lengths (uint16, one per entry, or None): each entry's doc_lengths value, read in its place.";
 
 /* The k-th largest of acc over n ordinals (k <= n), with a min-heap of k. */
 static double kth_of(const double *acc, const int64_t *ords, Py_ssize_t n, Py_ssize_t k, double *heap)
@@ -147,14 +149,15 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     PyObject *objs[18];
     double k1, b, average, margin, bound_average;
     Py_ssize_t k;
-    if (!PyArg_ParseTuple(args, "OOOOOdOOOOOdddOOndOOOO:postings_top", &objs[0], &objs[1], &objs[2], &objs[3],
+    objs[17] = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOdOOOOOdddOOndOOOO|O:postings_top", &objs[0], &objs[1], &objs[2], &objs[3],
                           &objs[4], &bound_average, &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &k1, &b, &average,
-                          &objs[11], &objs[12], &k, &margin, &objs[13], &objs[14], &objs[15], &objs[16]))
+                          &objs[11], &objs[12], &k, &margin, &objs[13], &objs[14], &objs[15], &objs[16], &objs[17]))
         return NULL;
-    static const char *names[17] = {"post_starts", "post_ords", "post_tfs", "doc_lengths", "max_part", "",
+    static const char *names[18] = {"post_starts", "post_ords", "post_tfs", "doc_lengths", "max_part", "",
                                     "tids", "kinds", "groups", "weights", "idf", "stale", "allowed", "acc",
-                                    "mark", "touched", "values"};
-    Py_buffer v[17];
+                                    "mark", "touched", "values", "post_lengths"};
+    Py_buffer v[18];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     Unit *units = NULL;
@@ -175,6 +178,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
             goto done;
         *(i == 11 ? &stale_n : &allowed_n) = v[i].len;
     }
+    if (objs[17] != Py_None && engram_get_buffer(objs[17], &v[17], 0, names[17]) < 0)
+        goto done;
     Py_ssize_t vocab = v[0].len / 8 - 1, total = v[1].len / 4, docs = v[3].len / 8, t = v[6].len / 8, m = v[13].len / 8;
     if (engram_check_array(&v[0], 8, "ql", -1, "post_starts") < 0 || engram_check_array(&v[1], 4, "i", -1, "post_ords") < 0
         || engram_check_array(&v[2], 2, "H", total, "post_tfs") < 0 || engram_check_array(&v[3], 8, "ql", -1, "doc_lengths") < 0
@@ -183,7 +188,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
         || engram_check_array(&v[8], 8, "ql", t, "groups") < 0 || engram_check_array(&v[9], 8, "d", t, "weights") < 0
         || engram_check_array(&v[10], 8, "d", t, "idf") < 0 || engram_check_array(&v[13], 8, "d", -1, "acc") < 0
         || engram_check_array(&v[14], 4, "i", m, "mark") < 0 || engram_check_array(&v[15], 8, "ql", m, "touched") < 0
-        || engram_check_array(&v[16], 8, "d", m, "values") < 0)
+        || engram_check_array(&v[16], 8, "d", m, "values") < 0
+        || (v[17].obj != NULL && engram_check_array(&v[17], 2, "H", total, "post_lengths") < 0))
         goto done;
     if (vocab < 0) {
         PyErr_SetString(PyExc_ValueError, "post_starts must hold one more value than the vocabulary");
@@ -197,6 +203,9 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     const int64_t *kinds = v[7].buf, *groups = v[8].buf;
     const int32_t *post_ords = v[1].buf;
     const uint16_t *post_tfs = v[2].buf;
+    /* Each entry's holder's length beside it, read with the entry: the holders' own lengths, read
+     * where they lie, cost a cache miss an entry as the accumulators do (the pass's time). */
+    const uint16_t *post_lengths = v[17].obj != NULL ? v[17].buf : NULL;
     const double *max_part = v[4].buf, *weights = v[9].buf, *idf = v[10].buf;
     const uint8_t *stale = v[11].buf, *allowed = v[12].buf;
     for (Py_ssize_t q = 0; q < t; q++) {
@@ -338,7 +347,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                 if (kind == 2 && mark[d] == group)
                     continue;
                 double tf = (double)post_tfs[p];
-                double norm = k1 * (average > 0 ? 1.0 - b + b * (double)doc_lengths[d] / average : 1.0 - b);
+                double length = post_lengths != NULL ? (double)post_lengths[p] : (double)doc_lengths[d];
+                double norm = k1 * (average > 0 ? 1.0 - b + b * length / average : 1.0 - b);
                 /* Met for the first time: noted without a branch (which half the holders take). */
                 if (n < m)
                     touched[n] = d;
@@ -402,7 +412,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                                 continue;
                             int64_t p = find(post_ords, from, stop, (int32_t)d);
                             if (p >= 0)
-                                add_part(acc, mark, d, post_tfs[p], doc_lengths[d], scale, k1, b, average, kind,
+                                add_part(acc, mark, d, post_tfs[p], post_lengths != NULL ? post_lengths[p] : doc_lengths[d], scale, k1, b, average, kind,
                                          found_mark);
                         }
                     } else {
@@ -412,7 +422,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                                 continue;
                             if (kind == 2 && mark[d] == found_mark)
                                 continue;
-                            add_part(acc, mark, d, post_tfs[p], doc_lengths[d], scale, k1, b, average, kind, found_mark);
+                            add_part(acc, mark, d, post_tfs[p], post_lengths != NULL ? post_lengths[p] : doc_lengths[d], scale, k1, b, average, kind, found_mark);
                         }
                     }
                 }
@@ -453,6 +463,6 @@ done:
     PyMem_RawFree(rest);
     PyMem_RawFree(heap);
     PyMem_RawFree(cands);
-    engram_release_all(v, 17);
+    engram_release_all(v, 18);
     return result;
 }
