@@ -14,7 +14,6 @@ from typing import Any
 
 from engram_index.collections import Collections
 from engram_index.engine.types import Filters
-from engram_index.errors import UnknownSpace
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +54,10 @@ def why_fewer(collections: Collections, label: str, targets: Sequence[Target], *
     lefts = [0] * len(conditions)
     loading = pending > 0
     unknown = False  # a target not loaded: its filters' counts are not known without loading it
+    infos = collections.current([t.name for t in targets])  # one read: their sequences now
     for target in targets:
-        try:
-            info = collections.info(target.name)
-        except UnknownSpace:
+        info = infos.get(target.name)
+        if info is None:
             continue  # never written to: it holds nothing
         index = collections.loaded(target.name)
         if index is None:  # loading (or not opened yet): count the store, the filters are unknown

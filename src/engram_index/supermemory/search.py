@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document
 from engram_index.ranking import (
-    content_query, content_words, insertion_keys, one_per_source, stable_order, with_context,
+    content_query, content_words, one_per_source, stable_order, with_context,
 )
 from engram_index.supermemory import filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
@@ -50,6 +51,7 @@ CONTEXT = True  # chunks count the words of the chunk before them in their conve
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
 MEMORY_CONTEXT = False  # memories too: the memory before them (of their document, or of one of the same date)
+LAST = int(np.iinfo(np.int64).max)  # the insertion order of a hit no longer in its collection: after every other
 
 
 def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -172,6 +174,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     vector = face.embed_query(query)
     asked = content_query(query)  # once for both collections
     out: list[Candidate] = []
+    legs: list[_Leg] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
     for kind in kinds:
         name = memories_collection(ns) if kind == "memory" else chunks_collection(ns)
@@ -196,28 +199,48 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
                                 explain=False, documents=stored)
+        legs.append(_Leg(kind, name, use_vector, engine_filters, skip, in_context, stored, request))
+    # Both collections in one job on the search pool (one thread hop, not one per collection).
+    results = face.collections.search_many([(leg.name, leg.request) for leg in legs])
+    for leg, result in zip(legs, results):
+        kind, skip, engine_filters, use_vector = leg.kind, leg.skip, leg.filters, leg.use_vector
         excluded = set(engine_filters.none_tags)
         required = set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
         # The tags are the index's, which every write applied changes at once (a forget, a new version),
         # before the keyword index's next commit: check them again.
-        hits = [h for h in face.collections.search(name, request).hits
+        hits = [h for h in result.hits
                 if h.document.id not in skip and not excluded.intersection(h.document.tags)
                 and (required is None or required.intersection(h.document.tags))]
         # Which content words each holds, from the index's term counts (one pass for all of them).
-        index = face.collections.index(name)
-        if in_context:
+        index = face.collections.index(leg.name)
+        if leg.in_context:
             scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None,
-                                 stored)
+                                 leg.stored)
             scored = [s for s in scored if s[0].document.id not in skip]  # a joined memory may be expired
         else:
-            ids = [h.document.id for h in hits]
-            scored = list(zip(hits, coverages(*index.holds(topic, ids), word_weights(index, topic)),
-                              insertion_keys(index, ids)))
+            with index.reading():  # each hit's ordinal once: for its words and its insertion order
+                ords = index.columns.ids_to_ords([h.document.id for h in hits])
+                held = coverages(*_holds(index, topic, ords), word_weights(index, topic))
+            scored = list(zip(hits, held, (int(o) if o >= 0 else LAST for o in ords.tolist())))
         for hit, cov, order in scored:
             doc = hit.document
             out.append(Candidate(kind, doc.id, _document_of(kind, doc), doc.text, hit, explainer, use_vector,
                                  float(cov), order, group=_group(doc.tags)))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Leg:
+    """What one search asks of one of its namespace's collections, and how its hits are taken."""
+
+    kind: str  # memory / chunk
+    name: str  # the collection
+    use_vector: bool
+    filters: Filters
+    skip: set[str]  # expired memories' ids
+    in_context: bool
+    stored: bool  # its hits' documents read from the store
+    request: SearchRequest
 
 
 def _document_of(kind: str, doc: Document) -> str:
@@ -226,6 +249,16 @@ def _document_of(kind: str, doc: Document) -> str:
     if doc.metadata:
         return str(doc.metadata.get("doc", ""))
     return chunk_document(doc.id) if kind == "chunk" else ""
+
+
+def _holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`SpaceIndex.holds` of ordinals the caller has (-1: none, holding nothing), inside `index.reading()`."""
+    known = ords >= 0
+    whole = np.zeros((ords.size, len(words)), bool)
+    part = np.zeros((ords.size, len(words)), bool)
+    if known.any():
+        whole[known], part[known] = index.keyword.holds(words, ords[known])
+    return whole, part
 
 
 def _group(tags: Sequence[str]) -> str:
@@ -261,7 +294,9 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
         column = index.columns.ids
         a = [chunk_document(column[o] or "") for o in earlier.tolist()]
         b = [chunk_document(column[o] or "") for o in later.tolist()]
-        known_dates = face.dates(ns, a + b)
+        # Only chunks of two documents ask their dates (most context is a chunk of the same document).
+        apart = [d for x, y in zip(a, b) if x != y for d in (x, y)]
+        known_dates = face.dates(ns, apart) if apart else {}
         return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
                             for x, y in zip(a, b)), bool, len(a))
 
@@ -273,16 +308,19 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
         column_ids = index.columns.ids
         cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
                    if vector is not None and index.vectors is not None else None)
-        prev_ids = [column_ids[int(p)] or "" if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
-    docs = [ctx.docs.get(int(o)) for o in ctx.ords]
-    ids = [d.id if d is not None else "" for d in docs]
-    if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
-        both_whole, both_part = index.holds(topic, ids + prev_ids)
-        n = len(ids)
-        whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
-    else:
-        whole, part = index.holds(topic, ids)
-    held = coverages(whole, part, word_weights(index, topic))
+        docs = [ctx.docs.get(o) for o in ctx.ords.tolist()]
+        # The ordinals of the chunks read (a chunk whose document is gone holds nothing) and of those before
+        # them: what SpaceIndex.holds would find from their ids, without looking the ids up again.
+        own = np.array([o if d is not None else -1 for o, d in zip(ctx.ords.tolist(), docs)], np.int64)
+        if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
+            prev = np.where(ctx.has_prev, ctx.prev, -1)
+            prev[prev >= 0] = [o if column_ids[o] is not None else -1 for o in prev[prev >= 0].tolist()]
+            both_whole, both_part = _holds(index, topic, np.concatenate([own, prev]))
+            n = own.size
+            whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
+        else:
+            whole, part = _holds(index, topic, own)
+        held = coverages(whole, part, word_weights(index, topic))
     out: list[tuple[Hit, float, int]] = []
     for i, doc in enumerate(docs):
         if doc is None:

@@ -105,6 +105,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX sm_memories_updated ON sm_memories(ns, updated_ms);
     CREATE INDEX sm_chunks_created ON sm_chunks(ns, created_ms);
     """,
+    # Whether any document of a namespace has a date, without reading its documents (Face.dates).
+    """
+    CREATE INDEX sm_documents_dated ON sm_documents(ns, date) WHERE date IS NOT NULL;
+    """,
 )
 
 
