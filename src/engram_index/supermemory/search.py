@@ -82,12 +82,16 @@ def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str
         if c.kind == "chunk" and c.group:
             chunks.setdefault(c.group, []).append(c)
     out: dict[tuple[str, str], tuple[str, str]] = {}
+    spaced: dict[str, str] = {}  # each chunk's text with its whitespace made single spaces, made once
     for c in found:
         out[(c.kind, c.id)] = (c.kind, c.id)
         if c.kind == "memory" and c.group in chunks and c.text:  # (no text: its row is gone)
             statement = " ".join(c.text.split())
             for chunk in chunks[c.group]:
-                if statement in " ".join(chunk.text.split()):
+                text = spaced.get(chunk.id)
+                if text is None:
+                    text = spaced[chunk.id] = " ".join(chunk.text.split())
+                if statement in text:
                     out[(c.kind, c.id)] = ("chunk", chunk.id)
                     break
     return out
@@ -263,7 +267,10 @@ def _holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> t
 
 def _group(tags: Sequence[str]) -> str:
     """The document's tag among a record's tags (the one that is no state: superseded, forgotten)."""
-    return next((t for t in tags if t != SUPERSEDED and t != FORGOTTEN), "")
+    for tag in tags:  # (a loop: a generator's setup costs more than these few tags)
+        if tag != SUPERSEDED and tag != FORGOTTEN:
+            return tag
+    return ""
 
 
 def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
@@ -303,15 +310,16 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
     known = {h.document.id: h for h in hits}
     with index.reading():
         ctx = with_context(index, hits, filters, neighbours, prepare, pairs=None if stored else pairs)
+        ords = ctx.ords.tolist()
         if not stored:  # the chunks after the hits, from the columns (the hits' own are at hand)
-            ctx.docs.update(index.columns.documents([int(o) for o in ctx.ords if int(o) not in ctx.docs]))
+            ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
         column_ids = index.columns.ids
         cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
                    if vector is not None and index.vectors is not None else None)
-        docs = [ctx.docs.get(o) for o in ctx.ords.tolist()]
+        docs = [ctx.docs.get(o) for o in ords]
         # The ordinals of the chunks read (a chunk whose document is gone holds nothing) and of those before
         # them: what SpaceIndex.holds would find from their ids, without looking the ids up again.
-        own = np.array([o if d is not None else -1 for o, d in zip(ctx.ords.tolist(), docs)], np.int64)
+        own = np.array([o if d is not None else -1 for o, d in zip(ords, docs)], np.int64)
         if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
             prev = np.where(ctx.has_prev, ctx.prev, -1)
             prev[prev >= 0] = [o if column_ids[o] is not None else -1 for o in prev[prev >= 0].tolist()]
@@ -321,15 +329,16 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
         else:
             whole, part = _holds(index, topic, own)
         held = coverages(whole, part, word_weights(index, topic))
+    sims = cosines.tolist() if cosines is not None else None  # (floats: NaN where a chunk has no vector)
     out: list[tuple[Hit, float, int]] = []
-    for i, doc in enumerate(docs):
+    for i, (doc, cov, o) in enumerate(zip(docs, held.tolist(), ords)):
         if doc is None:
             continue
         hit = known.get(doc.id)
         if hit is None:
-            sim = None if cosines is None or np.isnan(cosines[i]) else float(cosines[i])
+            sim = None if sims is None or sims[i] != sims[i] else sims[i]
             hit = Hit(doc, 0.0, similarity=sim)
-        out.append((hit, float(held[i]), int(ctx.ords[i])))
+        out.append((hit, cov, o))
     return out
 
 
