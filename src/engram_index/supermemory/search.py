@@ -15,6 +15,7 @@ threshold 0.3 keeps what is on topic. docs/design/supermemory.md has the reasoni
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -138,9 +139,11 @@ def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filter
     """Engine filters selecting the documents that pass `expr`, the passing set, and whether none pass."""
     if expr is None:
         return Filters(), None, False
-    test = v5filters.compile_filter(expr)  # checks the expression: a bad one is refused, never cached
+    # Compiled only when the namespace has not met this filter since its last write: compiling checks the
+    # expression, and a bad one raises before anything is kept.
     compiled: tuple[Filters, set[str] | None, bool] = face.compiled_filter(
-        ns, json.dumps(expr, sort_keys=True, separators=(",", ":")), lambda: _doc_filter(face, ns, test))
+        ns, json.dumps(expr, sort_keys=True, separators=(",", ":")),
+        lambda: _doc_filter(face, ns, v5filters.compile_filter(expr)))
     return compiled
 
 
@@ -209,7 +212,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     for leg, result in zip(legs, results):
         kind, skip, engine_filters, use_vector = leg.kind, leg.skip, leg.filters, leg.use_vector
         excluded = set(engine_filters.none_tags)
-        required = set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
+        required = _tag_set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
         # The tags are the index's, which every write applied changes at once (a forget, a new version),
         # before the keyword index's next commit: check them again.
         hits = [h for h in result.hits
@@ -253,6 +256,13 @@ def _document_of(kind: str, doc: Document) -> str:
     if doc.metadata:
         return str(doc.metadata.get("doc", ""))
     return chunk_document(doc.id) if kind == "chunk" else ""
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_set(tags: tuple[str, ...]) -> frozenset[str]:
+    """A compiled filter's document tags as a set, made once per filter (it is kept until the namespace's next
+    write: Face.compiled_filter), not once per search and collection (a set of every passing document)."""
+    return frozenset(tags)
 
 
 def _holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
