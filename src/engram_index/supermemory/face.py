@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
@@ -164,8 +165,6 @@ class Face:
         cached = self._meta.get(ns)
         if cached is not None:
             return cached
-        import json
-
         fresh = {row[0]: {**json.loads(row[2]), **json.loads(row[1])}
                  for row in self.store.query("SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,))}
         with self._lock:
@@ -223,6 +222,10 @@ class Face:
     def documents(self, ns: str, ids: Sequence[str]) -> dict[str, DocRow]:
         """Documents by id."""
         return {doc.id: doc for doc in map(DocRow.from_row, self._rows("sm_documents", DOC_COLUMNS, ns, ids))}
+
+    def documents_metadata(self, ns: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Documents' metadata by id (only that column: a search page's results carry it)."""
+        return {row[0]: json.loads(row[1]) for row in self._rows("sm_documents", "id, metadata", ns, ids)}
 
     def dates(self, ns: str, ids: Sequence[str]) -> dict[str, str | None]:
         """Documents' dates by id, None for a document without one or unknown (only that column, kept per

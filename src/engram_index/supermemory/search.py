@@ -405,7 +405,11 @@ def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dic
     """The response's results (their rows read by `rows`): every field the SDK requires, includes when asked."""
     rows.read(ranked)  # (read already, unless a reranker brought others)
     memories, chunks = rows.memories, rows.chunks
-    docs = face.documents(ns, [c.doc_id for c in ranked if c.doc_id])
+    wanted = [c.doc_id for c in ranked if c.doc_id]
+    # The documents' whole rows only for `include.documents`; else their metadata alone (no content read).
+    docs = face.documents(ns, wanted) if include.get("documents") else {}
+    metadata = ({d: doc.metadata for d, doc in docs.items()} if include.get("documents")
+                else face.documents_metadata(ns, wanted))
     allowed = (lambda d: d in passing) if passing is not None else None
     out: list[dict[str, Any]] = []
     for cand in ranked:
@@ -424,7 +428,7 @@ def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dic
                 continue
             item["chunk"] = chunk.content
             latest, inference, created, updated = True, False, chunk.created_ms, chunk.created_ms
-        item.update(metadata=doc.metadata if doc is not None else {}, similarity=round(cand.similarity, 6),
+        item.update(metadata=metadata.get(cand.doc_id, {}), similarity=round(cand.similarity, 6),
                     isLatest=latest, isInference=inference, system={"createdAt": iso(created), "updatedAt": iso(updated)})
         included: dict[str, Any] = {}
         if include.get("documents") and doc is not None:

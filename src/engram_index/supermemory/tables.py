@@ -7,6 +7,7 @@ written in the same transactions (`Collections.write(..., also=...)`), which the
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -122,6 +123,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@functools.lru_cache(maxsize=4096)  # a search page formats a few dozen, mostly alike (a document's chunks)
 def iso(ms: int) -> str:
     """An ISO 8601 UTC timestamp with milliseconds and a Z."""
     dt = datetime.fromtimestamp(ms / 1000, timezone.utc)
