@@ -30,7 +30,7 @@ from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document
 from engram_index.ranking import (
-    content_query, content_words, one_per_source, stable_order, with_context,
+    content_query, content_words, one_per_source, with_context,
 )
 from engram_index.supermemory import filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
@@ -102,7 +102,7 @@ def _backed(found: Sequence[Candidate], source: dict[tuple[str, str], tuple[str,
     """One candidate per source that has both a memory and a chunk: the better of the two (ties as
     `rank` breaks them), backed by the other's similarity (the best memory's, for a chunk several
     memories came from); the others as they are."""
-    ordered = stable_order(found, lambda c: c.own_similarity, lambda c: (c.order, c.kind))
+    ordered = sorted(found, key=lambda c: (-c.own_similarity, c.order, c.kind))  # (ranking.stable_order's)
     best: dict[tuple[tuple[str, str], str], Candidate] = {}
     first: dict[tuple[str, str], Candidate] = {}
     for c in ordered:
@@ -127,8 +127,10 @@ def rank(found: Sequence[Candidate], limit: int, threshold: float) -> list[Candi
     source = _sources(found)
     if BACKED:
         found = _backed(found, source)
-    kept = stable_order((c for c in found if c.similarity >= threshold), lambda c: c.similarity,
-                        lambda c: (c.order, c.kind))
+    # ranking.stable_order's order, each similarity worked out once (a backed one multiplies two scores).
+    scored = [(c.similarity, c) for c in found]
+    kept = [c for _, c in sorted(((s, c) for s, c in scored if s >= threshold),
+                                 key=lambda sc: (-sc[0], sc[1].order, sc[1].kind))]
     if COLLAPSE_INTO_CHUNK:
         covered = {source[(c.kind, c.id)] for c in kept if c.kind == "chunk"}
         kept = [c for c in kept if c.kind == "chunk" or source[(c.kind, c.id)] not in covered]
