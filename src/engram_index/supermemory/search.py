@@ -181,7 +181,7 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     explainer = QueryExplainer(words)
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
-    asked = content_query(query)  # once for both collections
+    asked = content_query(query, words)  # once for both collections, from the words analysed above
     out: list[Candidate] = []
     legs: list[_Leg] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
