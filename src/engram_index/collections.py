@@ -32,6 +32,7 @@ from engram_index.purging import Purging
 from engram_index.store.base import (RecordStore, SharedStore, CollectionInfo, Statement, StoredDocument,
                                      WriteResult)
 from engram_index.store.opening import open_store
+from engram_index.store.rows import SPACE_COLUMNS, row_to_space
 from engram_index.store.sqlite import PAGE_SIZE, Store
 from engram_index.search_pool import SEARCH_THREADS, SearchPool
 
@@ -97,6 +98,12 @@ class Collections(Compaction, Eviction, Purging):
         self._loading: set[str] = set()
         self._loaders: set[threading.Thread] = set()  # background loads, joined by close()
         self._collection_locks: dict[str, threading.RLock] = {}
+        # Each collection's declaration as last read (info()): kept only by a process that makes every write
+        # of its store, which drops it at each of its changes (a read-only worker or a node over a shared
+        # store would not hear of another process's model move). Every search read it once per collection.
+        self._keep_infos = not read_only and store is None
+        self._infos: dict[str, CollectionInfo] = {}
+        self._info_changes: dict[str, int] = {}  # drops per collection: a read racing one is not kept
         self._last_write: dict[str, float] = {}
         # Told how long each acknowledged write waited to become searchable (the service's metrics).
         self.on_searchable: Callable[[float], None] | None = None
@@ -133,6 +140,7 @@ class Collections(Compaction, Eviction, Purging):
         """Create or update a collection's declaration."""
         with self._collection_lock(uri):
             info = self.store.ensure_collection(uri, model, document_prefix, query_prefix)
+            self._changed_info(uri)
             loaded = self._indexes.get(uri)
             if loaded is not None and loaded.dims != (info.model.dims if info.model else None):
                 # The model's dimensions changed: the loaded vectors are no longer comparable.
@@ -151,13 +159,38 @@ class Collections(Compaction, Eviction, Purging):
             if index is not None:
                 index.close(save_counts=False)  # its files are deleted below
             space_id = self.store.drop_collection(uri, also)
+            self._changed_info(uri)
             self._last_write.pop(uri, None)
             if space_id is not None:
                 shutil.rmtree(self.data_dir / "spaces" / str(space_id), ignore_errors=True)
 
     def info(self, uri: str) -> CollectionInfo:
-        """The store's view of a collection (UnknownSpace when absent)."""
-        return self.store.collection(uri)
+        """The store's view of a collection (UnknownSpace when absent): its id, model and prefixes are
+        current; its `seq` and `next_ord` may be older than the store's (`current` reads them now)."""
+        held = self._infos.get(uri)
+        if held is not None:
+            return held
+        changes = self._info_changes.get(uri, 0)  # before the read: a change after it drops what it read
+        info = self.store.collection(uri)
+        if self._keep_infos:
+            with self._lock:
+                if self._info_changes.get(uri, 0) == changes:
+                    self._infos[uri] = info
+        return info
+
+    def current(self, uris: Sequence[str]) -> dict[str, CollectionInfo]:
+        """The store's view of these collections now, sequences included, in one read (absent ones left out)."""
+        if not uris:
+            return {}
+        marks = ",".join("?" * len(uris))
+        rows = self.store.query(f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri IN ({marks})", tuple(uris))
+        return {info.uri: info for info in map(row_to_space, rows)}
+
+    def _changed_info(self, uri: str) -> None:
+        """Drop the declaration kept of a collection, after the store changed it (see info)."""
+        with self._lock:
+            self._info_changes[uri] = self._info_changes.get(uri, 0) + 1
+            self._infos.pop(uri, None)
 
     def _collection_lock(self, uri: str) -> threading.RLock:
         """The lock that orders a collection's writes, its loading and its index swaps.
@@ -247,12 +280,16 @@ class Collections(Compaction, Eviction, Purging):
         """Writes to several collections (and `also`) in one transaction, then applied to each loaded index."""
         if self.read_only:
             raise StorageError("this data directory is open read-only")
-        infos = [self.store.collection(uri) for uri, _, _ in writes]
+        infos = [self.info(uri) for uri, _, _ in writes]  # (their ids)
         with ExitStack() as held:
             for uri in sorted({uri for uri, _, _ in writes}):  # one order for every caller: no deadlock
                 held.enter_context(self._collection_lock(uri))
-            results = self.store.write_many([(info.id, puts, deletes) for info, (_, puts, deletes)
-                                             in zip(infos, writes)], also)
+            try:
+                results = self.store.write_many([(info.id, puts, deletes) for info, (_, puts, deletes)
+                                                 in zip(infos, writes)], also)
+            finally:  # their sequences moved (or a collection went meanwhile: read it again)
+                for uri in {uri for uri, _, _ in writes}:
+                    self._changed_info(uri)
             acknowledged = time.monotonic()
             applied = False
             for info, (uri, _, _), result in zip(infos, writes, results):
@@ -320,6 +357,7 @@ class Collections(Compaction, Eviction, Purging):
         """Declare (or clear) the model a collection moves to; its vectors are kept ready beside the index."""
         with self._collection_lock(uri):
             self.store.set_next_model(uri, model)
+            self._changed_info(uri)
             self._next.pop(uri, None)
             if model is not None and uri in self._indexes:
                 self._next[uri] = build_next(self.store, self.store.collection(uri))
@@ -337,10 +375,12 @@ class Collections(Compaction, Eviction, Purging):
             index = self._indexes.get(uri)
             if index is None:
                 self.store.promote_next(uri)
+                self._changed_info(uri)
                 return
             shadow = self._next.pop(uri, None) or build_next(self.store, info)
             with index.exclusive():
                 self.store.promote_next(uri)
+                self._changed_info(uri)
                 index.vectors = shadow
                 index.dims = info.next_model.dims
             log.info("%s now searches with %s", uri, info.next_model.model)
@@ -394,6 +434,14 @@ class Collections(Compaction, Eviction, Purging):
         """Search a collection (loading its index first when needed) on the search pool, within its deadline."""
         return self.searches.run_sync(self.index(uri).search, req)
 
+    def search_many(self, asks: Sequence[tuple[str, SearchRequest]]) -> list[SearchResult]:
+        """Search several collections (each loaded first when needed) in one job on the search pool, one slot
+        and one deadline for them all: what one search of a face asks of its collections, in one thread hop."""
+        if not asks:
+            return []
+        indexes = [self.index(uri) for uri, _ in asks]
+        return self.searches.run_sync(_search_each, indexes, [req for _, req in asks])
+
     def catch_up(self) -> None:
         """Load every collection (replaying what its keyword index missed), compact where due, and save
         each collection's vectors for read-only processes to map."""
@@ -428,3 +476,8 @@ class Collections(Compaction, Eviction, Purging):
         self.store.close()
         if self._dir_lock is not None:
             self._dir_lock.close()  # releases the lock
+
+
+def _search_each(indexes: Sequence[SpaceIndex], reqs: Sequence[SearchRequest]) -> list[SearchResult]:
+    """Each index searched with its request, in turn (one job of the search pool)."""
+    return [index.search(req) for index, req in zip(indexes, reqs)]

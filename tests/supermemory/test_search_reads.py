@@ -3,14 +3,21 @@ documents' dates kept until a write, the texts read where ranking and the page n
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from supermemory import Supermemory
 
+from engram_index.collections import Collections
+from engram_index.engine.types import Document, ModelIdentity
+from engram_index.errors import UnknownSpace
+from engram_index.store.base import StoredDocument
 from engram_index.supermemory.tables import chunk_document, chunk_id
 from tests.supermemory.conftest import Server, add_done, wait_done
+
+A = "supermemory:t:memories"
 
 
 @pytest.mark.parametrize("doc_id", ["d0123abcdef", "c", "cc9", "abc5c0", "x c12", "dc", ""])
@@ -75,3 +82,70 @@ def test_a_memory_found_with_the_chunk_it_came_from_takes_one_place_and_explains
     snippet = first["explanation"]["snippet"]["text"]
     assert snippet and snippet in (first.get("memory") or first.get("chunk"))
     assert first["metadata"] == {} and first["explanation"].get("backedBy") is not None
+
+
+def test_a_search_asks_no_date_of_a_namespace_without_dated_documents_until_one_arrives(
+        server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_done(client, ns, "Ana adopted a puppy named Rex.")
+    add_done(client, ns, "That is wonderful news for the family.")
+    store = server.app.state.supermemory.store
+    asked: list[str] = []
+    query = store.query
+    monkeypatch.setattr(store, "query", lambda sql, params=(): asked.append(sql) or query(sql, params))
+    body = {"query": "puppy wonderful", "searchMode": "chunks", "threshold": 0, "limit": 10}
+    assert _coverage(_search(server, ns, body), "That is wonderful news for the family.") < 1.0
+    _search(server, ns, body)
+    assert not [sql for sql in asked if "id, date" in sql]  # no document's date was read
+    # Whether any has one: asked once, kept until a write (each search over a shared store, which another
+    # node may write to).
+    probes = len([sql for sql in asked if "date IS NOT NULL" in sql])
+    assert probes <= (1 if server.app.state.spaces.shared_store() is None else 2)
+    # Two turns of one session (one date) arrive: the write drops what was known, the next search reads dates.
+    _add_dated(server, client, ns, "Ben adopted a kitten named Tom.", "2023-05-01")
+    _add_dated(server, client, ns, "What a lovely surprise that is.", "2023-05-01")
+    body = {"query": "kitten lovely", "searchMode": "chunks", "threshold": 0, "limit": 10}
+    assert _coverage(_search(server, ns, body), "What a lovely surprise that is.") == 1.0
+
+
+def test_a_collections_declaration_is_read_once_until_it_changes(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    spaces = Collections(tmp_path)
+    try:
+        spaces.ensure_collection(A, ModelIdentity("m1", "d1", 8))
+        reads: list[str] = []
+        collection = spaces.store.collection
+        monkeypatch.setattr(spaces.store, "collection", lambda uri: reads.append(uri) or collection(uri))
+        assert spaces.info(A).model == ModelIdentity("m1", "d1", 8)
+        assert spaces.info(A).model == ModelIdentity("m1", "d1", 8)
+        assert reads == [A]
+        spaces.set_next_model(A, ModelIdentity("m2", "d2", 8))
+        assert spaces.info(A).next_model == ModelIdentity("m2", "d2", 8)
+        spaces.switch_model(A)
+        assert spaces.info(A).model == ModelIdentity("m2", "d2", 8) and spaces.info(A).next_model is None
+        spaces.ensure_collection(A, ModelIdentity("m3", "d3", 4))
+        assert spaces.info(A).model == ModelIdentity("m3", "d3", 4)
+        before = spaces.info(A).seq
+        spaces.write(A, [StoredDocument(Document("a1", "", "one", (), None, 1))])
+        assert spaces.info(A).seq == before + 1 == spaces.current([A])[A].seq
+        spaces.drop(A)
+        with pytest.raises(UnknownSpace):
+            spaces.info(A)
+        assert spaces.current([A]) == {}
+    finally:
+        spaces.close()
+
+
+def test_a_read_only_opening_reads_the_declaration_each_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = Collections(tmp_path)
+    writer.ensure_collection(A, ModelIdentity("m1", "d1", 8))
+    writer.catch_up()
+    reader = Collections(tmp_path, read_only=True, lock=False)
+    try:
+        assert reader.info(A).model == ModelIdentity("m1", "d1", 8)
+        # Another process (the writer) moves the collection to another model: the reader sees it at once.
+        writer.set_next_model(A, ModelIdentity("m2", "d2", 8))
+        writer.switch_model(A)
+        assert reader.info(A).model == ModelIdentity("m2", "d2", 8)
+    finally:
+        reader.close()
+        writer.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
@@ -98,6 +99,7 @@ class Face:
         # Only a process that makes every write of its store keeps them: a read-only worker (serve --workers)
         # or a node over a shared PostgreSQL store would not hear of another process's date change.
         self._keep_dates = not read_only and collections.shared_store() is None
+        self._dated: dict[str, bool] = {}  # whether any document of the namespace has a date, until its next write
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
@@ -138,6 +140,7 @@ class Face:
             self._meta.pop(ns, None)
             self._filters.pop(ns, None)
             self._dates.pop(ns, None)
+            self._dated.pop(ns, None)
             self._writes[ns] = self._writes.get(ns, 0) + 1
 
     def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
@@ -162,8 +165,6 @@ class Face:
         cached = self._meta.get(ns)
         if cached is not None:
             return cached
-        import json
-
         fresh = {row[0]: {**json.loads(row[2]), **json.loads(row[1])}
                  for row in self.store.query("SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,))}
         with self._lock:
@@ -222,6 +223,10 @@ class Face:
         """Documents by id."""
         return {doc.id: doc for doc in map(DocRow.from_row, self._rows("sm_documents", DOC_COLUMNS, ns, ids))}
 
+    def documents_metadata(self, ns: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Documents' metadata by id (only that column: a search page's results carry it)."""
+        return {row[0]: json.loads(row[1]) for row in self._rows("sm_documents", "id, metadata", ns, ids)}
+
     def dates(self, ns: str, ids: Sequence[str]) -> dict[str, str | None]:
         """Documents' dates by id, None for a document without one or unknown (only that column, kept per
         namespace until its next write: a search asks them of its chunks' documents, a hundred a search)."""
@@ -230,12 +235,25 @@ class Face:
         if not missing:
             return {d: kept[d] for d in ids}
         writes = self._writes.get(ns, 0)
-        found = {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
+        found = ({row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
+                 if self.any_dated(ns, writes) else {})
         read = {d: found.get(d) for d in missing}
         with self._lock:
             if self._keep_dates and self._writes.get(ns, 0) == writes:  # no write meanwhile: what was read is current
                 self._dates.setdefault(ns, {}).update(read)
         return {d: read[d] if d in read else kept[d] for d in ids}
+
+    def any_dated(self, ns: str, writes: int) -> bool:
+        """Whether any document of the namespace has a date (one indexed probe, kept like `dates`; `writes`:
+        the namespace's write count before the caller began reading)."""
+        held = self._dated.get(ns)
+        if held is not None:
+            return held
+        fresh = bool(self.store.query("SELECT 1 FROM sm_documents WHERE ns=? AND date IS NOT NULL LIMIT 1", (ns,)))
+        with self._lock:
+            if self._keep_dates and self._writes.get(ns, 0) == writes:
+                self._dated[ns] = fresh
+        return fresh
 
     def _rows(self, table: str, columns: str, ns: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """The rows of a namespace's table with these ids (500 bound parameters at a time)."""

@@ -15,8 +15,10 @@ threshold 0.3 keeps what is on topic. docs/design/supermemory.md has the reasoni
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,7 +30,7 @@ from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document
 from engram_index.ranking import (
-    content_query, content_words, insertion_keys, one_per_source, stable_order, with_context,
+    content_query, content_words, one_per_source, with_context,
 )
 from engram_index.supermemory import filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
@@ -50,6 +52,7 @@ CONTEXT = True  # chunks count the words of the chunk before them in their conve
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
 MEMORY_CONTEXT = False  # memories too: the memory before them (of their document, or of one of the same date)
+LAST = int(np.iinfo(np.int64).max)  # the insertion order of a hit no longer in its collection: after every other
 
 
 def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -80,12 +83,16 @@ def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str
         if c.kind == "chunk" and c.group:
             chunks.setdefault(c.group, []).append(c)
     out: dict[tuple[str, str], tuple[str, str]] = {}
+    spaced: dict[str, str] = {}  # each chunk's text with its whitespace made single spaces, made once
     for c in found:
         out[(c.kind, c.id)] = (c.kind, c.id)
         if c.kind == "memory" and c.group in chunks and c.text:  # (no text: its row is gone)
             statement = " ".join(c.text.split())
             for chunk in chunks[c.group]:
-                if statement in " ".join(chunk.text.split()):
+                text = spaced.get(chunk.id)
+                if text is None:
+                    text = spaced[chunk.id] = " ".join(chunk.text.split())
+                if statement in text:
                     out[(c.kind, c.id)] = ("chunk", chunk.id)
                     break
     return out
@@ -95,7 +102,7 @@ def _backed(found: Sequence[Candidate], source: dict[tuple[str, str], tuple[str,
     """One candidate per source that has both a memory and a chunk: the better of the two (ties as
     `rank` breaks them), backed by the other's similarity (the best memory's, for a chunk several
     memories came from); the others as they are."""
-    ordered = stable_order(found, lambda c: c.own_similarity, lambda c: (c.order, c.kind))
+    ordered = sorted(found, key=lambda c: (-c.own_similarity, c.order, c.kind))  # (ranking.stable_order's)
     best: dict[tuple[tuple[str, str], str], Candidate] = {}
     first: dict[tuple[str, str], Candidate] = {}
     for c in ordered:
@@ -120,8 +127,10 @@ def rank(found: Sequence[Candidate], limit: int, threshold: float) -> list[Candi
     source = _sources(found)
     if BACKED:
         found = _backed(found, source)
-    kept = stable_order((c for c in found if c.similarity >= threshold), lambda c: c.similarity,
-                        lambda c: (c.order, c.kind))
+    # ranking.stable_order's order, each similarity worked out once (a backed one multiplies two scores).
+    scored = [(c.similarity, c) for c in found]
+    kept = [c for _, c in sorted(((s, c) for s, c in scored if s >= threshold),
+                                 key=lambda sc: (-sc[0], sc[1].order, sc[1].kind))]
     if COLLAPSE_INTO_CHUNK:
         covered = {source[(c.kind, c.id)] for c in kept if c.kind == "chunk"}
         kept = [c for c in kept if c.kind == "chunk" or source[(c.kind, c.id)] not in covered]
@@ -132,9 +141,11 @@ def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filter
     """Engine filters selecting the documents that pass `expr`, the passing set, and whether none pass."""
     if expr is None:
         return Filters(), None, False
-    test = v5filters.compile_filter(expr)  # checks the expression: a bad one is refused, never cached
+    # Compiled only when the namespace has not met this filter since its last write: compiling checks the
+    # expression, and a bad one raises before anything is kept.
     compiled: tuple[Filters, set[str] | None, bool] = face.compiled_filter(
-        ns, json.dumps(expr, sort_keys=True, separators=(",", ":")), lambda: _doc_filter(face, ns, test))
+        ns, json.dumps(expr, sort_keys=True, separators=(",", ":")),
+        lambda: _doc_filter(face, ns, v5filters.compile_filter(expr)))
     return compiled
 
 
@@ -170,8 +181,9 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
     explainer = QueryExplainer(words)
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
     vector = face.embed_query(query)
-    asked = content_query(query)  # once for both collections
+    asked = content_query(query, words)  # once for both collections, from the words analysed above
     out: list[Candidate] = []
+    legs: list[_Leg] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
     for kind in kinds:
         name = memories_collection(ns) if kind == "memory" else chunks_collection(ns)
@@ -196,28 +208,48 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
                                 explain=False, documents=stored)
+        legs.append(_Leg(kind, name, use_vector, engine_filters, skip, in_context, stored, request))
+    # Both collections in one job on the search pool (one thread hop, not one per collection).
+    results = face.collections.search_many([(leg.name, leg.request) for leg in legs])
+    for leg, result in zip(legs, results):
+        kind, skip, engine_filters, use_vector = leg.kind, leg.skip, leg.filters, leg.use_vector
         excluded = set(engine_filters.none_tags)
-        required = set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
+        required = _tag_set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
         # The tags are the index's, which every write applied changes at once (a forget, a new version),
         # before the keyword index's next commit: check them again.
-        hits = [h for h in face.collections.search(name, request).hits
+        hits = [h for h in result.hits
                 if h.document.id not in skip and not excluded.intersection(h.document.tags)
                 and (required is None or required.intersection(h.document.tags))]
         # Which content words each holds, from the index's term counts (one pass for all of them).
-        index = face.collections.index(name)
-        if in_context:
+        index = face.collections.index(leg.name)
+        if leg.in_context:
             scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None,
-                                 stored)
+                                 leg.stored)
             scored = [s for s in scored if s[0].document.id not in skip]  # a joined memory may be expired
         else:
-            ids = [h.document.id for h in hits]
-            scored = list(zip(hits, coverages(*index.holds(topic, ids), word_weights(index, topic)),
-                              insertion_keys(index, ids)))
+            with index.reading():  # each hit's ordinal once: for its words and its insertion order
+                ords = index.columns.ids_to_ords([h.document.id for h in hits])
+                held = coverages(*_holds(index, topic, ords), word_weights(index, topic))
+            scored = list(zip(hits, held, (int(o) if o >= 0 else LAST for o in ords.tolist())))
         for hit, cov, order in scored:
             doc = hit.document
             out.append(Candidate(kind, doc.id, _document_of(kind, doc), doc.text, hit, explainer, use_vector,
                                  float(cov), order, group=_group(doc.tags)))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Leg:
+    """What one search asks of one of its namespace's collections, and how its hits are taken."""
+
+    kind: str  # memory / chunk
+    name: str  # the collection
+    use_vector: bool
+    filters: Filters
+    skip: set[str]  # expired memories' ids
+    in_context: bool
+    stored: bool  # its hits' documents read from the store
+    request: SearchRequest
 
 
 def _document_of(kind: str, doc: Document) -> str:
@@ -228,9 +260,29 @@ def _document_of(kind: str, doc: Document) -> str:
     return chunk_document(doc.id) if kind == "chunk" else ""
 
 
+@functools.lru_cache(maxsize=64)
+def _tag_set(tags: tuple[str, ...]) -> frozenset[str]:
+    """A compiled filter's document tags as a set, made once per filter (it is kept until the namespace's next
+    write: Face.compiled_filter), not once per search and collection (a set of every passing document)."""
+    return frozenset(tags)
+
+
+def _holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`SpaceIndex.holds` of ordinals the caller has (-1: none, holding nothing), inside `index.reading()`."""
+    known = ords >= 0
+    whole = np.zeros((ords.size, len(words)), bool)
+    part = np.zeros((ords.size, len(words)), bool)
+    if known.any():
+        whole[known], part[known] = index.keyword.holds(words, ords[known])
+    return whole, part
+
+
 def _group(tags: Sequence[str]) -> str:
     """The document's tag among a record's tags (the one that is no state: superseded, forgotten)."""
-    return next((t for t in tags if t != SUPERSEDED and t != FORGOTTEN), "")
+    for tag in tags:  # (a loop: a generator's setup costs more than these few tags)
+        if tag != SUPERSEDED and tag != FORGOTTEN:
+            return tag
+    return ""
 
 
 def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
@@ -261,37 +313,44 @@ def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters
         column = index.columns.ids
         a = [chunk_document(column[o] or "") for o in earlier.tolist()]
         b = [chunk_document(column[o] or "") for o in later.tolist()]
-        known_dates = face.dates(ns, a + b)
+        # Only chunks of two documents ask their dates (most context is a chunk of the same document).
+        apart = [d for x, y in zip(a, b) if x != y for d in (x, y)]
+        known_dates = face.dates(ns, apart) if apart else {}
         return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
                             for x, y in zip(a, b)), bool, len(a))
 
     known = {h.document.id: h for h in hits}
     with index.reading():
         ctx = with_context(index, hits, filters, neighbours, prepare, pairs=None if stored else pairs)
+        ords = ctx.ords.tolist()
         if not stored:  # the chunks after the hits, from the columns (the hits' own are at hand)
-            ctx.docs.update(index.columns.documents([int(o) for o in ctx.ords if int(o) not in ctx.docs]))
+            ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
         column_ids = index.columns.ids
         cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
                    if vector is not None and index.vectors is not None else None)
-        prev_ids = [column_ids[int(p)] or "" if ok else "" for p, ok in zip(ctx.prev, ctx.has_prev)]
-    docs = [ctx.docs.get(int(o)) for o in ctx.ords]
-    ids = [d.id if d is not None else "" for d in docs]
-    if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
-        both_whole, both_part = index.holds(topic, ids + prev_ids)
-        n = len(ids)
-        whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
-    else:
-        whole, part = index.holds(topic, ids)
-    held = coverages(whole, part, word_weights(index, topic))
+        docs = [ctx.docs.get(o) for o in ords]
+        # The ordinals of the chunks read (a chunk whose document is gone holds nothing) and of those before
+        # them: what SpaceIndex.holds would find from their ids, without looking the ids up again.
+        own = np.array([o if d is not None else -1 for o, d in zip(ords, docs)], np.int64)
+        if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
+            prev = np.where(ctx.has_prev, ctx.prev, -1)
+            prev[prev >= 0] = [o if column_ids[o] is not None else -1 for o in prev[prev >= 0].tolist()]
+            both_whole, both_part = _holds(index, topic, np.concatenate([own, prev]))
+            n = own.size
+            whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
+        else:
+            whole, part = _holds(index, topic, own)
+        held = coverages(whole, part, word_weights(index, topic))
+    sims = cosines.tolist() if cosines is not None else None  # (floats: NaN where a chunk has no vector)
     out: list[tuple[Hit, float, int]] = []
-    for i, doc in enumerate(docs):
+    for i, (doc, cov, o) in enumerate(zip(docs, held.tolist(), ords)):
         if doc is None:
             continue
         hit = known.get(doc.id)
         if hit is None:
-            sim = None if cosines is None or np.isnan(cosines[i]) else float(cosines[i])
+            sim = None if sims is None or sims[i] != sims[i] else sims[i]
             hit = Hit(doc, 0.0, similarity=sim)
-        out.append((hit, float(held[i]), int(ctx.ords[i])))
+        out.append((hit, cov, o))
     return out
 
 
@@ -348,7 +407,11 @@ def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dic
     """The response's results (their rows read by `rows`): every field the SDK requires, includes when asked."""
     rows.read(ranked)  # (read already, unless a reranker brought others)
     memories, chunks = rows.memories, rows.chunks
-    docs = face.documents(ns, [c.doc_id for c in ranked if c.doc_id])
+    wanted = [c.doc_id for c in ranked if c.doc_id]
+    # The documents' whole rows only for `include.documents`; else their metadata alone (no content read).
+    docs = face.documents(ns, wanted) if include.get("documents") else {}
+    metadata = ({d: doc.metadata for d, doc in docs.items()} if include.get("documents")
+                else face.documents_metadata(ns, wanted))
     allowed = (lambda d: d in passing) if passing is not None else None
     out: list[dict[str, Any]] = []
     for cand in ranked:
@@ -367,7 +430,7 @@ def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dic
                 continue
             item["chunk"] = chunk.content
             latest, inference, created, updated = True, False, chunk.created_ms, chunk.created_ms
-        item.update(metadata=doc.metadata if doc is not None else {}, similarity=round(cand.similarity, 6),
+        item.update(metadata=metadata.get(cand.doc_id, {}), similarity=round(cand.similarity, 6),
                     isLatest=latest, isInference=inference, system={"createdAt": iso(created), "updatedAt": iso(updated)})
         included: dict[str, Any] = {}
         if include.get("documents") and doc is not None:

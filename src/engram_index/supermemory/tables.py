@@ -7,6 +7,7 @@ written in the same transactions (`Collections.write(..., also=...)`), which the
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -105,6 +106,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX sm_memories_updated ON sm_memories(ns, updated_ms);
     CREATE INDEX sm_chunks_created ON sm_chunks(ns, created_ms);
     """,
+    # Whether any document of a namespace has a date, without reading its documents (Face.dates).
+    """
+    CREATE INDEX sm_documents_dated ON sm_documents(ns, date) WHERE date IS NOT NULL;
+    """,
 )
 
 
@@ -118,6 +123,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@functools.lru_cache(maxsize=4096)  # a search page formats a few dozen, mostly alike (a document's chunks)
 def iso(ms: int) -> str:
     """An ISO 8601 UTC timestamp with milliseconds and a Z."""
     dt = datetime.fromtimestamp(ms / 1000, timezone.utc)

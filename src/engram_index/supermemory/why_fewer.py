@@ -29,9 +29,12 @@ class Scored(Protocol):
 def threshold_cut(pool: Sequence[Sequence[Scored]], threshold: float) -> int:
     """How many found candidates (each once, at its best score) the threshold removed."""
     best: dict[tuple[str, str], float] = {}
-    for cand in (c for cands in pool for c in cands):
-        key = (cand.kind, cand.id)
-        best[key] = max(best.get(key, cand.similarity), cand.similarity)
+    for cands in pool:
+        for cand in cands:
+            key, score = (cand.kind, cand.id), cand.similarity  # (its score worked out once)
+            held = best.get(key)
+            if held is None or score > held:
+                best[key] = score
     return sum(1 for score in best.values() if score < threshold)
 
 
