@@ -1,6 +1,7 @@
 """MaxScore over the postings: the keyword top-k stays exact while the common words' holders are skipped."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -186,13 +187,19 @@ def test_the_pruned_kernel_keeps_what_the_full_scoring_selects_for_any_k(seed: i
             assert pruned_out[o] == pytest.approx(value, rel=1e-12)
 
 
-def test_the_pruned_kernel_refuses_a_margin_or_group_out_of_range() -> None:
+def _two_documents_args() -> tuple[list[Any], int]:
+    """The pruned kernel's arguments over two small documents (term "a" asked), and their entries' count."""
     counts = TermCounts()
     counts.put_many([(0, ["a", "b"]), (1, ["a"])])
     postings, _, _ = counts.inverted()
     args = [postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part, postings.average,
             np.array([0], np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1), np.ones(1),
             K1, B, 1.5, None, None, 1, MARGIN, np.zeros(2), np.zeros(2, np.int32), np.empty(2, np.int64), np.empty(2)]
+    return args, int(postings.ords.size)
+
+
+def test_the_pruned_kernel_refuses_a_margin_or_group_out_of_range() -> None:
+    args, entries = _two_documents_args()
     assert _kernels.postings_top(*args)[0] == 2
     bad_margin = list(args)
     bad_margin[17] = 1.5
@@ -287,13 +294,8 @@ def test_the_entries_lengths_are_left_out_past_16_bits_and_the_top_k_stays_exact
 
 
 def test_the_pruned_kernel_refuses_entries_lengths_of_another_size() -> None:
-    counts = TermCounts()
-    counts.put_many([(0, ["a", "b"]), (1, ["a"])])
-    postings, _, _ = counts.inverted()
-    args = [postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part, postings.average,
-            np.array([0], np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1), np.ones(1),
-            K1, B, 1.5, None, None, 1, MARGIN, np.zeros(2), np.zeros(2, np.int32), np.empty(2, np.int64), np.empty(2)]
+    args, entries = _two_documents_args()
     with pytest.raises(ValueError):
-        _kernels.postings_top(*args, np.zeros(postings.ords.size + 1, np.uint16))
+        _kernels.postings_top(*args, np.zeros(entries + 1, np.uint16))
     with pytest.raises(TypeError):
-        _kernels.postings_top(*args, np.zeros(postings.ords.size, np.int32))
+        _kernels.postings_top(*args, np.zeros(entries, np.int32))
