@@ -32,7 +32,6 @@ from engram_index.purging import Purging
 from engram_index.store.base import (RecordStore, SharedStore, CollectionInfo, Statement, StoredDocument,
                                      WriteResult)
 from engram_index.store.opening import open_store
-from engram_index.store.rows import SPACE_COLUMNS, row_to_space
 from engram_index.store.sqlite import PAGE_SIZE, Store
 from engram_index.search_pool import SEARCH_THREADS, SearchPool
 
@@ -180,11 +179,7 @@ class Collections(Compaction, Eviction, Purging):
 
     def current(self, uris: Sequence[str]) -> dict[str, CollectionInfo]:
         """The store's view of these collections now, sequences included, in one read (absent ones left out)."""
-        if not uris:
-            return {}
-        marks = ",".join("?" * len(uris))
-        rows = self.store.query(f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri IN ({marks})", tuple(uris))
-        return {info.uri: info for info in map(row_to_space, rows)}
+        return self.store.collection_infos(uris)
 
     def _changed_info(self, uri: str) -> None:
         """Drop the declaration kept of a collection, after the store changed it (see info)."""

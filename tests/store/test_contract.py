@@ -40,6 +40,15 @@ def test_an_unknown_space_is_an_error_and_a_declared_one_round_trips(store: Reco
     assert store.collections() == [URI]
 
 
+def test_several_collections_are_read_in_one_call_and_absent_ones_are_left_out(store: RecordStore) -> None:
+    other = "at://did:plc:abc/space/garden.engram.space/t"
+    store.ensure_collection(other, ModelIdentity("m", "d", 4), "", "")
+    store.write(store.collection(other).id, [put(0)])
+    found = store.collection_infos([URI, other, "at://did:plc:zzz/space/garden.engram.space/none"])
+    assert found == {URI: store.collection(URI), other: store.collection(other)}
+    assert found[other].seq == 1 and store.collection_infos([]) == {}
+
+
 def test_writes_assign_dense_ordinals_and_one_sequence_per_batch(store: RecordStore) -> None:
     sid = store.collection(URI).id
     first = store.write(sid, [put(0), put(1)])

@@ -88,6 +88,9 @@ class RecordStore(Protocol):
     def collection(self, uri: str) -> CollectionInfo:
         """The collection with this URI, or UnknownSpace."""
 
+    def collection_infos(self, uris: Sequence[str]) -> dict[str, CollectionInfo]:
+        """These collections as stored now, by URI, in one read (absent ones left out)."""
+
     def set_next_model(self, uri: str, model: ModelIdentity | None) -> None:
         """Declare (or clear) the model a collection is moving to."""
 

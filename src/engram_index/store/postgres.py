@@ -40,6 +40,7 @@ _MIGRATION_LOCK = 0x656E6772616D
 _CHANGES_SQL = (f"SELECT seq, deleted, {DOC_COLUMNS} FROM documents"
                 " WHERE space_id=%s AND (seq, ord) > (%s, %s) ORDER BY seq, ord LIMIT %s")
 _SPACE_SQL = f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri=%s"
+_SPACES_SQL = f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri = ANY(%s)"
 # How long the pool keeps retrying a connection, with its doubling backoff, before it gives up and the
 # next request starts over at a 1 s delay: with psycopg_pool's default (5 min) the delay kept doubling
 # through an outage, so a node went on answering 503 for up to half the outage after PostgreSQL was back.
@@ -259,6 +260,13 @@ class PostgresStore(ModelMoves):
         if row is None:
             raise UnknownSpace(f"space not indexed here: {uri}")
         return row_to_space(row)
+
+    def collection_infos(self, uris: Sequence[str]) -> dict[str, CollectionInfo]:
+        """These collections as stored now, by URI, in one read (absent ones left out)."""
+        if not uris:
+            return {}
+        rows = self._read(lambda c: c.execute(_SPACES_SQL, (list(uris),)).fetchall())
+        return {info.uri: info for info in map(row_to_space, rows)}
 
     def collections(self) -> list[str]:
         """The URIs of every collection in the store."""
