@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -74,6 +74,7 @@ def simsimd_level(request: pytest.FixtureRequest) -> Iterator[str]:
 
 # A module's cost when it has no `long` mark: about what one of the suite's short tests takes, in seconds.
 SHORT_TEST_S = 0.3
+LOG_TAIL_BYTES = 8000  # of each served process's stderr, in a failing test's report
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -89,6 +90,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         mark = item.get_closest_marker("long")
         cost[module] = float(mark.args[0]) if mark else cost.get(module, 0.0) + SHORT_TEST_S
     items.sort(key=lambda item: -cost[item.nodeid.split("::", 1)[0]])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                             ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach the end of each served process's stderr to a failing test's report, then forget them."""
+    from tests.limits import SERVED_LOGS
+
+    report: pytest.TestReport = yield
+    if report.failed:
+        for log in SERVED_LOGS:
+            if log.exists():
+                tail = log.read_bytes()[-LOG_TAIL_BYTES:].decode("utf-8", "replace")
+                report.sections.append((f"served process stderr ({log.name})", tail))
+    if call.when == "teardown":
+        SERVED_LOGS.clear()
+    return report
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

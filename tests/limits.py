@@ -28,6 +28,10 @@ from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
 from engram_index.testkit.serve import free_port
 
+# Where each served process of the running test writes its stderr: a failing test's report shows their
+# ends (tests/conftest.py), since a 500's traceback is only in the server's log.
+SERVED_LOGS: list[Path] = []
+
 # Far above what any fixture sends, and slots enough for every request a test makes at once.
 UNREACHABLE_RATE = 1e9
 ROOMY_SLOTS = 256
@@ -95,6 +99,8 @@ class ServeProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = serve_command(sys.executable, data, self.port, "--insecure-open", "--no-access-log", *extra)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data.with_name(f"{data.name}.serve-{self.port}.log")
+        SERVED_LOGS.append(self.log)
 
     def start(self) -> None:
         """Start the server and wait until it answers."""
@@ -104,7 +110,8 @@ class ServeProcess:
     def launch(self) -> None:
         """Start the server without waiting (several can then start side by side, see `wait_ready`)."""
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-        self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with self.log.open("ab") as err:  # appended to across restarts: the log of every run of this server
+            self.proc = subprocess.Popen(self.command, env=env, stdout=subprocess.DEVNULL, stderr=err)
 
     def wait_ready(self) -> None:
         """Wait until the launched server answers."""
