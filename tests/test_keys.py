@@ -1,6 +1,7 @@
 """Bearer keys: minted once, stored hashed, looked up per face, expired and revoked while in use."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,3 +155,36 @@ def test_a_key_remembered_by_one_thread_is_refused_by_every_thread_once_revoked(
         assert other.submit(store.lookup, "kindgi", token).result()[0] is KeyState.VALID
         store.revoke(record.id)  # this thread's connection; the other thread's sees the change
         assert other.submit(store.lookup, "kindgi", token).result()[0] is KeyState.REVOKED
+
+
+def test_listing_the_keys_keeps_the_keys_this_thread_found_remembered(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path)
+    token, _ = store.create("kindgi", {"tenant": "t"})
+    assert store.lookup("kindgi", token)[0] is KeyState.VALID
+    store.list()  # a read: nothing changed, so nothing is forgotten
+    reads = _count_reads(store)
+    assert store.lookup("kindgi", token)[0] is KeyState.VALID
+    assert reads == []
+
+
+def test_minting_a_key_through_the_same_store_forgets_the_keys_this_thread_found(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path)
+    token, _ = store.create("kindgi", {"tenant": "t"})
+    assert store.lookup("kindgi", token)[0] is KeyState.VALID
+    store.create("supermemory", {})  # a write on this thread's own connection
+    reads = _count_reads(store)
+    assert store.lookup("kindgi", token)[0] is KeyState.VALID
+    assert len(reads) == 1 and reads[0].startswith("SELECT")
+
+
+def _count_reads(store: KeyStore) -> list[str]:
+    """The statements the store reads from now on (a list that fills as it reads)."""
+    reads: list[str] = []
+    real = store._rows
+
+    def counted(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        reads.append(sql)
+        return real(sql, params)
+
+    store._rows = counted  # type: ignore[method-assign]
+    return reads

@@ -104,15 +104,18 @@ class KeyStore:
                 conn.execute(_SCHEMA)
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        """Rows of a query (or nothing, for a change), on this thread's connection or the shared store."""
+        """Rows of a read, on this thread's connection or the shared store (writes go through `_write`)."""
         if self._store is not None:
-            if sql.startswith("SELECT"):
-                return self._store.query(sql, params)
-            self._store.execute([(sql, params)])
-            return []
-        if not sql.startswith("SELECT"):
-            self._local.seen = {}  # this connection's own commits do not move its data_version
+            return self._store.query(sql, params)
         return self._conn().execute(sql, params).fetchall()
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Change the keys, on this thread's connection or the shared store, forgetting this thread's found keys."""
+        if self._store is not None:
+            self._store.execute([(sql, params)])
+            return
+        self._local.seen = {}  # this connection's own commits do not move its data_version
+        self._conn().execute(sql, params)
 
     def _remembered(self) -> dict[bytes, KeyRecord] | None:
         """This thread's keys found since the keys file last changed (None: a shared store, never remembered)."""
@@ -144,7 +147,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         token = f"{prefix}_{key_id}_{secrets.token_urlsafe(32)}"
         record = KeyRecord(key_id, face, label, grants, _now_ms(), expires_ms, None)
-        self._rows(
+        self._write(
             "INSERT INTO keys(id, face, hash, label, grants, created_ms, expires_ms) VALUES (?,?,?,?,?,?,?)",
             (key_id, face, _digest(token), label, json.dumps(grants, sort_keys=True), record.created_ms, expires_ms),
         )
@@ -185,7 +188,7 @@ class KeyStore:
 
     def revoke(self, key_id: str) -> KeyRecord:
         """Revoke a key by its id (revoking twice keeps the first time); its next request is refused."""
-        self._rows("UPDATE keys SET revoked_ms=? WHERE id=? AND revoked_ms IS NULL", (_now_ms(), key_id))
+        self._write("UPDATE keys SET revoked_ms=? WHERE id=? AND revoked_ms IS NULL", (_now_ms(), key_id))
         rows = self._rows(
             "SELECT id, face, label, grants, created_ms, expires_ms, revoked_ms FROM keys WHERE id=?", (key_id,))
         if not rows:

@@ -213,3 +213,19 @@ def test_tids_are_13_sortable_characters() -> None:
 
 def test_datetimes_format_with_milliseconds_and_z() -> None:
     assert format_datetime_ms(parse_datetime_ms("2026-01-02T03:04:05.678+00:00")) == "2026-01-02T03:04:05.678Z"
+
+
+def test_datetimes_format_as_datetime_writes_them_from_year_1_to_9999_and_beyond_is_an_overflow() -> None:
+    import random
+    from datetime import datetime, timedelta
+
+    epoch, ms = datetime(1970, 1, 1), timedelta(milliseconds=1)
+    first, last = (datetime(1, 1, 1) - epoch) // ms, (datetime(9999, 12, 31, 23, 59, 59, 999000) - epoch) // ms
+    rng = random.Random(7)
+    values = [first, last, -1, 0, 1, 86_399_999, 86_400_000, -86_400_001, 951_782_400_000]  # 2000-02-29
+    values += [rng.randint(first, last) for _ in range(3000)] + [rng.randint(-10**10, 4 * 10**12) for _ in range(3000)]
+    for value in values:
+        assert format_datetime_ms(value) == (epoch + timedelta(milliseconds=value)).isoformat(timespec="milliseconds") + "Z"
+    for outside in (first - 1, last + 1):
+        with pytest.raises(OverflowError):
+            format_datetime_ms(outside)

@@ -148,10 +148,26 @@ def parse_datetime_ms(value: Any, name: str = "createdAt") -> int:
 _EPOCH = datetime(1970, 1, 1)
 
 
+_DAY_MS = 86_400_000
+_MAX_DAYS = 4096  # day strings kept at most (more: start over)
+_days: dict[int, str] = {}
+
+
 def format_datetime_ms(ms: int) -> str:
     """Milliseconds since the epoch as RFC 3339 with milliseconds and Z."""
-    # Integer arithmetic (no float seconds to round) and one C call: every hit formats two.
-    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds") + "Z"
+    # Every hit formats two: the date (from datetime, once a day) and the time of day by integer
+    # arithmetic, the very string datetime.isoformat(timespec="milliseconds") writes, in ~half the time.
+    day, of_day = divmod(ms, _DAY_MS)
+    date = _days.get(day)
+    if date is None:
+        date = (_EPOCH + timedelta(days=day)).date().isoformat()  # out of datetime's range: OverflowError
+        if len(_days) >= _MAX_DAYS:
+            _days.clear()
+        _days[day] = date
+    hours, of_hour = divmod(of_day, 3_600_000)
+    minutes, of_minute = divmod(of_hour, 60_000)
+    seconds, millis = divmod(of_minute, 1000)
+    return f"{date}T{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z"
 
 
 # -- vectors ----------------------------------------------------------------------------------

@@ -15,9 +15,10 @@ def scaled_similarity(cosine: float) -> int:
 
 def memory_view(doc: Document) -> dict[str, Any]:
     """The memoryView fields every memory has."""
+    metadata = doc.metadata
     view: dict[str, Any] = {
         "uri": doc.id,
-        "cid": (doc.metadata or {}).get("cid", ""),
+        "cid": metadata.get("cid", "") if metadata else "",
         "author": doc.author,
         "text": doc.text,
         "tags": list(doc.tags),
@@ -32,26 +33,29 @@ def memory_view(doc: Document) -> dict[str, Any]:
 def hit_view(hit: Hit, mode: Mode) -> dict[str, Any]:
     """A search result: the memory, its similarity (not for keyword-only) and its match."""
     view = memory_view(hit.document)
-    # Scaled once, for both places it is shown (never for keyword-only answers).
-    similarity = scaled_similarity(hit.similarity) if mode != "keyword" and hit.similarity is not None else None
+    # Scaled once, for both places it is shown (never for keyword-only answers); inline: every hit pays it.
+    cosine = hit.similarity
+    similarity = max(0, min(1000, round(cosine * 1000))) if mode != "keyword" and cosine is not None else None
     if similarity is not None:
         view["similarity"] = similarity
     if mode == "vector":
         return view
     match: dict[str, Any] = {}
-    if mode == "hybrid" and similarity is not None and hit.vector_rank is not None:
+    if similarity is not None and mode == "hybrid" and hit.vector_rank is not None:
         match["vector"] = {"rank": hit.vector_rank, "similarity": similarity}
-    if hit.keyword_rank is not None and hit.bm25:
+    bm25 = hit.bm25
+    if bm25 and hit.keyword_rank is not None:
         match["keyword"] = {
             "rank": hit.keyword_rank,
-            "score": max(0, round(hit.bm25 * 100)),
+            "score": max(0, round(bm25 * 100)),
             "terms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
         }
-    if hit.snippet is not None:
+    snippet = hit.snippet
+    if snippet is not None:
         match["snippet"] = {
-            "field": hit.snippet.field,
-            "text": hit.snippet.text,
-            "highlights": [{"byteStart": s, "byteEnd": e} for s, e in hit.snippet.highlights],
+            "field": snippet.field,
+            "text": snippet.text,
+            "highlights": [{"byteStart": s, "byteEnd": e} for s, e in snippet.highlights],
         }
     if hit.fusion is not None:
         match["fusion"] = hit.fusion
