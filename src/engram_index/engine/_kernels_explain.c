@@ -30,15 +30,15 @@ const char engram_ascii_explain_doc[] =
 "highlights), or None when the best field is not the text (explain.snippet makes that one).";
 
 /* The kinds and fields of a match, and the snippet's ellipsis, made once. */
-static PyObject *s_exact, *s_stem, *s_part, *s_text, *s_tags, *s_source;
+static PyObject *s_exact, *s_stem, *s_part, *s_text, *s_tags, *s_source, *s_ellipsis, *s_empty;
 
 static int intern_names(void)
 {
-    if (s_exact != NULL)
+    if (s_empty != NULL)
         return 0;
-    const char *names[6] = {"exact", "stem", "part", "text", "tags", "source"};
-    PyObject **slots[6] = {&s_exact, &s_stem, &s_part, &s_text, &s_tags, &s_source};
-    for (int i = 0; i < 6; i++)
+    const char *names[8] = {"exact", "stem", "part", "text", "tags", "source", "\xe2\x80\xa6", ""};
+    PyObject **slots[8] = {&s_exact, &s_stem, &s_part, &s_text, &s_tags, &s_source, &s_ellipsis, &s_empty};
+    for (int i = 0; i < 8; i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
     return 0;
@@ -170,6 +170,17 @@ static PyObject *cut_text(PyObject *body, Py_ssize_t start, Py_ssize_t end, int 
 {
     if (!prefix && !suffix)
         return PyUnicode_Substring(body, start, end);
+    if (!PyUnicode_IS_ASCII(body)) { /* any other text: the slice, then the ellipses around it */
+        PyObject *cut = PyUnicode_Substring(body, start, end), *out = NULL;
+        if (cut == NULL)
+            return NULL;
+        PyObject *parts = PyTuple_Pack(3, prefix ? s_ellipsis : s_empty, cut, suffix ? s_ellipsis : s_empty);
+        Py_DECREF(cut);
+        if (parts != NULL)
+            out = PyUnicode_Join(s_empty, parts);
+        Py_XDECREF(parts);
+        return out;
+    }
     Py_ssize_t len = end - start + prefix + suffix;
     PyObject *out = PyUnicode_New(len, 0xFFFF);
     if (out == NULL)
@@ -186,20 +197,35 @@ static PyObject *cut_text(PyObject *body, Py_ssize_t start, Py_ssize_t end, int 
     return out;
 }
 
-/* explain._head of an ASCII text: its start, cut at a word boundary near max_chars, … when cut. */
-static PyObject *head(PyObject *text, Py_ssize_t max_chars)
+/* explain._head: the text's start, cut at a word boundary near max_chars, … when cut (is_mark:
+ * explain._is_mark, for a text that is not ASCII). */
+static PyObject *head(PyObject *text, Py_ssize_t max_chars, PyObject *is_mark)
 {
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), end;
     if (length <= max_chars)
         return Py_NewRef(text);
-    Py_ssize_t end = engram_snap_end(PyUnicode_1BYTE_DATA(text), length, max_chars, max_chars / 2);
+    if (PyUnicode_IS_ASCII(text))
+        end = engram_snap_end(PyUnicode_1BYTE_DATA(text), length, max_chars, max_chars / 2);
+    else if (engram_snap_end_any(text, max_chars, max_chars / 2, is_mark, &end) < 0)
+        return NULL;
     return cut_text(text, 0, end, 0, 1);
+}
+
+/* The UTF-8 bytes of text[a:b] (a lone surrogate counts 3, as explain._byte_ranges counts it). */
+static Py_ssize_t utf8_size(int kind, const void *d, Py_ssize_t a, Py_ssize_t b)
+{
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = a; i < b; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        size += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    }
+    return size;
 }
 
 /* explain.snippet of the text field: the window over the spans of the keys' text terms, its
  * merged highlights as byte ranges (one byte a character), made with snippet_type. */
 static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const Keys *keys, PyObject *snippet_type,
-                              Py_ssize_t max_chars)
+                              Py_ssize_t max_chars, PyObject *is_mark)
 {
     Py_ssize_t n = spans->n, length = PyUnicode_GET_LENGTH(text);
     Py_ssize_t *bounds = PyMem_Malloc(((size_t)n + 1) * 2 * sizeof(Py_ssize_t));
@@ -232,13 +258,18 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
         ids[kept++] = id;
     }
     if (kept == 0) {
-        if ((body = head(text, max_chars)) != NULL && (highlights = PyTuple_New(0)) != NULL)
+        if ((body = head(text, max_chars, is_mark)) != NULL && (highlights = PyTuple_New(0)) != NULL)
             result = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, highlights, NULL);
         goto done;
     }
     Py_ssize_t start = 0, end = length;
-    if (length > max_chars)
-        engram_window(PyUnicode_1BYTE_DATA(text), length, bounds, ids, kept, max_chars, counts, &start, &end);
+    int ascii = PyUnicode_IS_ASCII(text);
+    if (length > max_chars) {
+        if (ascii)
+            engram_window(PyUnicode_1BYTE_DATA(text), length, bounds, ids, kept, max_chars, counts, &start, &end);
+        else if (engram_window_any(text, bounds, ids, kept, max_chars, counts, is_mark, &start, &end) < 0)
+            goto done;
+    }
     int prefix = start > 0, suffix = end < length;
     /* A word longer than the window (or cut at its edge) is highlighted as far as it shows; the
      * ranges sorted (insertion: a few) and the overlapping ones merged, as explain._merge does. */
@@ -270,6 +301,21 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
         }
     }
     Py_ssize_t offset = (prefix ? 3 : 0) - start; /* the ellipsis is 3 UTF-8 bytes */
+    if (!ascii) { /* character ranges to byte ranges, counted from the window's start */
+        int kind = PyUnicode_KIND(text);
+        const void *d = PyUnicode_DATA(text);
+        Py_ssize_t at = start, byte = prefix ? 3 : 0;
+        for (Py_ssize_t i = 0; i < merged; i++) {
+            Py_ssize_t a = bounds[2 * i], b = bounds[2 * i + 1];
+            byte += utf8_size(kind, d, at, a);
+            Py_ssize_t size = utf8_size(kind, d, a, b);
+            bounds[2 * i] = byte;
+            bounds[2 * i + 1] = byte + size;
+            at = b;
+            byte += size;
+        }
+        offset = 0;
+    }
     if ((highlights = PyTuple_New(merged)) == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < merged; i++) {
@@ -333,6 +379,52 @@ static int check_words(PyObject *words, Py_ssize_t *most)
     return 0;
 }
 
+/* The matches and the text's snippet (None when the best field is another) from a text's spans,
+ * as explain.Explainer.explain makes them; is_mark as head() takes it. NULL on error. */
+static PyObject *explain_spans(PyObject *text, const engram_spans *spans, PyObject *words, PyObject *others,
+                               PyObject *tags, PyObject *source, PyObject *made, PyObject *match_type,
+                               PyObject *snippet_type, Py_ssize_t max_chars, PyObject *is_mark, Py_ssize_t most)
+{
+    Keys keys = {PyMem_Malloc(((size_t)most + 1) * sizeof(Key)), 0};
+    PyObject *in_text = NULL, *matches = NULL, *snip = NULL, *result = NULL;
+    if (keys.items == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(words) > 0) {
+        if ((in_text = PySet_New(NULL)) == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < spans->n; i++)
+            if (PySet_Add(in_text, spans->items[i].term) < 0)
+                goto done;
+        if (match_keys(words, in_text, others, tags, source, &keys) < 0)
+            goto done;
+    }
+    if ((matches = matches_of(&keys, made, match_type)) == NULL)
+        goto done;
+    int in_field_text = 0;
+    for (Py_ssize_t m = 0; m < keys.n; m++)
+        in_field_text |= keys.items[m].field == s_text;
+    if (keys.n == 0) {
+        PyObject *body = head(text, max_chars, is_mark), *none = body != NULL ? PyTuple_New(0) : NULL;
+        if (none != NULL)
+            snip = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, none, NULL);
+        Py_XDECREF(body);
+        Py_XDECREF(none);
+    } else if (in_field_text)
+        snip = text_snippet(text, spans, &keys, snippet_type, max_chars, is_mark);
+    else
+        snip = Py_NewRef(Py_None); /* the tags' or the source's: explain.snippet makes it */
+    if (snip != NULL)
+        result = PyTuple_Pack(2, matches, snip);
+done:
+    Py_XDECREF(in_text);
+    Py_XDECREF(matches);
+    Py_XDECREF(snip);
+    PyMem_Free(keys.items);
+    return result;
+}
+
 PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
 {
     PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords, *stem_probes, *exact_terms, *stem_cache;
@@ -349,50 +441,151 @@ PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "max_chars must be positive");
         return NULL;
     }
-    Py_ssize_t nwords = PyTuple_GET_SIZE(words), most = 0;
+    Py_ssize_t most = 0;
     if (check_words(words, &most) < 0 || intern_names() < 0)
         return NULL;
     engram_spans spans = {NULL, 0, 0};
-    Keys keys = {PyMem_Malloc(((size_t)most + 1) * sizeof(Key)), 0};
-    PyObject *in_text = NULL, *matches = NULL, *snip = NULL, *result = NULL;
-    if (keys.items == NULL) {
+    PyObject *result = NULL;
+    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, stem_probes, exact_terms, stem_cache,
+                                &spans) == 0)
+        result = explain_spans(text, &spans, words, others, tags, source, made, match_type, snippet_type, max_chars,
+                               NULL, most);
+    engram_spans_clear(&spans);
+    return result;
+}
+
+const char engram_mostly_ascii_explain_doc[] =
+"mostly_ascii_explain(text, wanted, ..., snippet_type, max_chars, hits, is_mark, few) -> (matches, snippet or None) or None\n"
+"--\n\n"
+"ascii_explain for a text of any characters with at most `few` space-free pieces holding non-ASCII\n"
+"ones (None when it has more), as termfind.find_terms_mostly_ascii finds its terms: the rest of the\n"
+"text as ascii_explain reads it, each such piece's (term, start, end) tokens from hits(piece);\n"
+"is_mark(char) says whether a non-ASCII character is a combining mark (explain._is_mark).";
+
+/* Append a span (a new reference to term); -1 with an exception set on failure. */
+static int push_span(engram_spans *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
+{
+    if (out->n == out->cap) {
+        Py_ssize_t cap = out->cap ? 2 * out->cap : 16;
+        engram_span *items = PyMem_Realloc(out->items, (size_t)cap * sizeof(engram_span));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        out->items = items;
+        out->cap = cap;
+    }
+    out->items[out->n++] = (engram_span){start, end, Py_NewRef(term)};
+    return 0;
+}
+
+/* The spans of the blanked text's ASCII part with each piece's own (hits(piece)) in order; -1 on error. */
+static int with_pieces(PyObject *text, const engram_spans *plain, const Py_ssize_t *pieces, Py_ssize_t npieces,
+                       PyObject *hits, engram_spans *out)
+{
+    Py_ssize_t i = 0;
+    for (Py_ssize_t p = 0; p < npieces; p++) {
+        Py_ssize_t left = pieces[2 * p], right = pieces[2 * p + 1];
+        for (; i < plain->n && plain->items[i].start < left; i++)
+            if (push_span(out, plain->items[i].start, plain->items[i].end, plain->items[i].term) < 0)
+                return -1;
+        PyObject *piece = PyUnicode_Substring(text, left, right), *found = NULL;
+        if (piece == NULL)
+            return -1;
+        found = PyObject_CallOneArg(hits, piece);
+        Py_DECREF(piece);
+        if (found == NULL)
+            return -1;
+        int status = PyList_Check(found) ? 0 : -1;
+        if (status < 0)
+            PyErr_SetString(PyExc_TypeError, "hits() must give a list");
+        for (Py_ssize_t h = 0; status == 0 && h < PyList_GET_SIZE(found); h++) {
+            PyObject *tok = PyList_GET_ITEM(found, h);
+            if (!PyTuple_Check(tok) || PyTuple_GET_SIZE(tok) != 3) {
+                PyErr_SetString(PyExc_TypeError, "a hit must be (term, start, end)");
+                status = -1;
+                break;
+            }
+            Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(tok, 1)), b = PyLong_AsSsize_t(PyTuple_GET_ITEM(tok, 2));
+            if (PyErr_Occurred() || push_span(out, left + a, left + b, PyTuple_GET_ITEM(tok, 0)) < 0)
+                status = -1;
+        }
+        Py_DECREF(found);
+        if (status < 0)
+            return -1;
+    }
+    for (; i < plain->n; i++)
+        if (push_span(out, plain->items[i].start, plain->items[i].end, plain->items[i].term) < 0)
+            return -1;
+    return 0;
+}
+
+PyObject *engram_mostly_ascii_explain(PyObject *self, PyObject *args)
+{
+    PyObject *text, *wanted, *probes, *cache, *analyze, *stem, *stopwords, *stem_probes, *exact_terms, *stem_cache;
+    PyObject *words, *others, *tags, *source, *made, *match_type, *snippet_type, *hits, *is_mark;
+    Py_ssize_t max_chars, few;
+    if (!PyArg_ParseTuple(args, "UO!O!O!OOOO!O!O!O!OOOO!OOnOOn:mostly_ascii_explain", &text, &PySet_Type, &wanted,
+                          &PyTuple_Type, &probes, &PyDict_Type, &cache, &analyze, &stem, &stopwords, &PyTuple_Type,
+                          &stem_probes, &PyTuple_Type, &exact_terms, &PyDict_Type, &stem_cache, &PyTuple_Type, &words,
+                          &others, &tags, &source, &PyDict_Type, &made, &match_type, &snippet_type, &max_chars, &hits,
+                          &is_mark, &few))
+        return NULL;
+    if (max_chars <= 0 || few < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_chars must be positive and few not negative");
+        return NULL;
+    }
+    Py_ssize_t most = 0;
+    if (check_words(words, &most) < 0 || intern_names() < 0)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *d = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), npieces = 0;
+    Py_ssize_t *pieces = PyMem_Malloc(((size_t)few + 1) * 2 * sizeof(Py_ssize_t));
+    engram_spans plain = {NULL, 0, 0}, spans = {NULL, 0, 0};
+    PyObject *blank = NULL, *result = NULL;
+    if (pieces == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, stem_probes, exact_terms, stem_cache,
-                                &spans) < 0)
-        goto done;
-    if (nwords > 0) {
-        if ((in_text = PySet_New(NULL)) == NULL)
+    /* The space-free pieces (bounded by plain spaces, as termfind._piece_at) holding non-ASCII characters. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyUnicode_READ(kind, d, i) < 128)
+            continue;
+        if (npieces == few) {
+            result = Py_NewRef(Py_None);
             goto done;
-        for (Py_ssize_t i = 0; i < spans.n; i++)
-            if (PySet_Add(in_text, spans.items[i].term) < 0)
-                goto done;
-        if (match_keys(words, in_text, others, tags, source, &keys) < 0)
-            goto done;
+        }
+        Py_ssize_t left = i, right = i;
+        while (left > 0 && PyUnicode_READ(kind, d, left - 1) != ' ')
+            left--;
+        while (right < n && PyUnicode_READ(kind, d, right) != ' ')
+            right++;
+        pieces[2 * npieces] = left;
+        pieces[2 * npieces + 1] = right;
+        npieces++;
+        i = right; /* the next piece starts after this one's space */
     }
-    if ((matches = matches_of(&keys, made, match_type)) == NULL)
+    /* The text with those pieces blanked out (spaces: no chunk crosses one, every position stays). */
+    if ((blank = PyUnicode_New(n, 127)) == NULL)
         goto done;
-    int in_field_text = 0;
-    for (Py_ssize_t m = 0; m < keys.n; m++)
-        in_field_text |= keys.items[m].field == s_text;
-    if (keys.n == 0) {
-        PyObject *body = head(text, max_chars), *none = body != NULL ? PyTuple_New(0) : NULL;
-        if (none != NULL)
-            snip = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, none, NULL);
-        Py_XDECREF(body);
-        Py_XDECREF(none);
-    } else if (in_field_text)
-        snip = text_snippet(text, &spans, &keys, snippet_type, max_chars);
-    else
-        snip = Py_NewRef(Py_None); /* the tags' or the source's: explain.snippet makes it */
-    if (snip != NULL)
-        result = PyTuple_Pack(2, matches, snip);
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(blank);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        out[i] = c < 128 ? (Py_UCS1)c : ' ';
+    }
+    for (Py_ssize_t p = 0; p < npieces; p++)
+        memset(out + pieces[2 * p], ' ', (size_t)(pieces[2 * p + 1] - pieces[2 * p]));
+    if (engram_find_ascii_spans(blank, wanted, probes, cache, analyze, stem, stopwords, stem_probes, exact_terms,
+                                stem_cache, &plain) < 0
+        || with_pieces(text, &plain, pieces, npieces, hits, &spans) < 0)
+        goto done;
+    result = explain_spans(text, &spans, words, others, tags, source, made, match_type, snippet_type, max_chars,
+                           is_mark, most);
 done:
-    Py_XDECREF(in_text);
-    Py_XDECREF(matches);
-    Py_XDECREF(snip);
-    PyMem_Free(keys.items);
+    Py_XDECREF(blank);
+    PyMem_Free(pieces);
+    engram_spans_clear(&plain);
     engram_spans_clear(&spans);
     return result;
 }

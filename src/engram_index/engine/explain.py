@@ -25,7 +25,7 @@ from engram_index.engine.analyzer import (
     normalize,
     term_set,
 )
-from engram_index.engine.termfind import TermFinder, find_terms, find_terms_mostly_ascii, find_terms_with
+from engram_index.engine.termfind import _FEW_PIECES, TermFinder, find_terms, find_terms_with
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -98,9 +98,18 @@ class Explainer:
                 finder.exact_terms, _stem_cache, self._words,
                 _field_terms, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
             return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
-        if _native[0]:  # the matches in C too; the snippet of a text of other characters in Python
-            found = find_terms_mostly_ascii(text, self.finder)
-            spans = found if found is not None else find_terms_with(text, self.finder)
+        if _native[0]:
+            # The same for a text with few pieces of other characters (those pieces' tokens from the
+            # finder, each distinct one analyzed once a query), else the matches alone in C.
+            finder = self.finder
+            got = _kernels.mostly_ascii_explain(
+                text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, finder.stem_probes,
+                finder.exact_terms, _stem_cache, self._words, _field_terms, tags, source, self._matches, TermMatch,
+                Snippet, _MAX_CHARS, finder.hits, _is_mark, _FEW_PIECES)
+            if got is not None:
+                matches, snip = got
+                return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
+            spans = find_terms_with(text, finder)
             matches = _kernels.match_terms(self._words, {t for _, _, t in spans}, _field_terms, tags, source,
                                            self._matches, TermMatch) if self._words else ()
             return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
