@@ -281,3 +281,36 @@ def test_one_explainer_over_hits_of_other_characters_answers_as_the_python_path(
         native, python = explain_both(words, texts)
         for text, a, b in zip(texts, native, python):
             assert a == b, (words, text)
+
+
+def test_the_compiled_explainer_makes_snippets_as_their_type_makes_them() -> None:
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        """A snippet type of slots whose __post_init__ must run."""
+
+        field: str
+        text: str
+        highlights: tuple[tuple[int, int], ...]
+
+        def __post_init__(self) -> None:
+            """Refuse every snippet, to show that it ran."""
+            raise RuntimeError("post-init ran")
+
+    reference = Explainer(query_words("servers"))
+    finder = reference.finder
+
+    def call(snippet_type: object) -> object:
+        """Explain one text with the given snippet type."""
+        return _kernels.ascii_explain(
+            "the servers", finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS,
+            finder.stem_probes, finder.exact_terms, _stem_cache, reference._words, reference._other_fields, [], None,
+            {}, TermMatch, snippet_type, 200)[1]
+
+    made = call(Snippet)
+    assert type(made) is Snippet and made == Snippet("text", "the servers", ((4, 11),))
+    with pytest.raises(RuntimeError, match="post-init ran"):
+        call(Checked)
+    assert call(lambda field, text, highlights: (field, text, highlights)) == ("text", "the servers", ((4, 11),))
+    assert call(Snippet) == made  # the fast type again after others

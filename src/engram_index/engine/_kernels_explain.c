@@ -222,6 +222,38 @@ static Py_ssize_t utf8_size(int kind, const void *d, Py_ssize_t a, Py_ssize_t b)
     return size;
 }
 
+/* snippet_type(field, text, highlights). A dataclass of slots without __post_init__ (the engine's
+ * frozen Snippet) has its three fields set here as its generated __init__ sets them (object's own
+ * setattr), without the Python call: that call was a tenth of an ASCII hit's explanation. */
+static PyObject *s_field_name, *s_text_name, *s_highlights_name, *fast_type;
+
+static PyObject *make_snippet(PyObject *type, PyObject *field, PyObject *body, PyObject *highlights)
+{
+    if (type != fast_type) {
+        int fast = 0;
+        if (s_field_name == NULL && ((s_field_name = PyUnicode_InternFromString("field")) == NULL
+                                     || (s_text_name = PyUnicode_InternFromString("text")) == NULL
+                                     || (s_highlights_name = PyUnicode_InternFromString("highlights")) == NULL))
+            return NULL;
+        if (PyType_Check(type) && ((PyTypeObject *)type)->tp_dictoffset == 0) {
+            PyObject *dict = ((PyTypeObject *)type)->tp_dict;
+            fast = PyDict_GetItemString(dict, "__dataclass_fields__") != NULL
+                   && PyDict_GetItemString(dict, "__post_init__") == NULL && !PyObject_HasAttrString(type, "__post_init__");
+        }
+        if (!fast)
+            return PyObject_CallFunctionObjArgs(type, field, body, highlights, NULL);
+        Py_XSETREF(fast_type, Py_NewRef(type));
+    }
+    PyTypeObject *t = (PyTypeObject *)type;
+    PyObject *obj = t->tp_alloc(t, 0);
+    if (obj == NULL)
+        return NULL;
+    if (PyObject_GenericSetAttr(obj, s_field_name, field) < 0 || PyObject_GenericSetAttr(obj, s_text_name, body) < 0
+        || PyObject_GenericSetAttr(obj, s_highlights_name, highlights) < 0)
+        Py_CLEAR(obj);
+    return obj;
+}
+
 /* explain.snippet of the text field: the window over the spans of the keys' text terms, its
  * merged highlights as byte ranges (one byte a character), made with snippet_type. */
 static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const Keys *keys, PyObject *snippet_type,
@@ -259,7 +291,7 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
     }
     if (kept == 0) {
         if ((body = head(text, max_chars, is_mark)) != NULL && (highlights = PyTuple_New(0)) != NULL)
-            result = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, highlights, NULL);
+            result = make_snippet(snippet_type, s_text, body, highlights);
         goto done;
     }
     Py_ssize_t start = 0, end = length;
@@ -325,7 +357,7 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
         PyTuple_SET_ITEM(highlights, i, range);
     }
     if ((body = cut_text(text, start, end, prefix, suffix)) != NULL)
-        result = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, highlights, NULL);
+        result = make_snippet(snippet_type, s_text, body, highlights);
 done:
     Py_XDECREF(body);
     Py_XDECREF(highlights);
@@ -408,7 +440,7 @@ static PyObject *explain_spans(PyObject *text, const engram_spans *spans, PyObje
     if (keys.n == 0) {
         PyObject *body = head(text, max_chars, is_mark), *none = body != NULL ? PyTuple_New(0) : NULL;
         if (none != NULL)
-            snip = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, none, NULL);
+            snip = make_snippet(snippet_type, s_text, body, none);
         Py_XDECREF(body);
         Py_XDECREF(none);
     } else if (in_field_text)
