@@ -174,6 +174,16 @@ int engram_snap_end_any(PyObject *body, Py_ssize_t end, Py_ssize_t keep_end, PyO
 /* A hit's whole explanation for an ASCII text (_kernels_explain.c). */
 extern const char engram_ascii_explain_doc[];
 PyObject *engram_ascii_explain(PyObject *self, PyObject *args);
+/* ascii_explain's shared parts (_kernels_explain.c): the words' check (their alternatives counted
+ * into *most), the interned names, and the matches and text snippet from a text's spans (is_mark:
+ * explain._is_mark, for a text that is not ASCII; NULL for an ASCII one). */
+int engram_check_words(PyObject *words, Py_ssize_t *most);
+int engram_intern_names(void);
+PyObject *engram_explain_spans(PyObject *text, const engram_spans *spans, PyObject *words, PyObject *others,
+                               PyObject *tags, PyObject *source, PyObject *made, PyObject *match_type,
+                               PyObject *snippet_type, Py_ssize_t max_chars, PyObject *is_mark, Py_ssize_t most);
+
+/* The explanation of a text with a few pieces of other characters (_kernels_explain_any.c). */
 extern const char engram_mostly_ascii_explain_doc[];
 PyObject *engram_mostly_ascii_explain(PyObject *self, PyObject *args);
 
