@@ -8,7 +8,7 @@ setup(
             "engram_index.engine._kernels",
             ["src/engram_index/engine/_kernels.c", "src/engram_index/engine/_kernels_loops.c",
              "src/engram_index/engine/_kernels_postings.c", "src/engram_index/engine/_kernels_terms.c",
-             "src/engram_index/engine/_kernels_explain.c",
+             "src/engram_index/engine/_kernels_explain.c", "src/engram_index/engine/_kernels_explain_any.c",
              "src/engram_index/engine/_kernels_snippet.c", "src/engram_index/engine/_kernels_fuse.c",
              "src/engram_index/engine/_kernels_maxscore.c"],
             depends=["src/engram_index/engine/_kernels.h"],

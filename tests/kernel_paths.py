@@ -106,11 +106,11 @@ def simsimd_level(node: pytest.Item, capability: str) -> Iterator[str]:
 
 
 def explain_path(node: pytest.Item, which: str) -> Iterator[str]:
-    """Explain with the compiled explainer of ASCII texts or with the Python reference alone; yield the path."""
+    """Explain with the compiled explainer (ASCII and mostly-ASCII texts) or with the Python reference alone; yield the path."""
     from engram_index.engine import explain
 
     explain.use_native(which == "compiled")
-    path = "explanations, compiled (ASCII texts)" if which == "compiled" else "explanations, Python reference"
+    path = "explanations, compiled (ASCII and mostly-ASCII texts)" if which == "compiled" else "explanations, Python reference"
     exercised(node, path)
     try:
         yield path

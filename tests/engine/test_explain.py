@@ -317,3 +317,21 @@ def test_the_compiled_snippet_window_chooses_as_the_python_one_on_random_ascii_b
         if len(body) <= max_chars:
             continue
         assert _kernels.snippet_bounds(body, spans, max_chars) == _window_any(body, spans, max_chars), (body, spans)
+
+
+def test_hits_sharing_tags_and_source_match_each_querys_own_words_in_those_fields(explain_path: str) -> None:
+    from engram_index.engine.explain import Explainer
+
+    tags, source = ["Kubernetes", "http-server", "timeouts"], "notes/cluster_servers.md"
+    text = "nothing of the query in the text"
+    expected = {
+        "kubernetes": [("kubernetes", "exact", "tags")],
+        "server timeout": [("server", "exact", "tags"), ("~timeout", "stem", "tags")],
+        "cluster notes": [("cluster", "exact", "source"), ("notes", "exact", "source")],
+        "http missing": [("http", "exact", "tags")],
+    }
+    # Every order, twice: what one query learned of the fields must not change another's matches.
+    for q in [*expected, *reversed(expected)]:
+        matches, _ = Explainer(query_words(q)).explain(text, tags, source)
+        assert [(m.term, m.kind, m.field) for m in matches] == expected[q], q
+        assert matches == match_terms(query_words(q), text, tags, source)

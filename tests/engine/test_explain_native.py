@@ -229,3 +229,88 @@ def test_the_compiled_matches_of_any_text_are_the_python_ones() -> None:
         assert got == match_terms(words, text, tags, source, text_terms=found), (words, text, tags, source)
     with pytest.raises(TypeError, match="word"):
         _kernels.match_terms((("server",),), set(), lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch)
+
+
+# Words of other characters: accents, combining marks (alone, too), other spaces, astral characters.
+OTHER_WORDS = ["β-catenin", "α", "–", "±5%", "“quoted”", "10×", "≥2", "μg", "Zürich", "東京大学", "naïve", "don’t",
+               "ﬁne", "İstanbul", "e\u0301t\u00e9", "\u0301cell", "cell\u0301", "αβγδ", "x—y", "a\u00a0cell", "b\u3000c",
+               "😀cells", "cells😀", "𝔘nicode", "café", "\u2028", "\u0301\u0302", "résumé"]
+
+
+def test_the_compiled_explainer_of_other_characters_answers_as_the_python_one_at_every_window() -> None:
+    from engram_index.engine.explain import _is_mark
+    from engram_index.engine.termfind import _FEW_PIECES
+
+    rng = random.Random(27)
+    for round_ in range(800):
+        pool = WORDS + OTHER_WORDS * rng.choice([1, 4])
+        text = "".join(rng.choice(pool) + rng.choice(SEPARATORS) for _ in range(rng.randint(0, 250)))
+        q = random_query(rng) + " " + rng.choice(OTHER_WORDS + WORDS)
+        words = searchable_words(query_words(q))
+        tags, source = random_tags(rng), random_source(rng)
+        max_chars = rng.choice([1, 5, 20, 60, 200, 1000])
+        reference = Explainer(words)
+        finder = reference.finder
+        got = _kernels.mostly_ascii_explain(
+            text, finder.wanted, finder.ascii_probes, _chunk_cache if round_ % 2 else {}, _analysis, _stem, STOPWORDS,
+            finder.stem_probes, finder.exact_terms, _stem_cache, reference._words, reference._other_fields, tags,
+            source, {}, TermMatch, Snippet, max_chars, finder.hits, _is_mark, _FEW_PIECES)
+        if got is None:  # more pieces of other characters than it takes
+            assert sum(not piece.isascii() for piece in text.split(" ")) > _FEW_PIECES
+            continue
+        matches, snip = got
+        expected = match_terms(words, text, tags, source)
+        assert matches == expected, (words, text, tags, source)
+        if snip is None:  # the best field is not the text: explain.snippet makes that one
+            assert expected and all(m.field != "text" for m in expected)
+        else:
+            assert snip == snippet(text, tags, source, expected, words, max_chars), (words, text, max_chars)
+    assert _kernels.mostly_ascii_explain(
+        "é " * (_FEW_PIECES + 1), set(), (), {}, _analysis, _stem, STOPWORDS, (), (), {}, (),
+        lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch, Snippet, 200, lambda piece: [], _is_mark,
+        _FEW_PIECES) is None
+
+
+def test_one_explainer_over_hits_of_other_characters_answers_as_the_python_path() -> None:
+    rng = random.Random(2)
+    for _ in range(150):
+        words = searchable_words(query_words(random_query(rng) + " " + rng.choice(OTHER_WORDS)))
+        texts = [("".join(rng.choice(WORDS + OTHER_WORDS) + rng.choice(SEPARATORS) for _ in range(rng.randint(0, 120))),
+                  random_tags(rng), random_source(rng)) for _ in range(10)]
+        texts.append(texts[0])  # a repeated hit: the finder's memo answers its pieces
+        native, python = explain_both(words, texts)
+        for text, a, b in zip(texts, native, python):
+            assert a == b, (words, text)
+
+
+def test_the_compiled_explainer_makes_snippets_as_their_type_makes_them() -> None:
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        """A snippet type of slots whose __post_init__ must run."""
+
+        field: str
+        text: str
+        highlights: tuple[tuple[int, int], ...]
+
+        def __post_init__(self) -> None:
+            """Refuse every snippet, to show that it ran."""
+            raise RuntimeError("post-init ran")
+
+    reference = Explainer(query_words("servers"))
+    finder = reference.finder
+
+    def call(snippet_type: object) -> object:
+        """Explain one text with the given snippet type."""
+        return _kernels.ascii_explain(
+            "the servers", finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS,
+            finder.stem_probes, finder.exact_terms, _stem_cache, reference._words, reference._other_fields, [], None,
+            {}, TermMatch, snippet_type, 200)[1]
+
+    made = call(Snippet)
+    assert type(made) is Snippet and made == Snippet("text", "the servers", ((4, 11),))
+    with pytest.raises(RuntimeError, match="post-init ran"):
+        call(Checked)
+    assert call(lambda field, text, highlights: (field, text, highlights)) == ("text", "the servers", ((4, 11),))
+    assert call(Snippet) == made  # the fast type again after others

@@ -164,10 +164,28 @@ void engram_spans_clear(engram_spans *spans);
 void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *bounds, const Py_ssize_t *ids,
                    Py_ssize_t n, Py_ssize_t max_chars, Py_ssize_t *counts, Py_ssize_t *start_out, Py_ssize_t *end_out);
 Py_ssize_t engram_snap_end(const unsigned char *s, Py_ssize_t length, Py_ssize_t end, Py_ssize_t keep_end);
+/* The same for a body of any kind (a str), combining marks told by is_mark(char) for a non-ASCII
+ * character (explain._is_mark); 0, or -1 with an exception set. */
+int engram_window_any(PyObject *body, const Py_ssize_t *bounds, const Py_ssize_t *ids, Py_ssize_t n,
+                      Py_ssize_t max_chars, Py_ssize_t *counts, PyObject *is_mark, Py_ssize_t *start_out,
+                      Py_ssize_t *end_out);
+int engram_snap_end_any(PyObject *body, Py_ssize_t end, Py_ssize_t keep_end, PyObject *is_mark, Py_ssize_t *end_out);
 
 /* A hit's whole explanation for an ASCII text (_kernels_explain.c). */
 extern const char engram_ascii_explain_doc[];
 PyObject *engram_ascii_explain(PyObject *self, PyObject *args);
+/* ascii_explain's shared parts (_kernels_explain.c): the words' check (their alternatives counted
+ * into *most), the interned names, and the matches and text snippet from a text's spans (is_mark:
+ * explain._is_mark, for a text that is not ASCII; NULL for an ASCII one). */
+int engram_check_words(PyObject *words, Py_ssize_t *most);
+int engram_intern_names(void);
+PyObject *engram_explain_spans(PyObject *text, const engram_spans *spans, PyObject *words, PyObject *others,
+                               PyObject *tags, PyObject *source, PyObject *made, PyObject *match_type,
+                               PyObject *snippet_type, Py_ssize_t max_chars, PyObject *is_mark, Py_ssize_t most);
+
+/* The explanation of a text with a few pieces of other characters (_kernels_explain_any.c). */
+extern const char engram_mostly_ascii_explain_doc[];
+PyObject *engram_mostly_ascii_explain(PyObject *self, PyObject *args);
 
 /* A hit's matched terms from the wanted terms found in its text, any script (_kernels_explain.c). */
 extern const char engram_match_terms_doc[];

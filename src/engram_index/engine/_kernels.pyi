@@ -177,6 +177,32 @@ def ascii_explain(
 ) -> tuple[tuple[_M, ...], _S | None]:
     """An ASCII text's matched terms and its snippet (None when the best field is not the text)."""
 
+def mostly_ascii_explain(
+    text: str,
+    wanted: set[str],
+    probes: tuple[str, ...],
+    cache: Mapping[str, object],
+    analyze: Callable[[str], object],
+    stem: Callable[[str], str],
+    stopwords: Collection[str],
+    stem_probes: tuple[str, ...],
+    exact_terms: tuple[str, ...],
+    stem_cache: dict[str, str],
+    words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
+    others: Callable[[Sequence[str], str | None], tuple[AbstractSet[str], AbstractSet[str], AbstractSet[str]]],
+    tags: Sequence[str],
+    source: str | None,
+    made: dict[Any, _M],
+    match_type: Callable[..., _M],
+    snippet_type: Callable[..., _S],
+    max_chars: int,
+    hits: Callable[[str], list[tuple[str, int, int]]],
+    is_mark: Callable[[str], bool],
+    few: int,
+) -> tuple[tuple[_M, ...], _S | None] | None:
+    """ascii_explain for a text with at most `few` space-free pieces of other characters (their tokens from
+    hits), None when it has more."""
+
 def match_terms(
     words: tuple[tuple[str, str | None, tuple[str, ...]], ...],
     in_text: set[str],

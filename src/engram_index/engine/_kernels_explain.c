@@ -25,20 +25,20 @@ const char engram_ascii_explain_doc[] =
 "other wanted ASCII term: a plain word holding no stem's probe is not stemmed; stem_cache, the\n"
 "dict stem answers from, read first); words, the query's content words as (exact, stem or None, parts)\n"
 "tuples; others(tags, source), called only when a word's exact form is not in the text, gives\n"
-"(whole tags, the tags' wanted terms, the source's wanted terms) as sets; made caches each\n"
+"(whole tags, the tags' terms, the source's terms: the wanted ones at least) as sets; made caches each\n"
 "(term, kind, field) key's match_type(term, kind, field). The snippet is snippet_type(field, text,\n"
 "highlights), or None when the best field is not the text (explain.snippet makes that one).";
 
 /* The kinds and fields of a match, and the snippet's ellipsis, made once. */
-static PyObject *s_exact, *s_stem, *s_part, *s_text, *s_tags, *s_source;
+static PyObject *s_exact, *s_stem, *s_part, *s_text, *s_tags, *s_source, *s_ellipsis, *s_empty;
 
-static int intern_names(void)
+int engram_intern_names(void)
 {
-    if (s_exact != NULL)
+    if (s_empty != NULL)
         return 0;
-    const char *names[6] = {"exact", "stem", "part", "text", "tags", "source"};
-    PyObject **slots[6] = {&s_exact, &s_stem, &s_part, &s_text, &s_tags, &s_source};
-    for (int i = 0; i < 6; i++)
+    const char *names[8] = {"exact", "stem", "part", "text", "tags", "source", "\xe2\x80\xa6", ""};
+    PyObject **slots[8] = {&s_exact, &s_stem, &s_part, &s_text, &s_tags, &s_source, &s_ellipsis, &s_empty};
+    for (int i = 0; i < 8; i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
     return 0;
@@ -170,6 +170,17 @@ static PyObject *cut_text(PyObject *body, Py_ssize_t start, Py_ssize_t end, int 
 {
     if (!prefix && !suffix)
         return PyUnicode_Substring(body, start, end);
+    if (!PyUnicode_IS_ASCII(body)) { /* any other text: the slice, then the ellipses around it */
+        PyObject *cut = PyUnicode_Substring(body, start, end), *out = NULL;
+        if (cut == NULL)
+            return NULL;
+        PyObject *parts = PyTuple_Pack(3, prefix ? s_ellipsis : s_empty, cut, suffix ? s_ellipsis : s_empty);
+        Py_DECREF(cut);
+        if (parts != NULL)
+            out = PyUnicode_Join(s_empty, parts);
+        Py_XDECREF(parts);
+        return out;
+    }
     Py_ssize_t len = end - start + prefix + suffix;
     PyObject *out = PyUnicode_New(len, 0xFFFF);
     if (out == NULL)
@@ -186,20 +197,67 @@ static PyObject *cut_text(PyObject *body, Py_ssize_t start, Py_ssize_t end, int 
     return out;
 }
 
-/* explain._head of an ASCII text: its start, cut at a word boundary near max_chars, … when cut. */
-static PyObject *head(PyObject *text, Py_ssize_t max_chars)
+/* explain._head: the text's start, cut at a word boundary near max_chars, … when cut (is_mark:
+ * explain._is_mark, for a text that is not ASCII). */
+static PyObject *head(PyObject *text, Py_ssize_t max_chars, PyObject *is_mark)
 {
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), end;
     if (length <= max_chars)
         return Py_NewRef(text);
-    Py_ssize_t end = engram_snap_end(PyUnicode_1BYTE_DATA(text), length, max_chars, max_chars / 2);
+    if (PyUnicode_IS_ASCII(text))
+        end = engram_snap_end(PyUnicode_1BYTE_DATA(text), length, max_chars, max_chars / 2);
+    else if (engram_snap_end_any(text, max_chars, max_chars / 2, is_mark, &end) < 0)
+        return NULL;
     return cut_text(text, 0, end, 0, 1);
+}
+
+/* The UTF-8 bytes of text[a:b] (a lone surrogate counts 3, as explain._byte_ranges counts it). */
+static Py_ssize_t utf8_size(int kind, const void *d, Py_ssize_t a, Py_ssize_t b)
+{
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = a; i < b; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        size += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    }
+    return size;
+}
+
+/* snippet_type(field, text, highlights). A dataclass of slots without __post_init__ (the engine's
+ * frozen Snippet) has its three fields set here as its generated __init__ sets them (object's own
+ * setattr), without the Python call: that call was a tenth of an ASCII hit's explanation. */
+static PyObject *s_field_name, *s_text_name, *s_highlights_name, *fast_type;
+
+static PyObject *make_snippet(PyObject *type, PyObject *field, PyObject *body, PyObject *highlights)
+{
+    if (type != fast_type) {
+        int fast = 0;
+        if (s_field_name == NULL && ((s_field_name = PyUnicode_InternFromString("field")) == NULL
+                                     || (s_text_name = PyUnicode_InternFromString("text")) == NULL
+                                     || (s_highlights_name = PyUnicode_InternFromString("highlights")) == NULL))
+            return NULL;
+        if (PyType_Check(type) && ((PyTypeObject *)type)->tp_dictoffset == 0) {
+            PyObject *dict = ((PyTypeObject *)type)->tp_dict;
+            fast = PyDict_GetItemString(dict, "__dataclass_fields__") != NULL
+                   && PyDict_GetItemString(dict, "__post_init__") == NULL && !PyObject_HasAttrString(type, "__post_init__");
+        }
+        if (!fast)
+            return PyObject_CallFunctionObjArgs(type, field, body, highlights, NULL);
+        Py_XSETREF(fast_type, Py_NewRef(type));
+    }
+    PyTypeObject *t = (PyTypeObject *)type;
+    PyObject *obj = t->tp_alloc(t, 0);
+    if (obj == NULL)
+        return NULL;
+    if (PyObject_GenericSetAttr(obj, s_field_name, field) < 0 || PyObject_GenericSetAttr(obj, s_text_name, body) < 0
+        || PyObject_GenericSetAttr(obj, s_highlights_name, highlights) < 0)
+        Py_CLEAR(obj);
+    return obj;
 }
 
 /* explain.snippet of the text field: the window over the spans of the keys' text terms, its
  * merged highlights as byte ranges (one byte a character), made with snippet_type. */
 static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const Keys *keys, PyObject *snippet_type,
-                              Py_ssize_t max_chars)
+                              Py_ssize_t max_chars, PyObject *is_mark)
 {
     Py_ssize_t n = spans->n, length = PyUnicode_GET_LENGTH(text);
     Py_ssize_t *bounds = PyMem_Malloc(((size_t)n + 1) * 2 * sizeof(Py_ssize_t));
@@ -232,13 +290,18 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
         ids[kept++] = id;
     }
     if (kept == 0) {
-        if ((body = head(text, max_chars)) != NULL && (highlights = PyTuple_New(0)) != NULL)
-            result = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, highlights, NULL);
+        if ((body = head(text, max_chars, is_mark)) != NULL && (highlights = PyTuple_New(0)) != NULL)
+            result = make_snippet(snippet_type, s_text, body, highlights);
         goto done;
     }
     Py_ssize_t start = 0, end = length;
-    if (length > max_chars)
-        engram_window(PyUnicode_1BYTE_DATA(text), length, bounds, ids, kept, max_chars, counts, &start, &end);
+    int ascii = PyUnicode_IS_ASCII(text);
+    if (length > max_chars) {
+        if (ascii)
+            engram_window(PyUnicode_1BYTE_DATA(text), length, bounds, ids, kept, max_chars, counts, &start, &end);
+        else if (engram_window_any(text, bounds, ids, kept, max_chars, counts, is_mark, &start, &end) < 0)
+            goto done;
+    }
     int prefix = start > 0, suffix = end < length;
     /* A word longer than the window (or cut at its edge) is highlighted as far as it shows; the
      * ranges sorted (insertion: a few) and the overlapping ones merged, as explain._merge does. */
@@ -270,6 +333,21 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
         }
     }
     Py_ssize_t offset = (prefix ? 3 : 0) - start; /* the ellipsis is 3 UTF-8 bytes */
+    if (!ascii) { /* character ranges to byte ranges, counted from the window's start */
+        int kind = PyUnicode_KIND(text);
+        const void *d = PyUnicode_DATA(text);
+        Py_ssize_t at = start, byte = prefix ? 3 : 0;
+        for (Py_ssize_t i = 0; i < merged; i++) {
+            Py_ssize_t a = bounds[2 * i], b = bounds[2 * i + 1];
+            byte += utf8_size(kind, d, at, a);
+            Py_ssize_t size = utf8_size(kind, d, a, b);
+            bounds[2 * i] = byte;
+            bounds[2 * i + 1] = byte + size;
+            at = b;
+            byte += size;
+        }
+        offset = 0;
+    }
     if ((highlights = PyTuple_New(merged)) == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < merged; i++) {
@@ -279,7 +357,7 @@ static PyObject *text_snippet(PyObject *text, const engram_spans *spans, const K
         PyTuple_SET_ITEM(highlights, i, range);
     }
     if ((body = cut_text(text, start, end, prefix, suffix)) != NULL)
-        result = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, highlights, NULL);
+        result = make_snippet(snippet_type, s_text, body, highlights);
 done:
     Py_XDECREF(body);
     Py_XDECREF(highlights);
@@ -318,7 +396,7 @@ fail:
 }
 
 /* Check the words' shape, (exact, stem or None, parts) each, and count their alternatives into *most. */
-static int check_words(PyObject *words, Py_ssize_t *most)
+int engram_check_words(PyObject *words, Py_ssize_t *most)
 {
     for (Py_ssize_t w = 0; w < PyTuple_GET_SIZE(words); w++) {
         PyObject *word = PyTuple_GET_ITEM(words, w);
@@ -331,6 +409,52 @@ static int check_words(PyObject *words, Py_ssize_t *most)
         *most += 1 + PyTuple_GET_SIZE(PyTuple_GET_ITEM(word, 2));
     }
     return 0;
+}
+
+/* The matches and the text's snippet (None when the best field is another) from a text's spans,
+ * as explain.Explainer.explain makes them; is_mark as head() takes it. NULL on error. */
+PyObject *engram_explain_spans(PyObject *text, const engram_spans *spans, PyObject *words, PyObject *others,
+                               PyObject *tags, PyObject *source, PyObject *made, PyObject *match_type,
+                               PyObject *snippet_type, Py_ssize_t max_chars, PyObject *is_mark, Py_ssize_t most)
+{
+    Keys keys = {PyMem_Malloc(((size_t)most + 1) * sizeof(Key)), 0};
+    PyObject *in_text = NULL, *matches = NULL, *snip = NULL, *result = NULL;
+    if (keys.items == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(words) > 0) {
+        if ((in_text = PySet_New(NULL)) == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < spans->n; i++)
+            if (PySet_Add(in_text, spans->items[i].term) < 0)
+                goto done;
+        if (match_keys(words, in_text, others, tags, source, &keys) < 0)
+            goto done;
+    }
+    if ((matches = matches_of(&keys, made, match_type)) == NULL)
+        goto done;
+    int in_field_text = 0;
+    for (Py_ssize_t m = 0; m < keys.n; m++)
+        in_field_text |= keys.items[m].field == s_text;
+    if (keys.n == 0) {
+        PyObject *body = head(text, max_chars, is_mark), *none = body != NULL ? PyTuple_New(0) : NULL;
+        if (none != NULL)
+            snip = make_snippet(snippet_type, s_text, body, none);
+        Py_XDECREF(body);
+        Py_XDECREF(none);
+    } else if (in_field_text)
+        snip = text_snippet(text, spans, &keys, snippet_type, max_chars, is_mark);
+    else
+        snip = Py_NewRef(Py_None); /* the tags' or the source's: explain.snippet makes it */
+    if (snip != NULL)
+        result = PyTuple_Pack(2, matches, snip);
+done:
+    Py_XDECREF(in_text);
+    Py_XDECREF(matches);
+    Py_XDECREF(snip);
+    PyMem_Free(keys.items);
+    return result;
 }
 
 PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
@@ -349,50 +473,15 @@ PyObject *engram_ascii_explain(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "max_chars must be positive");
         return NULL;
     }
-    Py_ssize_t nwords = PyTuple_GET_SIZE(words), most = 0;
-    if (check_words(words, &most) < 0 || intern_names() < 0)
+    Py_ssize_t most = 0;
+    if (engram_check_words(words, &most) < 0 || engram_intern_names() < 0)
         return NULL;
     engram_spans spans = {NULL, 0, 0};
-    Keys keys = {PyMem_Malloc(((size_t)most + 1) * sizeof(Key)), 0};
-    PyObject *in_text = NULL, *matches = NULL, *snip = NULL, *result = NULL;
-    if (keys.items == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    PyObject *result = NULL;
     if (engram_find_ascii_spans(text, wanted, probes, cache, analyze, stem, stopwords, stem_probes, exact_terms, stem_cache,
-                                &spans) < 0)
-        goto done;
-    if (nwords > 0) {
-        if ((in_text = PySet_New(NULL)) == NULL)
-            goto done;
-        for (Py_ssize_t i = 0; i < spans.n; i++)
-            if (PySet_Add(in_text, spans.items[i].term) < 0)
-                goto done;
-        if (match_keys(words, in_text, others, tags, source, &keys) < 0)
-            goto done;
-    }
-    if ((matches = matches_of(&keys, made, match_type)) == NULL)
-        goto done;
-    int in_field_text = 0;
-    for (Py_ssize_t m = 0; m < keys.n; m++)
-        in_field_text |= keys.items[m].field == s_text;
-    if (keys.n == 0) {
-        PyObject *body = head(text, max_chars), *none = body != NULL ? PyTuple_New(0) : NULL;
-        if (none != NULL)
-            snip = PyObject_CallFunctionObjArgs(snippet_type, s_text, body, none, NULL);
-        Py_XDECREF(body);
-        Py_XDECREF(none);
-    } else if (in_field_text)
-        snip = text_snippet(text, &spans, &keys, snippet_type, max_chars);
-    else
-        snip = Py_NewRef(Py_None); /* the tags' or the source's: explain.snippet makes it */
-    if (snip != NULL)
-        result = PyTuple_Pack(2, matches, snip);
-done:
-    Py_XDECREF(in_text);
-    Py_XDECREF(matches);
-    Py_XDECREF(snip);
-    PyMem_Free(keys.items);
+                                &spans) == 0)
+        result = engram_explain_spans(text, &spans, words, others, tags, source, made, match_type, snippet_type, max_chars,
+                               NULL, most);
     engram_spans_clear(&spans);
     return result;
 }
@@ -409,7 +498,7 @@ PyObject *engram_match_terms(PyObject *self, PyObject *args)
                           &source, &PyDict_Type, &made, &match_type))
         return NULL;
     Py_ssize_t most = 0;
-    if (check_words(words, &most) < 0 || intern_names() < 0)
+    if (engram_check_words(words, &most) < 0 || engram_intern_names() < 0)
         return NULL;
     Keys keys = {PyMem_Malloc(((size_t)most + 1) * sizeof(Key)), 0};
     PyObject *result = NULL;

@@ -38,10 +38,11 @@ Py_ssize_t engram_snap_end(const unsigned char *s, Py_ssize_t length, Py_ssize_t
     return end;
 }
 
-void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *bounds, const Py_ssize_t *ids,
-                   Py_ssize_t n, Py_ssize_t max_chars, Py_ssize_t *counts, Py_ssize_t *start_out, Py_ssize_t *end_out)
+/* explain._window's choice before the snap: two pointers over the spans (spans[i..j) fit in a
+ * window starting at spans[i]), the covered part, and the window centred on it inside the body. */
+static void cover(Py_ssize_t length, const Py_ssize_t *bounds, const Py_ssize_t *ids, Py_ssize_t n,
+                  Py_ssize_t max_chars, Py_ssize_t *counts, Py_ssize_t *covered, Py_ssize_t *window)
 {
-    /* explain._window: two pointers over the spans; spans[i..j) fit in a window starting at spans[i]. */
     Py_ssize_t best_count = 0, best_first = 0, best_last = 0, in_window = 0, j = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t first_start = bounds[2 * i];
@@ -70,6 +71,18 @@ void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *
     start = start > 0 ? start : 0;
     Py_ssize_t end = start + max_chars < length ? start + max_chars : length;
     start = end - max_chars > 0 ? end - max_chars : 0;
+    covered[0] = covered_start;
+    covered[1] = covered_end;
+    window[0] = start;
+    window[1] = end;
+}
+
+void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *bounds, const Py_ssize_t *ids,
+                   Py_ssize_t n, Py_ssize_t max_chars, Py_ssize_t *counts, Py_ssize_t *start_out, Py_ssize_t *end_out)
+{
+    Py_ssize_t covered[2], window[2];
+    cover(length, bounds, ids, n, max_chars, counts, covered, window);
+    Py_ssize_t covered_start = covered[0], start = window[0];
     /* explain._snap (an ASCII body has no combining marks). */
     if (start > 0 && !space_at(s, start - 1)) {
         for (Py_ssize_t k = start; k < covered_start; k++)
@@ -81,7 +94,87 @@ void engram_window(const unsigned char *s, Py_ssize_t length, const Py_ssize_t *
     while (start < covered_start && space_at(s, start))
         start++;
     *start_out = start;
-    *end_out = engram_snap_end(s, length, end, covered_end);
+    *end_out = engram_snap_end(s, length, window[1], covered[1]);
+}
+
+/* Whether the character at i of a body of any kind is whitespace as str.isspace() says. */
+static inline int space_any(int kind, const void *d, Py_ssize_t i)
+{
+    return Py_UNICODE_ISSPACE(PyUnicode_READ(kind, d, i));
+}
+
+/* Whether the character at i is a combining mark: is_mark(char) answers for a non-ASCII one
+ * (explain._is_mark: an ASCII character never is one); -1 with an exception set on error. */
+static int mark_any(int kind, const void *d, Py_ssize_t i, PyObject *is_mark)
+{
+    Py_UCS4 c = PyUnicode_READ(kind, d, i);
+    if (c < 128)
+        return 0;
+    PyObject *ch = PyUnicode_FromOrdinal((int)c);
+    if (ch == NULL)
+        return -1;
+    PyObject *got = PyObject_CallOneArg(is_mark, ch);
+    Py_DECREF(ch);
+    if (got == NULL)
+        return -1;
+    int r = PyObject_IsTrue(got);
+    Py_DECREF(got);
+    return r;
+}
+
+int engram_snap_end_any(PyObject *body, Py_ssize_t end, Py_ssize_t keep_end, PyObject *is_mark, Py_ssize_t *end_out)
+{
+    /* explain._snap's end in any body: back to the last space when the window cuts a word, never
+     * before keep_end, then past the combining marks that belong to the last character. */
+    int kind = PyUnicode_KIND(body);
+    const void *d = PyUnicode_DATA(body);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(body);
+    if (end < length && !space_any(kind, d, end) && !space_any(kind, d, end - 1)) {
+        for (Py_ssize_t k = end - 1; k >= keep_end; k--)
+            if (space_any(kind, d, k)) {
+                end = k;
+                break;
+            }
+    }
+    while (end > keep_end && space_any(kind, d, end - 1))
+        end--;
+    int r;
+    while (end < length && (r = mark_any(kind, d, end, is_mark)) != 0) {
+        if (r < 0)
+            return -1;
+        end++;
+    }
+    *end_out = end;
+    return 0;
+}
+
+int engram_window_any(PyObject *body, const Py_ssize_t *bounds, const Py_ssize_t *ids, Py_ssize_t n,
+                      Py_ssize_t max_chars, Py_ssize_t *counts, PyObject *is_mark, Py_ssize_t *start_out,
+                      Py_ssize_t *end_out)
+{
+    int kind = PyUnicode_KIND(body);
+    const void *d = PyUnicode_DATA(body);
+    Py_ssize_t covered[2], window[2];
+    cover(PyUnicode_GET_LENGTH(body), bounds, ids, n, max_chars, counts, covered, window);
+    Py_ssize_t covered_start = covered[0], start = window[0];
+    /* explain._snap's start: past the cut word, the spaces, then the marks of the character before. */
+    if (start > 0 && !space_any(kind, d, start - 1)) {
+        for (Py_ssize_t k = start; k < covered_start; k++)
+            if (space_any(kind, d, k)) {
+                start = k + 1;
+                break;
+            }
+    }
+    while (start < covered_start && space_any(kind, d, start))
+        start++;
+    int r;
+    while (0 < start && start < covered_start && (r = mark_any(kind, d, start, is_mark)) != 0) {
+        if (r < 0)
+            return -1;
+        start++;
+    }
+    *start_out = start;
+    return engram_snap_end_any(body, window[1], covered[1], is_mark, end_out);
 }
 
 PyObject *engram_snippet_bounds(PyObject *self, PyObject *args)

@@ -25,7 +25,7 @@ from engram_index.engine.analyzer import (
     normalize,
     term_set,
 )
-from engram_index.engine.termfind import TermFinder, find_terms, find_terms_mostly_ascii, find_terms_with
+from engram_index.engine.termfind import _FEW_PIECES, TermFinder, find_terms, find_terms_with
 from engram_index.engine.types import FieldName, Snippet, TermKind, TermMatch
 
 ELLIPSIS = "…"
@@ -66,7 +66,7 @@ def _wanted(words: Sequence[QueryWord]) -> set[str]:
 class Explainer:
     """The explanations of one query's hits: what depends on the query alone is worked out once."""
 
-    __slots__ = ("words", "content", "wanted", "finder", "_others", "_matches", "_words")
+    __slots__ = ("words", "content", "wanted", "finder", "_matches", "_words")
 
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Take the analyzed query (stopwords and repeats already dropped, as the keyword index does)."""
@@ -85,9 +85,7 @@ class Explainer:
         # The hits of one query share its probes and many pieces ("cells", the query's own words);
         # the finder remembers them, and is not shared with other searches or threads.
         self.finder = finder.fresh()
-        # Hits often share their tags and source: each distinct (tags, source) is analyzed once a
-        # query, and each (term, kind, field) made once (they are immutable).
-        self._others: dict[tuple[tuple[str, ...], str | None], tuple[frozenset[str], set[str], set[str]]] = {}
+        # Each (term, kind, field) is made once a query (they are immutable).
         self._matches: dict[tuple[str, TermKind, FieldName], TermMatch] = {}
 
     def explain(self, text: str, tags: Sequence[str], source: str | None) -> tuple[tuple[TermMatch, ...], Snippet]:
@@ -98,28 +96,32 @@ class Explainer:
             matches, snip = _kernels.ascii_explain(
                 text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, finder.stem_probes,
                 finder.exact_terms, _stem_cache, self._words,
-                self._other_fields, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
+                _field_terms, tags, source, self._matches, TermMatch, Snippet, _MAX_CHARS)
             return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
-        if _native[0]:  # the matches in C too; the snippet of a text of other characters in Python
-            found = find_terms_mostly_ascii(text, self.finder)
-            spans = found if found is not None else find_terms_with(text, self.finder)
-            matches = _kernels.match_terms(self._words, {t for _, _, t in spans}, self._other_fields, tags, source,
+        if _native[0]:
+            # The same for a text with few pieces of other characters (those pieces' tokens from the
+            # finder, each distinct one analyzed once a query), else the matches alone in C.
+            finder = self.finder
+            got = _kernels.mostly_ascii_explain(
+                text, finder.wanted, finder.ascii_probes, _chunk_cache, _analysis, _stem, STOPWORDS, finder.stem_probes,
+                finder.exact_terms, _stem_cache, self._words, _field_terms, tags, source, self._matches, TermMatch,
+                Snippet, _MAX_CHARS, finder.hits, _is_mark, _FEW_PIECES)
+            if got is not None:
+                matches, snip = got
+                return matches, snip if snip is not None else snippet(text, tags, source, matches, self.words)
+            spans = find_terms_with(text, finder)
+            matches = _kernels.match_terms(self._words, {t for _, _, t in spans}, _field_terms, tags, source,
                                            self._matches, TermMatch) if self._words else ()
             return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
         spans = find_terms_with(text, self.finder)
         matches = self.match_terms(text, tags, source, text_terms={t for _, _, t in spans})
         return matches, snippet(text, tags, source, matches, self.words, text_spans=spans)
 
-    def _other_fields(self, tags: Sequence[str], source: str | None) -> tuple[frozenset[str], set[str], set[str]]:
-        """The whole tags (normalized), and the wanted terms of the tags and of the source."""
-        key = (tuple(tags), source)
-        found = self._others.get(key)
-        if found is None:
-            whole = frozenset(normalize(tag) for tag in tags) if tags else _NO_TAGS
-            tag_terms = term_set(_tag_body(tags)) & self.wanted if tags else set()
-            source_terms = term_set(source) & self.wanted if source else set()
-            found = self._others[key] = (whole, tag_terms, source_terms)
-        return found
+    def _other_fields(
+        self, tags: Sequence[str], source: str | None
+    ) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        """The whole tags (normalized), and the terms of the tags and of the source (_field_terms)."""
+        return _field_terms(tags, source)
 
     def match_terms(
         self, text: str, tags: Sequence[str], source: str | None, text_terms: set[str] | None = None
@@ -132,7 +134,7 @@ class Explainer:
             return ()
         wanted = self.wanted
         in_text = text_terms & wanted if text_terms is not None else _text_terms(text, wanted)
-        others: tuple[frozenset[str], set[str], set[str]] | None = None
+        others: tuple[frozenset[str], frozenset[str], frozenset[str]] | None = None
         found: dict[tuple[str, TermKind, FieldName], None] = {}  # in order, each once
         for word in self.content:
             # The best kind over all fields wins; among fields holding it, the first (text, tags, source).
@@ -172,6 +174,25 @@ class Explainer:
 
 
 _NO_TAGS: frozenset[str] = frozenset()
+# The other fields' analyses by (tags, source), for every query: most hits lack a query word in
+# their text, so their tags and source are looked at, and analyzing them again for each query
+# was a third of an explained search's cost (docs/benchmarks.md). Their whole term sets are kept,
+# not only a query's wanted ones: the matches ask only whether a wanted term is among them.
+_FIELDS_LIMIT = 16_384
+_fields: dict[tuple[tuple[str, ...], str | None], tuple[frozenset[str], frozenset[str], frozenset[str]]] = {}
+
+
+def _field_terms(tags: Sequence[str], source: str | None) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The whole tags (normalized), the tags' terms and the source's terms, each (tags, source) analyzed once."""
+    key = (tuple(tags), source)
+    found = _fields.get(key)
+    if found is None:
+        whole = frozenset(normalize(tag) for tag in tags) if tags else _NO_TAGS
+        tag_terms = frozenset(term_set(_tag_body(tags))) if tags else _NO_TAGS
+        source_terms = frozenset(term_set(source)) if source else _NO_TAGS
+        found = (whole, tag_terms, source_terms)
+        _remember(_fields, key, found, _FIELDS_LIMIT)
+    return found
 # The words' plans (the words, content words, wanted terms, a finder's probes, the compiled path's
 # words), by the words' ids, up to 4,096 (the analyzed queries' bound), started over when full.
 _Plan = tuple[

@@ -201,7 +201,8 @@ def find_terms_mostly_ascii(text: str, finder: TermFinder) -> list[tuple[int, in
     """find_terms(text, finder.wanted, finder) for a text with few space-free pieces holding other
     characters, or None when it has more: those pieces are analyzed as _find_by_probes analyzes
     them (each distinct one once a query), the rest of the text by the compiled finder, with the
-    pieces blanked out (spaces: no chunk crosses one, and every position stays a character's)."""
+    pieces blanked out (spaces: no chunk crosses one, and every position stays a character's). The
+    reference of _kernels.mostly_ascii_explain's finding, which explanations use."""
     others: list[tuple[int, int]] = []
     pos = 0
     while (m := _NON_ASCII.search(text, pos)) is not None:
