@@ -221,9 +221,10 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         required = _tag_set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
         # The tags are the index's, which every write applied changes at once (a forget, a new version),
         # before the keyword index's next commit: check them again.
+        # (isdisjoint: a test that makes no set per hit)
         hits = [h for h in result.hits
-                if h.document.id not in skip and not excluded.intersection(h.document.tags)
-                and (required is None or required.intersection(h.document.tags))]
+                if h.document.id not in skip and excluded.isdisjoint(h.document.tags)
+                and (required is None or not required.isdisjoint(h.document.tags))]
         # Which content words each holds, from the index's term counts (one pass for all of them).
         index = face.collections.index(leg.name)
         if leg.in_context:
