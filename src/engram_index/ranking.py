@@ -188,7 +188,7 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     hits' own, and the caller reads those of the others it returns. Call inside `index.reading()`."""
     found = index.columns.ids_to_ords([h.document.id for h in hits])
     # The hits' documents are at hand: only their neighbours are read from the store.
-    known = {int(o): h.document for o, h in zip(found, hits) if o >= 0}
+    known = {o: h.document for o, h in zip(found.tolist(), hits) if o >= 0}  # (Python ints, made at once)
     ords = found[found >= 0]
     after = ords + 1
     joined = [ords, after[_usable(index, after, filters)] if follow else ords[:0]]

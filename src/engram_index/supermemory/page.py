@@ -52,8 +52,7 @@ class Rows:
 def sharing_a_document(found: Sequence[Candidate]) -> list[Candidate]:
     """The memories and chunks among the candidates whose document has candidates of both kinds (those
     whose texts say which chunk a memory is a statement of)."""
-    kinds: dict[str, set[str]] = {}
-    for c in found:
-        if c.group:
-            kinds.setdefault(c.group, set()).add(c.kind)
-    return [c for c in found if len(kinds.get(c.group, ())) == 2]
+    memories = {c.group for c in found if c.kind == "memory"}
+    both = {c.group for c in found if c.kind == "chunk" and c.group in memories}
+    both.discard("")  # (a candidate without a document tag shares nothing)
+    return [c for c in found if c.group in both]
