@@ -29,7 +29,7 @@ from engram_index.engine.fusion import RRF_K
 from engram_index.engine.search import PENDING_SCAN, SpaceIndex
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest
 from engram_index.kindgi.auth import Principal
-from engram_index.kindgi.conversations import ConversationCodes, keyword_in_context
+from engram_index.kindgi.conversations import ConversationCodes, in_context, keyword_in_context, scores_in_context
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
@@ -38,7 +38,7 @@ from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
 from engram_index.ranking import (Pairs, column_documents, content_query, content_words, context_keyword,
-                                  context_scores, insertion_keys, rrf, stable_order, with_context)
+                                  insertion_keys, rrf, stable_order, with_context)
 from engram_index.remodel import describe
 from engram_index.embed.base import Embedder
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
@@ -332,9 +332,8 @@ class Retriever:
         with index.reading():
             # These facts alone (their documents are at hand); the turns before them judged from the columns.
             ctx = (with_context(index, extra, filters, neighbours, follow=False, fetch=column_documents(index))
-                   if explain else with_context(index, extra, filters, same_conversation, follow=False,
-                                                pairs=self._pairs(index)))
-            total = context_scores(index, words, ctx)
+                   if explain else in_context(index, extra, filters, self._pairs(index), follow=False))
+            total = scores_in_context(index, words, ctx)
         scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
                   if t > 0 and int(o) in ctx.docs]
         if explain:
