@@ -11,7 +11,7 @@ still the ordinal's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class ConversationCodes:
         reading lock, so that the columns do not change meanwhile."""
         with self._lock:
             self._grow(columns.size)
-            self._fill(columns, ords.tolist())
+            self._fill(columns, set(ords.tolist()))  # each ordinal checked once (pairs share their turns)
             return self._session[ords], self._thread[ords]
 
     def _grow(self, size: int) -> None:
@@ -67,7 +67,7 @@ class ConversationCodes:
             new[:old.size] = old
             setattr(self, name, new)
 
-    def _fill(self, columns: Columns, ords: list[int]) -> None:
+    def _fill(self, columns: Columns, ords: Iterable[int]) -> None:
         """Work out the codes of these ordinals where their tags changed since (under the lock)."""
         kept, tags_of = self._tags, columns.tags_of
         # First seen, or written since: its tags are another tuple (warmed codes make this list empty).

@@ -334,8 +334,8 @@ class Retriever:
             ctx = (with_context(index, extra, filters, neighbours, follow=False, fetch=column_documents(index))
                    if explain else in_context(index, extra, filters, self._pairs(index), follow=False))
             total = scores_in_context(index, words, ctx)
-        scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
-                  if t > 0 and int(o) in ctx.docs]
+        docs = ctx.docs  # (as Python numbers at once: numpy scalars one by one cost more)
+        scored = [Hit(docs[o], t, bm25=t) for o, t in zip(ctx.ords.tolist(), total.tolist()) if t > 0 and o in docs]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
             for hit in scored:
