@@ -11,7 +11,7 @@ still the ordinal's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.columns import Columns
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document, Filters, Hit
-from engram_index.ranking import Pairs, context_scores, with_context
+from engram_index.ranking import NEXT_CONTEXT, Context, Pairs, context_scores, with_context
 
 SESSION, THREAD = "s:sessionId=", "s:threadId="
 WARM_STEP = 4096  # ordinals worked out per hold of the lock when an index's codes are made all at once
@@ -52,7 +52,7 @@ class ConversationCodes:
         reading lock, so that the columns do not change meanwhile."""
         with self._lock:
             self._grow(columns.size)
-            self._fill(columns, ords.tolist())
+            self._fill(columns, set(ords.tolist()))  # each ordinal checked once (pairs share their turns)
             return self._session[ords], self._thread[ords]
 
     def _grow(self, size: int) -> None:
@@ -67,12 +67,13 @@ class ConversationCodes:
             new[:old.size] = old
             setattr(self, name, new)
 
-    def _fill(self, columns: Columns, ords: list[int]) -> None:
+    def _fill(self, columns: Columns, ords: Iterable[int]) -> None:
         """Work out the codes of these ordinals where their tags changed since (under the lock)."""
         kept, tags_of = self._tags, columns.tags_of
-        for o in ords:
+        # First seen, or written since: its tags are another tuple (warmed codes make this list empty).
+        for o in [o for o in ords if kept[o] is not tags_of(o)]:
             tags = tags_of(o)
-            if kept[o] is not tags:  # first seen, or written since: its tags are another tuple
+            if kept[o] is not tags:  # (an ordinal asked twice is worked out once)
                 sessions, threads = conversation_keys(tags)
                 self._session[o] = self._code(sessions)
                 self._thread[o] = self._code(threads)
@@ -94,8 +95,9 @@ class ConversationCodes:
     def same(self, columns: Columns, earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
         """Whether each earlier ordinal is of its later one's conversation: by session where either has
         one, else by thread (`retrieve.same_conversation`, judged for many pairs at once)."""
-        s_a, t_a = self.codes(columns, earlier)
-        s_b, t_b = self.codes(columns, later)
+        sessions, threads = self.codes(columns, np.concatenate([earlier, later]))  # one pass for both sides
+        k = earlier.size
+        s_a, t_a, s_b, t_b = sessions[:k], threads[:k], sessions[k:], threads[k:]
         by_session = (s_a != 0) | (s_b != 0)
         out: np.ndarray = np.where(by_session, (s_a != 0) & (s_a == s_b), (t_a != 0) & (t_a == t_b))
         return out
@@ -106,6 +108,66 @@ def _asks_no_pair(earlier: Document, later: Document) -> bool:
     raise AssertionError("with_context asked about documents although it was given pairs")
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """`np.unique(values)` (ascending, each once) in two array steps: its general machinery costs more
+    than the sort on arrays of a retrieve's size."""
+    ordered = np.sort(values)
+    keep = np.ones(ordered.size, bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    out: np.ndarray = ordered[keep]
+    return out
+
+
+def _usable(columns: Columns, mask: np.ndarray | None, ords: np.ndarray) -> np.ndarray:
+    """`ranking._usable` with the filters' mask at hand: which ordinals are live and pass it."""
+    live = columns.live
+    ok = (ords >= 0) & (ords < live.size)
+    ok[ok] = live[ords[ok]]
+    if mask is not None:
+        inside = ok & (ords < mask.size)
+        ok &= inside
+        ok[inside] = mask[ords[inside]]
+    return ok
+
+
+def in_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, pairs: Pairs, follow: bool) -> Context:
+    """`ranking.with_context(..., pairs=pairs)`, the same context in fewer array steps (the filters'
+    mask looked up once, no `np.unique`). Call inside `index.reading()`."""
+    if NEXT_CONTEXT:  # the turn after as context too: only the general version knows it
+        return with_context(index, hits, filters, _asks_no_pair, follow=follow, pairs=pairs)
+    columns = index.columns
+    found = columns.ids_to_ords([h.document.id for h in hits])
+    known = {o: h.document for o, h in zip(found.tolist(), hits) if o >= 0}
+    ords = found[found >= 0]
+    mask = columns.mask(filters)
+    if follow:  # and the turns just after the hits
+        after = ords + 1
+        ords = np.concatenate([ords, after[_usable(columns, mask, after)]])
+    cands = _distinct(ords)
+    prev = cands - 1
+    has_prev = _usable(columns, mask, prev)
+    if has_prev.any():
+        has_prev[has_prev] = pairs(prev[has_prev], cands[has_prev])
+    return Context(cands, prev, has_prev, known, cands + 1, np.zeros(cands.size, bool))
+
+
+def scores_in_context(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) -> np.ndarray:
+    """`ranking.context_scores` bit for bit (each word's better part, in the turn or the turn before,
+    summed word after word), each word's better part taken for all words in one step."""
+    if ctx.has_next is not None and ctx.has_next.any():
+        return context_scores(index, words, ctx)
+    n = ctx.ords.size
+    prev = ctx.prev[ctx.has_prev]
+    per_word = index.keyword.word_scores(words, np.concatenate([ctx.ords, prev]))
+    best = per_word[:n].astype(np.float64)
+    if prev.size:
+        best[ctx.has_prev] = np.maximum(best[ctx.has_prev], per_word[n:])
+    total = np.zeros(n)
+    for j in range(best.shape[1]):  # in the words' order, as context_scores adds them
+        total += best[:, j]
+    return total
+
+
 def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], hits: Sequence[Hit], filters: Filters,
                        limit: int, pairs: Pairs) -> list[Hit]:
     """`ranking.context_keyword`, judged from the columns: the hits and the turns after them, each word
@@ -114,8 +176,8 @@ def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], hits: Sequ
     hits are documents of the columns (id, tags, time), as `column_documents` reads them: for a caller
     that needs of them no more (Kindgi's answers are the revisions' bodies)."""
     with index.reading():
-        ctx = with_context(index, hits, filters, _asks_no_pair, pairs=pairs)
-        total = context_scores(index, words, ctx)  # each word once, where it scores best
+        ctx = in_context(index, hits, filters, pairs, follow=True)
+        total = scores_in_context(index, words, ctx)  # each word once, where it scores best
         scored = np.flatnonzero(total > 0)
         order = scored[np.lexsort((ctx.ords[scored], -total[scored]))]  # ties by ordinal, as context_keyword
         out: list[Hit] = []

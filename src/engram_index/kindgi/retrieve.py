@@ -29,7 +29,7 @@ from engram_index.engine.fusion import RRF_K
 from engram_index.engine.search import PENDING_SCAN, SpaceIndex
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest
 from engram_index.kindgi.auth import Principal
-from engram_index.kindgi.conversations import ConversationCodes, keyword_in_context
+from engram_index.kindgi.conversations import ConversationCodes, in_context, keyword_in_context, scores_in_context
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.models import Intent
@@ -38,7 +38,7 @@ from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import searchable_words
 from engram_index.ranking import (Pairs, column_documents, content_query, content_words, context_keyword,
-                                  context_scores, insertion_keys, rrf, stable_order, with_context)
+                                  rrf, with_context)
 from engram_index.remodel import describe
 from engram_index.embed.base import Embedder
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
@@ -128,6 +128,15 @@ def _snippet(hit: Hit | None) -> dict[str, Any] | None:
         return None
     return {"text": hit.snippet.text,
             "highlights": [{"byteStart": s, "byteEnd": e} for s, e in hit.snippet.highlights]}
+
+
+def _stable(index: SpaceIndex, hits: list[Hit]) -> list[Hit]:
+    """`ranking.stable_order` of the hits by score, equal scores by `ranking.insertion_keys` (unknown ids
+    last), with the ordinals as Python numbers at once (numpy scalars one by one cost more)."""
+    ids = [h.document.id for h in hits]
+    unknown = int(np.iinfo(np.int64).max)
+    order = dict(zip(ids, [o if o >= 0 else unknown for o in index.columns.ids_to_ords(ids).tolist()]))
+    return sorted(hits, key=lambda h: (-float(h.score), order[h.document.id]))
 
 
 @dataclass
@@ -282,9 +291,7 @@ class Retriever:
                                                  filters, explain)
         index = self.facts.collections.index(name)
         for leg, leg_hits in legs.items():  # equal scores by insertion order, not by the facts' random ids
-            ids = [h.document.id for h in leg_hits]
-            order = dict(zip(ids, insertion_keys(index, ids)))
-            legs[leg] = stable_order(leg_hits, lambda h: float(h.score), lambda h: (order[h.document.id],))
+            legs[leg] = _stable(index, leg_hits)
         ranked = self._rank(intent.mode, legs, intent.limit, explain)
         found = self.facts.retrievable(tenant, [fid for fid, _, _ in ranked])
         out: list[dict[str, Any]] = []
@@ -332,11 +339,10 @@ class Retriever:
         with index.reading():
             # These facts alone (their documents are at hand); the turns before them judged from the columns.
             ctx = (with_context(index, extra, filters, neighbours, follow=False, fetch=column_documents(index))
-                   if explain else with_context(index, extra, filters, same_conversation, follow=False,
-                                                pairs=self._pairs(index)))
-            total = context_scores(index, words, ctx)
-        scored = [Hit(ctx.docs[int(o)], float(t), bm25=float(t)) for o, t in zip(ctx.ords, total)
-                  if t > 0 and int(o) in ctx.docs]
+                   if explain else in_context(index, extra, filters, self._pairs(index), follow=False))
+            total = scores_in_context(index, words, ctx)
+        docs = ctx.docs  # (as Python numbers at once: numpy scalars one by one cost more)
+        scored = [Hit(docs[o], t, bm25=t) for o, t in zip(ctx.ords.tolist(), total.tolist()) if t > 0 and o in docs]
         if explain:
             explainer = Explainer(searchable_words(query_words(asked)))
             for hit in scored:

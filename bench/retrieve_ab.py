@@ -1,0 +1,118 @@
+"""Two checkouts' Kindgi `both` retrieve over HTTP, interleaved: server CPU and wall ms per request.
+
+Serves a data directory filled by bench/retrieve.py (`--data DIR/n100000`, tenant `bench`) with each
+checkout's own code (`--trees OLD,NEW`, each a repository root; each tree its own copy of the data
+directory, `--data OLD_DIR,NEW_DIR`, as the server locks its directory), then sends them, in turns
+of `--batch` requests (old, new, old, new...), `both` retrieves of queries none repeats, and prints
+per server the median over the turns of the server process's CPU ms per request and the median
+wall ms. The reader is retrieve.py's (3 of 10 projects); the query embedding is inside the figures.
+
+    python bench/retrieve_ab.py --trees OLD,NEW --data OLD_DIR,NEW_DIR [--turns 10] [--batch 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from retrieve import PROJECTS, TENANT, USERS, server_cpu_s, wait_idle  # noqa: E402
+from synth import make_queries, make_space  # noqa: E402
+
+from engram_index.keys import KeyStore  # noqa: E402
+from engram_index.testkit.serve import free_port  # noqa: E402
+
+
+def serve_tree(tree: Path, data: Path, port: int) -> subprocess.Popen[bytes]:
+    """`engram-index serve` of one checkout's code (its src first on the path) over one data directory."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "engram_index.cli", "serve", "--data", str(data), "--port",
+                             str(port), "--insecure-open", "--no-access-log", "--embedder", "local",
+                             "--face-embedder", "auto", "--key-rate", "1000000", "--key-burst", "1000000"],
+                            env=env, cwd=str(tree), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/xrpc/_health")
+            return proc
+        except httpx.TransportError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the server did not start") from None
+            time.sleep(0.1)
+
+
+def turn(client: httpx.Client, token: str, pid: int, queries: list[str]) -> tuple[float, float]:
+    """Server CPU ms and median wall ms per request over one batch of `both` retrieves."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    walls = []
+    before = server_cpu_s(pid) or 0.0
+    for q in queries:
+        began = time.perf_counter()
+        answer = client.post("/v1/memory/retrieve", headers={**headers, "Idempotency-Key": str(uuid.uuid4())},
+                             content=orjson.dumps({"mode": "both", "query": q, "limit": 10}))
+        walls.append(time.perf_counter() - began)
+        assert answer.status_code == 200, answer.text
+    cpu = ((server_cpu_s(pid) or 0.0) - before) / len(queries)
+    return cpu * 1000, statistics.median(walls) * 1000
+
+
+def main() -> None:
+    """Serve both checkouts, send them turns in alternation, print one table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trees", required=True, help="OLD,NEW: two repository roots")
+    parser.add_argument("--data", required=True, help="OLD_DIR,NEW_DIR: a copy of one n100000 directory each")
+    parser.add_argument("--turns", type=int, default=10, help="batches per server")
+    parser.add_argument("--batch", type=int, default=30, help="retrieves per batch")
+    shared = Path(os.environ.get("ENGRAM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
+    args = parser.parse_args()
+    trees = [Path(t) for t in args.trees.split(",")]
+    datas = [Path(d) for d in args.data.split(",")]
+    labels = ["old", "new"]
+    every, _ = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1),
+                            (args.turns + 1) * args.batch, seed=3)
+    servers = []
+    try:
+        for tree, data in zip(trees, datas):
+            token, _ = KeyStore(data).create("kindgi", {"tenant": TENANT, "user": USERS[0], "projects": PROJECTS[:3]})
+            port = free_port()
+            proc = serve_tree(tree, data, port)
+            servers.append((proc, token, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)))
+        for proc, token, client in servers:
+            wait_idle(str(client.base_url).rstrip("/"), token, proc.pid)
+            turn(client, token, proc.pid, every[:args.batch])  # warm: masks, conversation codes
+        cpu: list[list[float]] = [[], []]
+        wall: list[list[float]] = [[], []]
+        for k in range(args.turns):  # the same queries to both, in alternation
+            queries = every[(k + 1) * args.batch:(k + 2) * args.batch]
+            for i, (proc, token, client) in enumerate(servers):
+                c, w = turn(client, token, proc.pid, queries)
+                cpu[i].append(c)
+                wall[i].append(w)
+    finally:
+        for proc, _, client in servers:
+            client.close()
+            proc.terminate()
+            proc.wait(30)
+    print(f"\n{args.turns} turns of {args.batch} `both` retrieves per server, interleaved; medians over the turns")
+    print("| server | server CPU ms per both | wall p50 ms |\n|---|---|---|")
+    for i, label in enumerate(labels):
+        print(f"| {label} | {statistics.median(cpu[i]):.2f} | {statistics.median(wall[i]):.2f} |")
+
+
+if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
+    main()
