@@ -20,10 +20,8 @@ its own cache directory) in this process. Measures:
 from __future__ import annotations
 
 import argparse
-import platform
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -43,6 +41,7 @@ from engram_index.store.postgres import PostgresStore  # noqa: E402
 from engram_index.store.base import StoredDocument  # noqa: E402
 from engram_index.testkit.postgres import PostgresServer  # noqa: E402
 from tests.limits import ServeProcess  # noqa: E402
+from machine import cpu_model  # noqa: E402
 
 URI = "at://did:plc:bench234bench234bench234be/space/garden.engram.space/s"
 WORDS = ("harbour", "lantern", "ledger", "compass", "violin", "orchard", "quilt", "atlas", "kettle", "garden")
@@ -119,15 +118,6 @@ def kills(root: Path, url: str, count: int) -> tuple[int, int, int]:
         for node in nodes:
             node.kill()
     return len(acknowledged), lost, answered
-
-
-def cpu_model() -> str:
-    """lscpu's model name."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return platform.processor()
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
 
 
 def main() -> None:

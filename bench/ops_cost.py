@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,19 +26,11 @@ from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine.types import Document, Filters, SearchRequest  # noqa: E402
 from engram_index.metrics import HttpMetrics  # noqa: E402
 from engram_index.shortfall import Condition, Target, why_fewer  # noqa: E402
+from machine import cpu_model  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
 
 SPACE = "at://did:plc:benchbenchbenchbenchbench/space/garden.engram.space/ops"
 WORDS = "tea coffee river morning night kyoto brazil herbal green black cold run".split()
-
-
-def cpu_model() -> str:
-    """The CPU's model name (lscpu), for the figures printed."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
-    except Exception:
-        return platform.processor() or "unknown"
 
 
 async def answer(scope: Any, receive: Any, send: Any) -> None:

@@ -29,6 +29,7 @@ for _folder in (str(BENCH), str(BENCH.parent / "src")):
     if _folder not in sys.path:
         sys.path.append(_folder)
 
+import machine  # noqa: E402
 import synth  # noqa: E402
 from engine import _tag_counts, dir_bytes, percentiles  # noqa: E402
 from synth import YEAR_START_MS, _exact_top, make_queries, make_space  # noqa: E402
@@ -277,11 +278,5 @@ def profile(search: Search, work: Workload, top: int = 25) -> str:
 
 
 def cpu_model() -> tuple[str, int]:
-    """The CPU's model name and the number of cores this process may use."""
-    model = "unknown"
-    with open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return model, len(os.sched_getaffinity(0))
+    """The CPU's model name (with its vector instructions) and the number of cores this process may use."""
+    return machine.cpu_model(), len(os.sched_getaffinity(0))
