@@ -158,6 +158,8 @@ int engram_find_ascii_spans(PyObject *text, PyObject *wanted, PyObject *probes, 
                             PyObject *stem, PyObject *stopwords, PyObject *stem_probes, PyObject *exact_terms,
                             PyObject *stem_cache, engram_spans *out);
 void engram_spans_clear(engram_spans *spans);
+/* Append a (start, end, term) span (a new reference to term); -1 with an exception set on failure. */
+int engram_spans_push(engram_spans *out, Py_ssize_t start, Py_ssize_t end, PyObject *term);
 
 /* snippet_bounds' choice over n spans' bounds (start, end pairs) and distinct-term numbers (ids,
  * below n), counts a zeroed scratch of n; and explain._snap's end of a window alone (_kernels_snippet.c). */

@@ -24,23 +24,6 @@ const char engram_mostly_ascii_explain_doc[] =
 "text as ascii_explain reads it, each such piece's (term, start, end) tokens from hits(piece);\n"
 "is_mark(char) says whether a non-ASCII character is a combining mark (explain._is_mark).";
 
-/* Append a span (a new reference to term); -1 with an exception set on failure. */
-static int push_span(engram_spans *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
-{
-    if (out->n == out->cap) {
-        Py_ssize_t cap = out->cap ? 2 * out->cap : 16;
-        engram_span *items = PyMem_Realloc(out->items, (size_t)cap * sizeof(engram_span));
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        out->items = items;
-        out->cap = cap;
-    }
-    out->items[out->n++] = (engram_span){start, end, Py_NewRef(term)};
-    return 0;
-}
-
 /* The spans of the blanked text's ASCII part with each piece's own (hits(piece)) in order; -1 on error. */
 static int with_pieces(PyObject *text, const engram_spans *plain, const Py_ssize_t *pieces, Py_ssize_t npieces,
                        PyObject *hits, engram_spans *out)
@@ -49,7 +32,7 @@ static int with_pieces(PyObject *text, const engram_spans *plain, const Py_ssize
     for (Py_ssize_t p = 0; p < npieces; p++) {
         Py_ssize_t left = pieces[2 * p], right = pieces[2 * p + 1];
         for (; i < plain->n && plain->items[i].start < left; i++)
-            if (push_span(out, plain->items[i].start, plain->items[i].end, plain->items[i].term) < 0)
+            if (engram_spans_push(out, plain->items[i].start, plain->items[i].end, plain->items[i].term) < 0)
                 return -1;
         PyObject *piece = PyUnicode_Substring(text, left, right), *found = NULL;
         if (piece == NULL)
@@ -69,7 +52,7 @@ static int with_pieces(PyObject *text, const engram_spans *plain, const Py_ssize
                 break;
             }
             Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(tok, 1)), b = PyLong_AsSsize_t(PyTuple_GET_ITEM(tok, 2));
-            if (PyErr_Occurred() || push_span(out, left + a, left + b, PyTuple_GET_ITEM(tok, 0)) < 0)
+            if (PyErr_Occurred() || engram_spans_push(out, left + a, left + b, PyTuple_GET_ITEM(tok, 0)) < 0)
                 status = -1;
         }
         Py_DECREF(found);
@@ -77,7 +60,7 @@ static int with_pieces(PyObject *text, const engram_spans *plain, const Py_ssize
             return -1;
     }
     for (; i < plain->n; i++)
-        if (push_span(out, plain->items[i].start, plain->items[i].end, plain->items[i].term) < 0)
+        if (engram_spans_push(out, plain->items[i].start, plain->items[i].end, plain->items[i].term) < 0)
             return -1;
     return 0;
 }

@@ -64,7 +64,7 @@ static Py_ssize_t chunk_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
 static PyObject *tilde = NULL;
 
 /* Append a (start, end, term) span to out (a new reference to term); -1 with an exception set on failure. */
-static int append_span(engram_spans *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
+int engram_spans_push(engram_spans *out, Py_ssize_t start, Py_ssize_t end, PyObject *term)
 {
     if (out->n == out->cap) {
         Py_ssize_t cap = out->cap ? 2 * out->cap : 16;
@@ -153,7 +153,7 @@ static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_
         for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(exact_terms); t++) {
             PyObject *term = PyTuple_GET_ITEM(exact_terms, t);
             if ((size_t)PyUnicode_GET_LENGTH(term) == len && memcmp(PyUnicode_1BYTE_DATA(term), lowered + start, len) == 0) {
-                if (append_span(out, start, end, term) < 0)
+                if (engram_spans_push(out, start, end, term) < 0)
                     return -1;
                 break;
             }
@@ -173,7 +173,7 @@ static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_
         if ((exact = PyUnicode_FromStringAndSize((const char *)lowered + start, end - start)) == NULL)
             return -1;
         found = PySet_Contains(wanted, exact);
-        if (found < 0 || (found && append_span(out, start, end, exact) < 0))
+        if (found < 0 || (found && engram_spans_push(out, start, end, exact) < 0))
             goto done;
     }
     if (!digits) {
@@ -203,7 +203,7 @@ static int plain_spans(const unsigned char *lowered, Py_ssize_t start, Py_ssize_
                     goto done;
             }
             found = PySet_Contains(wanted, term);
-            if (found < 0 || (found && append_span(out, start, end, term) < 0)) {
+            if (found < 0 || (found && engram_spans_push(out, start, end, term) < 0)) {
                 Py_DECREF(term);
                 goto done;
             }
@@ -261,7 +261,7 @@ static int chunk_spans(PyObject *text, const unsigned char *lowered, Py_ssize_t 
         Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, 1)), b = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, 2));
         if ((a == -1 || b == -1) && PyErr_Occurred())
             goto done;
-        if (append_span(out, start + a, start + b, term) < 0)
+        if (engram_spans_push(out, start + a, start + b, term) < 0)
             goto done;
     }
     status = 0;
