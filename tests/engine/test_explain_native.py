@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from engram_index.engine import _kernels, explain
-from engram_index.engine.analyzer import STOPWORDS, _analysis, _chunk_cache, _stem, _stem_cache, query_words
+from engram_index.engine.analyzer import STOPWORDS, QueryWord, _analysis, _chunk_cache, _stem, _stem_cache, query_words
 from engram_index.engine.explain import Explainer, match_terms, snippet
 from engram_index.engine.keyword_query import searchable_words
 from engram_index.engine.termfind import find_terms
@@ -100,12 +100,18 @@ def test_the_compiled_explainer_answers_as_the_standalone_reference_at_every_win
             reference.finder.stem_probes, reference.finder.exact_terms, _stem_cache if round_ % 3 else {},
             tuple((w.exact, w.stem, w.parts) for w in reference.content), reference._other_fields, tags, source,
             {}, TermMatch, Snippet, max_chars)
-        expected = match_terms(words, text, tags, source)
-        assert matches == expected, (words, text, tags, source)
-        if snip is None:  # the best field is not the text: explain.snippet makes that one
-            assert expected and all(m.field != "text" for m in expected)
-        else:
-            assert snip == snippet(text, tags, source, expected, words, max_chars), (words, text, max_chars)
+        _assert_as_python(words, text, tags, source, max_chars, matches, snip)
+
+
+def _assert_as_python(words: Sequence[QueryWord], text: str, tags: Sequence[str], source: str | None,
+                      max_chars: int, matches: tuple[TermMatch, ...], snip: Snippet | None) -> None:
+    """The compiled path's matches and snippet are the Python reference's."""
+    expected = match_terms(words, text, tags, source)
+    assert matches == expected, (words, text, tags, source)
+    if snip is None:  # the best field is not the text: explain.snippet makes that one
+        assert expected and all(m.field != "text" for m in expected)
+    else:
+        assert snip == snippet(text, tags, source, expected, words, max_chars), (words, text, max_chars)
 
 
 def test_each_term_match_is_made_once_per_explainer_on_both_paths() -> None:
@@ -259,12 +265,7 @@ def test_the_compiled_explainer_of_other_characters_answers_as_the_python_one_at
             assert sum(not piece.isascii() for piece in text.split(" ")) > _FEW_PIECES
             continue
         matches, snip = got
-        expected = match_terms(words, text, tags, source)
-        assert matches == expected, (words, text, tags, source)
-        if snip is None:  # the best field is not the text: explain.snippet makes that one
-            assert expected and all(m.field != "text" for m in expected)
-        else:
-            assert snip == snippet(text, tags, source, expected, words, max_chars), (words, text, max_chars)
+        _assert_as_python(words, text, tags, source, max_chars, matches, snip)
     assert _kernels.mostly_ascii_explain(
         "é " * (_FEW_PIECES + 1), set(), (), {}, _analysis, _stem, STOPWORDS, (), (), {}, (),
         lambda tags, source: (set(), set(), set()), [], None, {}, TermMatch, Snippet, 200, lambda piece: [], _is_mark,
