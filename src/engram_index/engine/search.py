@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, replace
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from engram_index.engine import fusion
+from engram_index.engine import fusion, keyword_pass
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.columns import Columns
 from engram_index.engine.doc_cache import DocumentCache
@@ -20,7 +22,7 @@ from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
-from engram_index.engine.vector import VectorIndex, vector_problem
+from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex, vector_problem
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
 MIN_CANDIDATES = 200
@@ -68,6 +70,9 @@ class SpaceIndex:
         # them): ordinal -> (author, reason), reported beside the store's skipped records.
         self._unusable: dict[int, tuple[str, str]] = {}
         self._lock = RWLock()
+        # Counts what changed under the write lock (writes applied, parts swapped): a started search
+        # whose keyword pass saw an older count runs it again (`start`).
+        self._generation = 0
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -77,6 +82,7 @@ class SpaceIndex:
         """Apply documents written (or deleted, as None) up to sequence `seq` (to the keyword index
         and the vectors unless told not to: they may be loaded already)."""
         with self._lock.write():
+            self._generation += 1
             pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
             words: list[tuple[int, Document | None, bool]] = []  # keyword changes, in order, in bulk
             index = self.vectors if vectors else None
@@ -137,6 +143,7 @@ class SpaceIndex:
     def exclusive(self) -> Iterator[None]:
         """Hold off searches and writes (for swapping the keyword index)."""
         with self._lock.write():
+            self._generation += 1
             yield
 
     def close(self, save_counts: bool = True) -> None:
@@ -291,17 +298,31 @@ class SpaceIndex:
         words = query_words(req.q or "")
         n = self._n_candidates(req.limit)
         mask = self.columns.mask(req.filters)
-        # The top n by exact cosine, from the coarse pool that holds recall for the requested
-        # limit (a pool sized for k = n would cost several times more for no better results).
-        pool = max(n, vectors.default_candidates(req.limit))
-        vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
+        vec = self._vector_candidates(req, query, n, mask)
         # The exact top n by our BM25 (ties: the earlier inserted), and every vector candidate's BM25.
         kw_ords, kw_scores, vec_bm25 = self.keyword.exact_top_and_score(words, n, mask, vec.ords)
+        return self._fused(req, words, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n))
+
+    def _vector_candidates(self, req: SearchRequest, query: PreparedQuery, n: int, mask: np.ndarray | None) -> VectorHits:
+        """The hybrid's vector side: the top n by exact cosine, from the coarse pool that holds recall for
+        the requested limit (a pool sized for k = n would cost several times more for no better results)."""
+        vectors = self.vectors
+        assert vectors is not None
+        pool = max(n, vectors.default_candidates(req.limit))
+        return vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
+
+    def _keyword_top(self, kw_ords: np.ndarray, kw_scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The hybrid's keyword side: the exact top n (ties: the earlier inserted) of those live now."""
         if kw_ords.size > n:
             keep = np.lexsort((kw_ords, -kw_scores.astype(np.float64)))[:n]
             kw_ords, kw_scores = kw_ords[keep], kw_scores[keep]
-        kw_ords, kw_scores = self._live(kw_ords, kw_scores)
+        return self._live(kw_ords, kw_scores)
 
+    def _fused(self, req: SearchRequest, words: Sequence[QueryWord], query: PreparedQuery, vec: VectorHits,
+               vec_bm25: np.ndarray, kw_ords: np.ndarray, kw_scores: np.ndarray) -> SearchResult:
+        """Both sides' candidates fused into the hybrid's hits."""
+        vectors = self.vectors
+        assert vectors is not None
         # One compiled call: the union, the keyword-only candidates' cosines, the fusion (as
         # engine/fusion.py computes it, bit for bit) and the best `limit` (ties: the lower ordinal).
         top = min(req.limit, vec.ords.size + kw_ords.size)
@@ -325,12 +346,92 @@ class SpaceIndex:
             self._explain(out, words)
         return SearchResult(out, "hybrid", vec.approximate)
 
+    # -- a search whose vector comes later ------------------------------------------------------
+
+    def start(self, req: SearchRequest) -> StartedSearch:
+        """Begin a search whose query vector may still be coming (`req.vector` a Future of it): a hybrid
+        search's keyword pass runs now, the rest in `StartedSearch.finish`, which waits for the vector;
+        any other search runs whole there. `start(req).finish()` answers as `search` with the vector,
+        bit for bit, as of the finish: a write applied in between makes it run its keyword pass again."""
+        if req.explain and not req.documents:
+            raise ValueError("an explained search needs the documents' text: documents=False cannot explain")
+        if not isinstance(req.vector, Future) or req.mode != "hybrid" or not req.q or self.vectors is None:
+            return StartedSearch(self, req, None)
+        with self._lock.read():
+            return StartedSearch(self, req, self._keyword_pass(req))
+
+    def _keyword_pass(self, req: SearchRequest) -> _Pass:
+        """A hybrid search's keyword side as far as it goes without the vector side's candidates."""
+        words = query_words(req.q or "")
+        n = self._n_candidates(req.limit)
+        mask = self.columns.mask(req.filters)
+        return _Pass(self._generation, words, mask, keyword_pass.keyword_pass(self.keyword, words, n, mask))
+
+    def _finish(self, started: StartedSearch) -> SearchResult:
+        """The rest of a started search, once its vector is there (`StartedSearch.finish`)."""
+        req = started.req
+        if isinstance(req.vector, Future):
+            req = replace(req, vector=req.vector.result())
+        if started.keyword is None:
+            return self.search(req)
+        with self._lock.read():
+            kw = started.keyword if started.keyword.generation == self._generation else self._keyword_pass(req)
+            query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
+            n = self._n_candidates(req.limit)
+            vec = self._vector_candidates(req, query, n, kw.mask)
+            kw_ords, kw_scores, vec_bm25 = keyword_pass.finish(self.keyword, kw.found, vec.ords)
+            return self._fused(req, kw.words, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n))
+
     def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
         """Fill in the matched terms and the snippet of each hit."""
         explainer = Explainer(searchable_words(words))
         for hit in hits:
             doc = hit.document
             hit.terms, hit.snippet = explainer.explain(doc.text, doc.tags, doc.source)
+
+
+class StartedSearch:
+    """A search begun by `SpaceIndex.start`, its keyword pass done (a hybrid one's), waiting for its vector."""
+
+    __slots__ = ("index", "req", "keyword")
+
+    def __init__(self, index: SpaceIndex, req: SearchRequest, keyword: _Pass | None) -> None:
+        """Hold the index, the request and the keyword pass (None: the whole search runs at the finish)."""
+        self.index, self.req, self.keyword = index, req, keyword
+
+    def finish(self) -> SearchResult:
+        """Wait for the vector (its error is the search's) and run the rest of the search."""
+        return self.index._finish(self)
+
+    def finish_on(self, executor: Executor) -> Future[SearchResult]:
+        """The rest of the search off this thread: on the thread that makes its vector as soon as it is
+        there (no hop), or as a job of `executor` when it is there already; its result or error in the Future."""
+        out: Future[SearchResult] = Future()
+
+        def run(_: object = None) -> None:
+            if not out.set_running_or_notify_cancel():
+                return
+            try:
+                out.set_result(self.finish())
+            except BaseException as exc:  # the caller gets it from the Future
+                out.set_exception(exc)
+
+        vector = self.req.vector
+        if isinstance(vector, Future) and not vector.done():
+            vector.add_done_callback(run)  # (when done meanwhile, it runs here: the caller waits no longer)
+        else:
+            executor.submit(run)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """A hybrid search's keyword pass and the index state it saw (the writes applied, by count)."""
+
+    generation: int
+    words: list[QueryWord]
+    mask: np.ndarray | None
+    found: keyword_pass.KeywordPass
 
 
 def _rank_among(hits: list[Hit]) -> None:
