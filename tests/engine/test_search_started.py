@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -233,32 +233,45 @@ def test_a_lone_row_is_summed_as_in_the_one_call_of_several_rows_a_search_makes(
     assert [a.tobytes() for a in two] == [a.tobytes() for a in one]
 
 
-def test_a_search_finished_beside_runs_on_the_thread_that_makes_its_vector_as_soon_as_it_is_made(space, monkeypatch) -> None:
+def test_a_vector_side_scanned_beside_runs_on_the_thread_that_makes_the_vector(space, monkeypatch) -> None:
     index, _ = space
-    ran_on: list[str] = []
-    finish = SpaceIndex._finish
-    monkeypatch.setattr(SpaceIndex, "_finish", lambda self, s: (ran_on.append(threading.current_thread().name),
-                                                                finish(self, s))[1])
+    scanned_on: list[str] = []
+    scan = SpaceIndex._vector_candidates
+    monkeypatch.setattr(SpaceIndex, "_vector_candidates", lambda self, *args: (
+        scanned_on.append(threading.current_thread().name), scan(self, *args))[1])
     query = np.random.default_rng(5).standard_normal(DIMS).astype(np.float32)
     later: Future = Future()
-    with ThreadPoolExecutor(1, thread_name_prefix="elsewhere") as executor:
-        beside = index.start(SearchRequest("hybrid", q="river stone", vector=later, limit=8)).finish_on(executor)
-        maker = threading.Thread(target=later.set_result, args=(query,), name="embedder")
-        maker.start()
-        maker.join()
-        got = beside.result(10)
-        # Made already: the rest runs as a job of the executor.
-        again = index.start(SearchRequest("hybrid", q="river stone", vector=later, limit=8)).finish_on(executor)
-        assert answer(again.result(10)) == answer(got)
-    assert ran_on == ["embedder", "elsewhere_0"]
+    started = index.start(SearchRequest("hybrid", q="river stone", vector=later, limit=8))
+    started.scan_beside()
+    maker = threading.Thread(target=later.set_result, args=(query,), name="embedder")
+    maker.start()
+    maker.join()
+    got = started.finish()
+    assert scanned_on == ["embedder"]  # and not again at the finish
     assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river stone", vector=query, limit=8)))
 
 
-def test_a_search_finished_beside_gives_its_error_in_its_future(space) -> None:
+def test_a_vector_side_scanned_beside_before_a_write_is_scanned_again_at_the_finish(fresh) -> None:
+    index, docs = fresh
+    query = np.random.default_rng(6).standard_normal(DIMS).astype(np.float32)
+    later: Future = Future()
+    started = index.start(SearchRequest("hybrid", q="river", vector=later, limit=10, explain=False))
+    started.scan_beside()
+    later.set_result(query)
+    best = index.search(SearchRequest("vector", vector=query, limit=1, explain=False)).hits[0].document.id
+    index.apply([(int(best[1:]), None)], seq=3)  # the vector side's best is gone
+    got = started.finish()
+    assert best not in [h.document.id for h in got.hits]
+    assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river", vector=query, limit=10,
+                                                            explain=False)))
+
+
+def test_a_failed_scan_beside_leaves_the_error_to_the_finish(space) -> None:
     index, _ = space
-    failed: Future = Future()
-    with ThreadPoolExecutor(1) as executor:
-        beside = index.start(SearchRequest("hybrid", q="river", vector=failed, limit=5)).finish_on(executor)
-        failed.set_exception(RuntimeError("the embedder is busy"))
-        with pytest.raises(RuntimeError, match="busy"):
-            beside.result(10)
+    wrong = np.ones(DIMS + 1, np.float32)  # another model's vector: its dimensions do not fit
+    later: Future = Future()
+    started = index.start(SearchRequest("hybrid", q="river", vector=later, limit=5))
+    started.scan_beside()
+    later.set_result(wrong)
+    with pytest.raises(ValueError, match="dimensions"):
+        started.finish()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
@@ -374,13 +374,33 @@ class SpaceIndex:
             req = replace(req, vector=req.vector.result())
         if started.keyword is None:
             return self.search(req)
+        scan = started.scanned.result() if started.scanned is not None else None
+        n = self._n_candidates(req.limit)
         with self._lock.read():
             kw = started.keyword if started.keyword.generation == self._generation else self._keyword_pass(req)
-            query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
-            n = self._n_candidates(req.limit)
-            vec = self._vector_candidates(req, query, n, kw.mask)
+            if scan is not None and scan.generation == self._generation:
+                query, vec = scan.query, scan.vec
+            else:
+                query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
+                vec = self._vector_candidates(req, query, n, kw.mask)
             kw_ords, kw_scores, vec_bm25 = keyword_pass.finish(self.keyword, kw.found, vec.ords)
             return self._fused(req, kw.words, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n))
+
+    def _scan(self, started: StartedSearch) -> _Scan | None:
+        """A started hybrid search's vector side, scanned once its vector is there (`scan_beside`); None when
+        a write came since its keyword pass or it failed (its finish runs it again, and meets the error)."""
+        kw = started.keyword
+        assert kw is not None and isinstance(started.req.vector, Future)
+        try:
+            req = replace(started.req, vector=started.req.vector.result())
+            with self._lock.read():
+                if kw.generation != self._generation:
+                    return None
+                query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
+                return _Scan(kw.generation, query, self._vector_candidates(req, query, self._n_candidates(req.limit),
+                                                                           kw.mask))
+        except Exception:
+            return None
 
     def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
         """Fill in the matched terms and the snippet of each hit."""
@@ -393,35 +413,37 @@ class SpaceIndex:
 class StartedSearch:
     """A search begun by `SpaceIndex.start`, its keyword pass done (a hybrid one's), waiting for its vector."""
 
-    __slots__ = ("index", "req", "keyword")
+    __slots__ = ("index", "req", "keyword", "scanned")
 
     def __init__(self, index: SpaceIndex, req: SearchRequest, keyword: _Pass | None) -> None:
         """Hold the index, the request and the keyword pass (None: the whole search runs at the finish)."""
         self.index, self.req, self.keyword = index, req, keyword
+        self.scanned: Future[_Scan | None] | None = None  # the vector side's scan, run beside (`scan_beside`)
 
     def finish(self) -> SearchResult:
         """Wait for the vector (its error is the search's) and run the rest of the search."""
         return self.index._finish(self)
 
-    def finish_on(self, executor: Executor) -> Future[SearchResult]:
-        """The rest of the search off this thread: on the thread that makes its vector as soon as it is
-        there (no hop), or as a job of `executor` when it is there already; its result or error in the Future."""
-        out: Future[SearchResult] = Future()
-
-        def run(_: object = None) -> None:
-            if not out.set_running_or_notify_cancel():
-                return
-            try:
-                out.set_result(self.finish())
-            except BaseException as exc:  # the caller gets it from the Future
-                out.set_exception(exc)
-
+    def scan_beside(self) -> None:
+        """Have the thread that makes the vector scan the vector side as soon as the vector is there (the
+        most of what waits for it: compiled loops that let go of the GIL) while this thread does other
+        work; `finish` takes the scan unless a write came meanwhile. Nothing happens unless a hybrid
+        search's vector is still coming."""
         vector = self.req.vector
-        if isinstance(vector, Future) and not vector.done():
-            vector.add_done_callback(run)  # (when done meanwhile, it runs here: the caller waits no longer)
-        else:
-            executor.submit(run)
-        return out
+        if self.keyword is None or not isinstance(vector, Future) or vector.done():
+            return
+        scanned: Future[_Scan | None] = Future()
+        self.scanned = scanned
+        vector.add_done_callback(lambda _: scanned.set_result(self.index._scan(self)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """A hybrid search's vector side, scanned beside (StartedSearch.scan_beside), and the state it saw."""
+
+    generation: int
+    query: PreparedQuery
+    vec: VectorHits
 
 
 @dataclass(frozen=True, slots=True)
