@@ -60,12 +60,13 @@ def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tu
 
 
 def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
-                topic: Sequence[QueryWord], vector: Any, stored: bool = False) -> list[tuple[Hit, float, int]]:
+                topic: Sequence[QueryWord], vector: Any, stored: bool = False) -> tuple[list[Hit], np.ndarray, list[int]]:
     """Chunks with their conversation context (ranking.with_context): a chunk holds a content word when
     it or the chunk just before it does, when that one is of the same document or of a document of the
     same date (a conversation's turns of one session); the chunks just after the hits join them. The
     chunks around the hits come from the index's columns (a chunk's document is in its id) unless
-    `stored` (memories, whose documents are in their records)."""
+    `stored` (memories, whose documents are in their records). The chunks, each one's coverage and its
+    ordinal."""
     kind = "memory" if stored else "chunk"
     dates: dict[str, str | None] = {}
 
@@ -117,13 +118,17 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters:
             whole, part = holds(index, topic, own)
         held = coverages(whole, part, word_weights(index, topic))
     sims = cosines.tolist() if cosines is not None else None  # (floats: NaN where a chunk has no vector)
-    out: list[tuple[Hit, float, int]] = []
-    for i, (doc, cov, o) in enumerate(zip(docs, held.tolist(), ords)):
+    out: list[Hit] = []
+    kept: list[int] = []
+    for i, doc in enumerate(docs):
         if doc is None:
             continue
         hit = known.get(doc.id)
         if hit is None:
             sim = None if sims is None or sims[i] != sims[i] else sims[i]
             hit = Hit(doc, 0.0, similarity=sim)
-        out.append((hit, cov, o))
-    return out
+        out.append(hit)
+        kept.append(i)
+    if len(kept) < len(docs):
+        held, ords = held[kept], [ords[i] for i in kept]
+    return out, held, ords

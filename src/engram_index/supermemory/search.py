@@ -34,11 +34,13 @@ from engram_index.ranking import (
 from engram_index.supermemory import context, filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
 from engram_index.supermemory.candidates import Candidate, QueryExplainer
+from engram_index.supermemory.found import Found, ranked_candidates
+from engram_index.supermemory.found import rank as found_rank
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
 from engram_index.supermemory.page import Rows, sharing_a_document
-from engram_index.supermemory.tables import chunk_document, chunks_collection, iso, memories_collection
+from engram_index.supermemory.tables import chunks_collection, iso, memories_collection
 from engram_index.supermemory.views import included_document
 
 RELATED_LIMIT = 5
@@ -159,18 +161,25 @@ def check_features(face: Face, body: dict[str, Any]) -> None:
 
 
 def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
-               at_ms: int, vector: Any = None) -> list[Candidate]:
-    """The scored candidates of one query in the mode's collections, in one job of the search pool (inline
-    in one already). `vector`: the query's embedding started already (`Face.start_embedding`'s answer),
-    None to start it here: all that needs no vector, the engine's keyword passes included, runs meanwhile."""
+               at_ms: int) -> list[Candidate]:
+    """The scored candidates of one query in the mode's collections."""
+    return found(face, ns, query, mode, limit, flt, forgotten, at_ms).candidates()
+
+
+def found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
+          vector: Any = None) -> Found:
+    """The scored candidates of one query in the mode's collections, in columns, in one job of the search
+    pool (inline in one already). `vector`: the query's embedding started already (`Face.start_embedding`'s
+    answer), None to start it here: all that needs no vector, the engine's keyword passes included, runs
+    meanwhile."""
     if vector is None:
         vector = face.start_embedding(query)
-    return face.collections.run_job(_candidates, face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
+    return face.collections.run_job(_found, face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
 
 
-def _candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
-                at_ms: int, vector: Any) -> list[Candidate]:
-    """`candidates`, on a search pool thread."""
+def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
+           at_ms: int, vector: Any) -> Found:
+    """`found`, on a search pool thread."""
     try:
         legs = _legs(face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
         started = face.collections.start_many([(leg.name, leg.request) for leg in legs])
@@ -181,7 +190,7 @@ def _candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Fil
     # while this thread finishes the chunks' search and takes their hits: two cores at once.
     if SCAN_BESIDE and len(started) > 1:
         started[0].scan_beside()
-    taken: list[list[Candidate]] = [[] for _ in legs]
+    taken: list[Found] = [Found.empty()] * len(legs)
     for i in [*range(1, len(legs)), 0][: len(legs)]:
         try:
             taken[i] = _take(face, ns, legs[i], started[i].finish(), _resolved(vector))
@@ -193,7 +202,7 @@ def _candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Fil
                 started[0].finish()
             raise
     _resolved(vector)  # (with no collection to search, its error all the same)
-    return [c for cands in taken for c in cands]
+    return Found.joined(taken)
 
 
 def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
@@ -239,10 +248,9 @@ def _resolved(vector: Any) -> np.ndarray | None:
     return out
 
 
-def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarray | None) -> list[Candidate]:
+def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarray | None) -> Found:
     """One collection's hits as scored candidates."""
-    out: list[Candidate] = []
-    kind, skip, engine_filters, use_vector = leg.kind, leg.skip, leg.filters, leg.use_vector
+    skip, engine_filters = leg.skip, leg.filters
     excluded = set(engine_filters.none_tags)
     required = _tag_set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
     # The tags are the index's, which every write applied changes at once (a forget, a new version),
@@ -254,25 +262,31 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
     # Which content words each holds, from the index's term counts (one pass for all of them).
     index = face.collections.index(leg.name)
     if leg.in_context:
-        scored = context.in_context(face, ns, index, hits, engine_filters, leg.topic, vector if use_vector else None,
-                             leg.stored)
-        scored = [s for s in scored if s[0].document.id not in skip]  # a joined memory may be expired
+        hits, held, orders = context.in_context(face, ns, index, hits, engine_filters, leg.topic,
+                                                vector if leg.use_vector else None, leg.stored)
+        if skip:  # a joined memory may be expired
+            kept = [i for i, h in enumerate(hits) if h.document.id not in skip]
+            hits, held, orders = [hits[i] for i in kept], held[kept], [orders[i] for i in kept]
+        order = np.array(orders, np.int64)
     else:
         with index.reading():  # each hit's ordinal once: for its words and its insertion order
             ords = index.columns.ids_to_ords([h.document.id for h in hits])
             held = context.coverages(*context.holds(index, leg.topic, ords), context.word_weights(index, leg.topic))
-        scored = list(zip(hits, held.tolist(), [o if o >= 0 else LAST for o in ords.tolist()]))
-    chunk = kind == "chunk"
-    for hit, cov, order in scored:  # (`_document_of` and `_group` inline: ~90 candidates a search)
+        order = np.where(ords >= 0, ords, LAST)
+    ids: list[str] = []
+    doc_ids: list[str | None] = []
+    groups: list[str] = []
+    for hit in hits:  # (`_group` inline: ~90 candidates a search)
         doc = hit.document
-        doc_id = str(doc.metadata.get("doc", "")) if doc.metadata else chunk_document(doc.id) if chunk else ""
+        ids.append(doc.id)
+        doc_ids.append(str(doc.metadata.get("doc", "")) if doc.metadata else None)  # (None: Found.candidate's)
         group = ""
         for tag in doc.tags:
             if tag != SUPERSEDED and tag != FORGOTTEN:
                 group = tag
                 break
-        out.append(Candidate(kind, doc.id, doc_id, doc.text, hit, leg.explainer, use_vector, cov, order, group))
-    return out
+        groups.append(group)
+    return Found.of(leg.kind, ids, doc_ids, hits, leg.explainer, leg.use_vector, held, order, groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,9 +322,8 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any
     include = body.get("include", {})
     at_ms = stamp()
     flt, passing, nothing = doc_filter(face, ns, body.get("filter"))
-    found: dict[tuple[str, str], Candidate] = {}
     ranked: list[Candidate] = []
-    pool: list[list[Candidate]] = []
+    cut = 0  # the candidates the threshold cut (whyFewer)
     rows = Rows(face, ns)
     if not nothing:
         queries = [body["query"]]
@@ -318,18 +331,20 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any
             from engram_index.supermemory.llm_search import rewrites
 
             queries += rewrites(face, body["query"])
-        pool = [candidates(face, ns, q, mode, limit, flt, bool(include.get("forgotten")), at_ms,
-                           vector if i == 0 else None) for i, q in enumerate(queries)]
-        if len(pool) == 1:
-            merged = pool[0]
-        else:  # rewrites: each result scored against every query that found it, the best kept
-            for cand in (c for cands in pool for c in cands):
-                key = (cand.kind, cand.id)
-                if key not in found or found[key].similarity < cand.similarity:
-                    found[key] = cand
-            merged = list(found.values())
-        rows.read(sharing_a_document(merged))  # the texts that say which chunk a memory is a statement of
-        ranked = rank(merged, limit, threshold)
+        forgotten = bool(include.get("forgotten"))
+        if len(queries) == 1 and BACKED and not COLLAPSE_INTO_CHUNK:  # in columns (found.py)
+            cols = found(face, ns, queries[0], mode, limit, flt, forgotten, at_ms, vector)
+            sharing = cols.sharing_a_document()
+            rows.read_found(cols, sharing)  # the texts that say which chunk a memory is a statement of
+            order = found_rank(cols, sharing, limit, threshold)
+            ranked, cut = ranked_candidates(cols, order), order.below(threshold)
+        else:
+            pool = [found(face, ns, q, mode, limit, flt, forgotten, at_ms, vector if i == 0 else None).candidates()
+                    for i, q in enumerate(queries)]
+            merged = _best_of(pool)
+            rows.read(sharing_a_document(merged))  # the texts that say which chunk a memory is a statement of
+            ranked = rank(merged, limit, threshold)
+            cut = why_fewer.threshold_cut(pool, threshold)
         rows.read(ranked)  # the page's rows: its texts (for a reranker, the explanations) and documents
     aggregated: dict[str, Any] | None = None
     if body.get("rerank", "none") != "none" and ranked:
@@ -343,8 +358,21 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any
         results.insert(0, aggregated)
     out = {"results": results, "searchTime": round((time.perf_counter() - began) * 1000, 3)}
     if len(results) < limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
-        out["whyFewer"] = why_fewer.explain(face, ns, body, flt=flt, nothing=nothing, pool=pool, returned=len(results))
+        out["whyFewer"] = why_fewer.explain(face, ns, body, flt=flt, nothing=nothing, cut=cut, returned=len(results))
     return out
+
+
+def _best_of(pool: list[list[Candidate]]) -> list[Candidate]:
+    """The candidates of one query, or of several (a rewrite's): each result scored against every query that
+    found it, the best kept."""
+    if len(pool) == 1:
+        return pool[0]
+    best: dict[tuple[str, str], Candidate] = {}
+    for cand in (c for cands in pool for c in cands):
+        key = (cand.kind, cand.id)
+        if key not in best or best[key].similarity < cand.similarity:
+            best[key] = cand
+    return list(best.values())
 
 
 def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dict[str, Any],

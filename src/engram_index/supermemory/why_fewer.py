@@ -38,9 +38,10 @@ def threshold_cut(pool: Sequence[Sequence[Scored]], threshold: float) -> int:
     return sum(1 for score in best.values() if score < threshold)
 
 
-def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing: bool,
-            pool: Sequence[Sequence[Scored]], returned: int) -> dict[str, Any]:
-    """Why a v5 search of `ns` answered `returned` results, fewer than its limit."""
+def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing: bool, cut: int,
+            returned: int) -> dict[str, Any]:
+    """Why a v5 search of `ns` answered `returned` results, fewer than its limit, `cut` of its candidates
+    below its threshold (threshold_cut)."""
     mode = body.get("searchMode", "hybrid")
     hidden = (SUPERSEDED,) if body.get("include", {}).get("forgotten") else (SUPERSEDED, FORGOTTEN)
     targets = []
@@ -56,5 +57,5 @@ def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing:
             conditions.append(Condition(name, flt))
     pending = face.unfinished(ns)
     return why_fewer(face.collections, ns, targets, returned=returned, conditions=conditions,
-                     threshold_cut=threshold_cut(pool, body.get("threshold", 0.3)), pending=pending,
+                     threshold_cut=cut, pending=pending,
                      none_pass=name if nothing else None)
