@@ -47,15 +47,16 @@ from engram_index.engram.auth import InsecureOpen  # noqa: E402
 SPENT: collections.Counter[str] = collections.Counter()
 # (owner, attribute, label): the label's indent says which part it is inside.
 PARTS: list[tuple[Any, str, str]] = [
-    (search, "candidates", "candidates"), (core.Collections, "start_many", "  engine keyword passes (start_many)"),
+    (search, "found", "found (the candidates)"), (core.Collections, "start_many", "  engine keyword passes (start_many)"),
     (search_engine.StartedSearch, "finish", "  engine searches' rest (StartedSearch.finish)"),
     (context, "in_context", "  in_context"), (context, "with_context", "    ranking.with_context"),
     (search, "query_words", "  query_words"), (face_module.Face, "expired_ids", "  Face.expired_ids"),
     (keyword.KeywordIndex, "holds", "  KeywordIndex.holds (engine, face's calls and its own)"),
     (columns.Columns, "documents", "  Columns.documents (engine, face's calls and its own)"),
     (vector.VectorIndex, "similarities", "  VectorIndex.similarities"), (context, "coverages", "  coverages"),
-    (page.Rows, "read", "Rows.read"), (face_module.Face, "memories", "  Face.memories"),
-    (face_module.Face, "chunks", "  Face.chunks"), (search, "rank", "rank"), (search, "shape", "shape"),
+    (page.Rows, "read", "Rows.read"), (page.Rows, "read_found", "Rows.read_found"),
+    (face_module.Face, "memories", "  Face.memories (both reads')"),
+    (face_module.Face, "chunks", "  Face.chunks"), (search, "found_rank", "rank (found.rank)"), (search, "shape", "shape"),
     (face_module.Face, "documents_metadata", "  Face.documents_metadata"), (why_fewer, "explain", "whyFewer"),
     (face_module.Face, "unfinished", "  Face.unfinished"),
 ]

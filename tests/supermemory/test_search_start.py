@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -10,11 +12,14 @@ import numpy as np
 import pytest
 
 from engram_index.collections import Collections
+from engram_index.embed.base import EmbedderBusy
 from engram_index.embed.hashing import HashingEmbedder
+from engram_index.embed.query_cache import EMBED_CONCURRENT, EMBED_QUEUE
 from engram_index.keys import KeyRecord, KeyStore
 from engram_index.supermemory.face import Face
 from engram_index.supermemory.http import Call
 from engram_index.supermemory.routes import start_search
+from tests.limits import PATIENCE_S
 
 
 @pytest.fixture
@@ -57,5 +62,36 @@ def test_without_an_embedder_a_search_starts_no_embedding(tmp_path: Path) -> Non
         started = call(face, {})
         assert start_search(started) is True and started.extra["vector"] is None
     finally:
+        face.close()
+        spaces.close()
+
+
+class Gated(HashingEmbedder):
+    """An embedder whose queries wait for the test's word."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def embed_queries(self, texts):  # type: ignore[no-untyped-def]
+        self.go.wait(PATIENCE_S)
+        return super().embed_queries(texts)
+
+
+def test_queries_embedded_at_once_beyond_the_embedding_slots_are_refused_busy_as_before(tmp_path: Path) -> None:
+    spaces = Collections(tmp_path)
+    embedder = Gated()
+    face = Face(spaces, KeyStore(tmp_path), embedder)
+    try:
+        started = [face.start_embedding(f"query {i}") for i in range(EMBED_CONCURRENT + EMBED_QUEUE + 4)]
+        deadline = time.monotonic() + PATIENCE_S  # the slots' waiters give up at their deadline: the embedder is busy
+        while sum(f.done() for f in started) < len(started) - EMBED_CONCURRENT and time.monotonic() < deadline:
+            time.sleep(0.01)
+        busy = [f for f in started if f.done()]
+        assert len(busy) == EMBED_QUEUE + 4 and all(isinstance(f.exception(), EmbedderBusy) for f in busy)
+        embedder.go.set()  # the ones in the slots embed
+        assert all(f.exception(PATIENCE_S) is None for f in started if f not in busy)
+    finally:
+        embedder.go.set()
         face.close()
         spaces.close()

@@ -14,7 +14,7 @@ import numpy as np
 
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder, document_text, embed_weighted
-from engram_index.embed.query_cache import EmbedSlots, QueryCache
+from engram_index.embed.query_cache import EMBED_CONCURRENT, EMBED_QUEUE, EmbedSlots, QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
@@ -103,8 +103,10 @@ class Face:
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         # A search's query embedding runs here (`start_embedding`) while the search does what needs no vector,
-        # and then the search of one of its collections (search.candidates).
-        self.embedding_threads: Executor = ThreadPoolExecutor(2, thread_name_prefix="v5-embed")
+        # then the scan of one of its collections' vectors (search.found). A thread for each embedding the
+        # query cache's slots admit at once or let wait: they still say when the embedder is busy.
+        self.embedding_threads: Executor = ThreadPoolExecutor(EMBED_CONCURRENT + EMBED_QUEUE,
+                                                              thread_name_prefix="v5-embed")
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
 
     @property

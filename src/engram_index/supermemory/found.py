@@ -110,8 +110,15 @@ def sources(found: Found, sharing: Sequence[int]) -> np.ndarray:
     spaced: dict[int, str] = {}
     for i in sharing:
         if kinds[i] and texts[i]:
-            statement = " ".join(texts[i].split())
+            raw, statement = texts[i], None
             for j in chunks[groups[i]]:
+                # Held as it is, it is held with their whitespace made single spaces (a run inside the statement
+                # is the same run of the chunk): the usual case, without making either.
+                if raw in texts[j]:
+                    out[i] = j
+                    break
+                if statement is None:
+                    statement = " ".join(raw.split())
                 text = spaced.get(j)
                 if text is None:
                     text = spaced[j] = " ".join(texts[j].split())
