@@ -233,30 +233,33 @@ def test_a_lone_row_is_summed_as_in_the_one_call_of_several_rows_a_search_makes(
     assert [a.tobytes() for a in two] == [a.tobytes() for a in one]
 
 
-def test_a_vector_side_scanned_beside_runs_on_the_thread_that_makes_the_vector(space, monkeypatch) -> None:
+def test_a_search_run_beside_scans_and_fuses_on_the_thread_that_makes_the_vector(space, monkeypatch) -> None:
     index, _ = space
-    scanned_on: list[str] = []
-    scan = SpaceIndex._vector_candidates
-    monkeypatch.setattr(SpaceIndex, "_vector_candidates", lambda self, *args: (
-        scanned_on.append(threading.current_thread().name), scan(self, *args))[1])
+    ran_on: list[tuple[str, str]] = []
+    for step in ("_vector_candidates", "_fuse", "_hits"):
+        original = getattr(SpaceIndex, step)
+        monkeypatch.setattr(SpaceIndex, step, lambda self, *args, _step=step, _original=original: (
+            ran_on.append((_step, threading.current_thread().name)), _original(self, *args))[1])
     query = np.random.default_rng(5).standard_normal(DIMS).astype(np.float32)
     later: Future = Future()
     started = index.start(SearchRequest("hybrid", q="river stone", vector=later, limit=8))
-    started.scan_beside()
+    started.run_beside()
     maker = threading.Thread(target=later.set_result, args=(query,), name="embedder")
     maker.start()
     maker.join()
     got = started.finish()
-    assert scanned_on == ["embedder"]  # and not again at the finish
+    here = threading.current_thread().name
+    assert ran_on == [("_vector_candidates", "embedder"), ("_fuse", "embedder"), ("_hits", here)]
+    monkeypatch.undo()
     assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river stone", vector=query, limit=8)))
 
 
-def test_a_vector_side_scanned_beside_before_a_write_is_scanned_again_at_the_finish(fresh) -> None:
+def test_what_ran_beside_before_a_write_runs_again_at_the_finish(fresh) -> None:
     index, docs = fresh
     query = np.random.default_rng(6).standard_normal(DIMS).astype(np.float32)
     later: Future = Future()
     started = index.start(SearchRequest("hybrid", q="river", vector=later, limit=10, explain=False))
-    started.scan_beside()
+    started.run_beside()
     later.set_result(query)
     best = index.search(SearchRequest("vector", vector=query, limit=1, explain=False)).hits[0].document.id
     index.apply([(int(best[1:]), None)], seq=3)  # the vector side's best is gone
@@ -266,12 +269,12 @@ def test_a_vector_side_scanned_beside_before_a_write_is_scanned_again_at_the_fin
                                                             explain=False)))
 
 
-def test_a_failed_scan_beside_leaves_the_error_to_the_finish(space) -> None:
+def test_what_failed_beside_leaves_its_error_to_the_finish(space) -> None:
     index, _ = space
     wrong = np.ones(DIMS + 1, np.float32)  # another model's vector: its dimensions do not fit
     later: Future = Future()
     started = index.start(SearchRequest("hybrid", q="river", vector=later, limit=5))
-    started.scan_beside()
+    started.run_beside()
     later.set_result(wrong)
     with pytest.raises(ValueError, match="dimensions"):
         started.finish()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,13 +13,15 @@ from typing import Iterator
 
 import numpy as np
 
-from engram_index.engine import fusion, keyword_pass
+from engram_index.engine import fusion
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.columns import Columns
 from engram_index.engine.doc_cache import DocumentCache
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
+from engram_index.engine.started import StartedSearch as StartedSearch  # (re-exported: Collections.start_many's)
+from engram_index.engine.started import Starting
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
 from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex, vector_problem
 
@@ -51,7 +52,7 @@ def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
     return checked_vector(raw, dims)[0]
 
 
-class SpaceIndex:
+class SpaceIndex(Starting):
     """The searchable state of one space, rebuilt from (and kept in step with) its records."""
 
     def __init__(
@@ -301,7 +302,7 @@ class SpaceIndex:
         vec = self._vector_candidates(req, query, n, mask)
         # The exact top n by our BM25 (ties: the earlier inserted), and every vector candidate's BM25.
         kw_ords, kw_scores, vec_bm25 = self.keyword.exact_top_and_score(words, n, mask, vec.ords)
-        return self._fused(req, words, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n))
+        return self._hits(req, words, self._fuse(req, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n)))
 
     def _vector_candidates(self, req: SearchRequest, query: PreparedQuery, n: int, mask: np.ndarray | None) -> VectorHits:
         """The hybrid's vector side: the top n by exact cosine, from the coarse pool that holds recall for
@@ -318,9 +319,9 @@ class SpaceIndex:
             kw_ords, kw_scores = kw_ords[keep], kw_scores[keep]
         return self._live(kw_ords, kw_scores)
 
-    def _fused(self, req: SearchRequest, words: Sequence[QueryWord], query: PreparedQuery, vec: VectorHits,
-               vec_bm25: np.ndarray, kw_ords: np.ndarray, kw_scores: np.ndarray) -> SearchResult:
-        """Both sides' candidates fused into the hybrid's hits."""
+    def _fuse(self, req: SearchRequest, query: PreparedQuery, vec: VectorHits, vec_bm25: np.ndarray,
+              kw_ords: np.ndarray, kw_scores: np.ndarray) -> Fused:
+        """Both sides' candidates fused: the hybrid's best `limit` ordinals and their scores."""
         vectors = self.vectors
         assert vectors is not None
         # One compiled call: the union, the keyword-only candidates' cosines, the fusion (as
@@ -333,10 +334,15 @@ class SpaceIndex:
         got = vectors.fuse(query, vec.ords, vec.sims, vec_bm25.astype(np.float32, copy=False), kw_ords,
                            kw_scores.astype(np.float32, copy=False), method, fusion.CONVEX_ALPHA, fusion.RRF_K,
                            ords, fused, sims, bm25, has_sim)
-        found = ords[:got].tolist()
+        return Fused(ords[:got], fused[:got], sims[:got], bm25[:got], has_sim[:got], vec.approximate)
+
+    def _hits(self, req: SearchRequest, words: Sequence[QueryWord], fused: Fused) -> SearchResult:
+        """The fused ordinals' hits, with their documents (those gone since are left out)."""
+        found = fused.ords.tolist()
         docs = self._documents(req)(found)
         out: list[Hit] = []
-        for ord_, score, sim, b, with_sim in zip(found, fused.tolist(), sims.tolist(), bm25.tolist(), has_sim.tolist()):
+        for ord_, score, sim, b, with_sim in zip(found, fused.scores.tolist(), fused.sims.tolist(),
+                                                  fused.bm25.tolist(), fused.has_sim.tolist()):
             doc = docs.get(ord_)
             if doc is None:
                 continue
@@ -344,63 +350,7 @@ class SpaceIndex:
         _rank_among(out)
         if req.explain:
             self._explain(out, words)
-        return SearchResult(out, "hybrid", vec.approximate)
-
-    # -- a search whose vector comes later ------------------------------------------------------
-
-    def start(self, req: SearchRequest) -> StartedSearch:
-        """Begin a search whose query vector may still be coming (`req.vector` a Future of it): a hybrid
-        search's keyword pass runs now, the rest in `StartedSearch.finish`, which waits for the vector;
-        any other search runs whole there. `start(req).finish()` answers as `search` with the vector,
-        bit for bit, as of the finish: a write applied in between makes it run its keyword pass again."""
-        if req.explain and not req.documents:
-            raise ValueError("an explained search needs the documents' text: documents=False cannot explain")
-        if not isinstance(req.vector, Future) or req.mode != "hybrid" or not req.q or self.vectors is None:
-            return StartedSearch(self, req, None)
-        with self._lock.read():
-            return StartedSearch(self, req, self._keyword_pass(req))
-
-    def _keyword_pass(self, req: SearchRequest) -> _Pass:
-        """A hybrid search's keyword side as far as it goes without the vector side's candidates."""
-        words = query_words(req.q or "")
-        n = self._n_candidates(req.limit)
-        mask = self.columns.mask(req.filters)
-        return _Pass(self._generation, words, mask, keyword_pass.keyword_pass(self.keyword, words, n, mask))
-
-    def _finish(self, started: StartedSearch) -> SearchResult:
-        """The rest of a started search, once its vector is there (`StartedSearch.finish`)."""
-        req = started.req
-        if isinstance(req.vector, Future):
-            req = replace(req, vector=req.vector.result())
-        if started.keyword is None:
-            return self.search(req)
-        scan = started.scanned.result() if started.scanned is not None else None
-        n = self._n_candidates(req.limit)
-        with self._lock.read():
-            kw = started.keyword if started.keyword.generation == self._generation else self._keyword_pass(req)
-            if scan is not None and scan.generation == self._generation:
-                query, vec = scan.query, scan.vec
-            else:
-                query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
-                vec = self._vector_candidates(req, query, n, kw.mask)
-            kw_ords, kw_scores, vec_bm25 = keyword_pass.finish(self.keyword, kw.found, vec.ords)
-            return self._fused(req, kw.words, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n))
-
-    def _scan(self, started: StartedSearch) -> _Scan | None:
-        """A started hybrid search's vector side, scanned once its vector is there (`scan_beside`); None when
-        a write came since its keyword pass or it failed (its finish runs it again, and meets the error)."""
-        kw = started.keyword
-        assert kw is not None and isinstance(started.req.vector, Future)
-        try:
-            req = replace(started.req, vector=started.req.vector.result())
-            with self._lock.read():
-                if kw.generation != self._generation:
-                    return None
-                query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
-                return _Scan(kw.generation, query, self._vector_candidates(req, query, self._n_candidates(req.limit),
-                                                                           kw.mask))
-        except Exception:
-            return None
+        return SearchResult(out, "hybrid", fused.approximate)
 
     def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
         """Fill in the matched terms and the snippet of each hit."""
@@ -410,50 +360,17 @@ class SpaceIndex:
             hit.terms, hit.snippet = explainer.explain(doc.text, doc.tags, doc.source)
 
 
-class StartedSearch:
-    """A search begun by `SpaceIndex.start`, its keyword pass done (a hybrid one's), waiting for its vector."""
-
-    __slots__ = ("index", "req", "keyword", "scanned")
-
-    def __init__(self, index: SpaceIndex, req: SearchRequest, keyword: _Pass | None) -> None:
-        """Hold the index, the request and the keyword pass (None: the whole search runs at the finish)."""
-        self.index, self.req, self.keyword = index, req, keyword
-        self.scanned: Future[_Scan | None] | None = None  # the vector side's scan, run beside (`scan_beside`)
-
-    def finish(self) -> SearchResult:
-        """Wait for the vector (its error is the search's) and run the rest of the search."""
-        return self.index._finish(self)
-
-    def scan_beside(self) -> None:
-        """Have the thread that makes the vector scan the vector side as soon as the vector is there (the
-        most of what waits for it: compiled loops that let go of the GIL) while this thread does other
-        work; `finish` takes the scan unless a write came meanwhile. Nothing happens unless a hybrid
-        search's vector is still coming."""
-        vector = self.req.vector
-        if self.keyword is None or not isinstance(vector, Future) or vector.done():
-            return
-        scanned: Future[_Scan | None] = Future()
-        self.scanned = scanned
-        vector.add_done_callback(lambda _: scanned.set_result(self.index._scan(self)))
-
-
 @dataclass(frozen=True, slots=True)
-class _Scan:
-    """A hybrid search's vector side, scanned beside (StartedSearch.scan_beside), and the state it saw."""
+class Fused:
+    """A hybrid search's fused best: ordinals, scores, similarities (where `has_sim`), BM25; whether the
+    vector side was approximate (its re-rank cut by a deadline)."""
 
-    generation: int
-    query: PreparedQuery
-    vec: VectorHits
-
-
-@dataclass(frozen=True, slots=True)
-class _Pass:
-    """A hybrid search's keyword pass and the index state it saw (the writes applied, by count)."""
-
-    generation: int
-    words: list[QueryWord]
-    mask: np.ndarray | None
-    found: keyword_pass.KeywordPass
+    ords: np.ndarray
+    scores: np.ndarray
+    sims: np.ndarray
+    bm25: np.ndarray
+    has_sim: np.ndarray
+    approximate: bool
 
 
 def _rank_among(hits: list[Hit]) -> None:

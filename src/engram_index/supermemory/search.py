@@ -51,7 +51,7 @@ CONTEXT = True  # chunks count the words of the chunk before them in their conve
 # hybrid: a memory and the chunk that backs it are one result scored with the evidence of both
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
-SCAN_BESIDE = True  # the memories' vector side scanned on the embedding's thread, beside the chunks' search here
+RUN_BESIDE = True  # the memories' search's compiled rest run on the embedding's thread, beside the chunks' here
 MEMORY_CONTEXT = False  # memories too: the memory before them (of their document, or of one of the same date)
 LAST = int(np.iinfo(np.int64).max)  # the insertion order of a hit no longer in its collection: after every other
 
@@ -186,10 +186,10 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
     except Exception:
         _resolved(vector)  # the embedding's error first, as when the query was embedded before the rest
         raise
-    # The memories' vector side (the larger) is scanned on the embedding's thread once the vector is there,
-    # while this thread finishes the chunks' search and takes their hits: two cores at once.
-    if SCAN_BESIDE and len(started) > 1:
-        started[0].scan_beside()
+    # The memories' vector side (the larger), its candidates' BM25 and their fusion run on the embedding's thread
+    # once the vector is there, while this thread finishes the chunks' search and takes their hits: two cores.
+    if RUN_BESIDE and len(started) > 1:
+        started[0].run_beside()
     taken: list[Found] = [Found.empty()] * len(legs)
     for i in [*range(1, len(legs)), 0][: len(legs)]:
         try:
