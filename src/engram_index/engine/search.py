@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +20,7 @@ from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
 from engram_index.engine.started import StartedSearch as StartedSearch  # (re-exported: Collections.start_many's)
-from engram_index.engine.started import Starting
+from engram_index.engine.started import Fused, Starting
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
 from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex, vector_problem
 
@@ -358,19 +357,6 @@ class SpaceIndex(Starting):
         for hit in hits:
             doc = hit.document
             hit.terms, hit.snippet = explainer.explain(doc.text, doc.tags, doc.source)
-
-
-@dataclass(frozen=True, slots=True)
-class Fused:
-    """A hybrid search's fused best: ordinals, scores, similarities (where `has_sim`), BM25; whether the
-    vector side was approximate (its re-rank cut by a deadline)."""
-
-    ords: np.ndarray
-    scores: np.ndarray
-    sims: np.ndarray
-    bm25: np.ndarray
-    has_sim: np.ndarray
-    approximate: bool
 
 
 def _rank_among(hits: list[Hit]) -> None:

@@ -28,10 +28,6 @@ from engram_index.engine.keyword import KeywordIndex
 from engram_index.engine.types import SearchRequest, SearchResult
 from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex
 
-if TYPE_CHECKING:
-    from engram_index.engine.search import Fused
-
-
 class Starting:
     """SpaceIndex's searches begun before their vector is known (SpaceIndex mixes this in)."""
 
@@ -132,6 +128,19 @@ class StartedSearch:
         beside: Future[_Beside | None] = Future()
         self.beside = beside
         vector.add_done_callback(lambda _: beside.set_result(self.index._run_beside(self)))
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A hybrid search's fused best: ordinals, scores, similarities (where `has_sim`), BM25; whether the
+    vector side was approximate (its re-rank cut by a deadline)."""
+
+    ords: np.ndarray
+    scores: np.ndarray
+    sims: np.ndarray
+    bm25: np.ndarray
+    has_sim: np.ndarray
+    approximate: bool
 
 
 @dataclass(frozen=True, slots=True)
