@@ -18,7 +18,10 @@ from engram_index.embed.query_cache import EMBED_CONCURRENT, EMBED_QUEUE
 from engram_index.keys import KeyRecord, KeyStore
 from engram_index.supermemory.face import Face
 from engram_index.supermemory.http import Call
+from engram_index.errors import StorageError
+from engram_index.shortfall import Gathered
 from engram_index.supermemory.routes import start_search
+from engram_index.supermemory.search import _Why
 from tests.limits import PATIENCE_S
 
 
@@ -95,3 +98,20 @@ def test_queries_embedded_at_once_beyond_the_embedding_slots_are_refused_busy_as
         embedder.go.set()
         face.close()
         spaces.close()
+
+
+def test_whyfewer_read_while_the_query_is_embedded_is_read_again_for_the_answer_when_that_failed() -> None:
+    reads: list[str] = []
+
+    def read() -> Gathered:
+        reads.append("read")
+        if len(reads) == 1:
+            raise StorageError("the store is away for a moment")
+        return Gathered("ns", 3, [], False, 0)
+
+    why = _Why(read)
+    why.gather()  # (its error is not the search's: the answer may need no whyFewer)
+    assert why.gathered() == Gathered("ns", 3, [], False, 0) and reads == ["read", "read"]
+    early = _Why(lambda: Gathered("ns", 1, [], True, 2))
+    early.gather()
+    assert early.gathered().explained(0, 0)["loading"] is True

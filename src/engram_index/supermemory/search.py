@@ -20,7 +20,7 @@ import json
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from engram_index.ranking import (
 )
 from engram_index.supermemory import context, filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
+from engram_index.shortfall import Gathered
 from engram_index.supermemory.candidates import Candidate, QueryExplainer
 from engram_index.supermemory.found import Found, ranked_candidates
 from engram_index.supermemory.found import rank as found_rank
@@ -167,18 +168,18 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
 
 
 def found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
-          vector: Any = None) -> Found:
+          vector: Any = None, meanwhile: Callable[[], object] | None = None) -> Found:
     """The scored candidates of one query in the mode's collections, in columns, in one job of the search
     pool (inline in one already). `vector`: the query's embedding started already (`Face.start_embedding`'s
     answer), None to start it here: all that needs no vector, the engine's keyword passes included, runs
-    meanwhile."""
+    meanwhile, and `meanwhile` after them."""
     if vector is None:
         vector = face.start_embedding(query)
-    return face.collections.run_job(_found, face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
+    return face.collections.run_job(_found, face, ns, query, mode, limit, flt, forgotten, at_ms, vector, meanwhile)
 
 
 def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
-           at_ms: int, vector: Any) -> Found:
+           at_ms: int, vector: Any, meanwhile: Callable[[], object] | None) -> Found:
     """`found`, on a search pool thread."""
     try:
         legs = _legs(face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
@@ -186,6 +187,8 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
     except Exception:
         _resolved(vector)  # the embedding's error first, as when the query was embedded before the rest
         raise
+    if meanwhile is not None:
+        meanwhile()
     # The memories' vector side (the larger), its candidates' BM25 and their fusion run on the embedding's thread
     # once the vector is there, while this thread finishes the chunks' search and takes their hits: two cores.
     if RUN_BESIDE and len(started) > 1:
@@ -324,6 +327,8 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any
     flt, passing, nothing = doc_filter(face, ns, body.get("filter"))
     ranked: list[Candidate] = []
     cut = 0  # the candidates the threshold cut (whyFewer)
+    # What whyFewer says of the namespace, read while the query is embedded (for a short answer).
+    why = _Why(lambda: why_fewer.gather(face, ns, body, flt=flt, nothing=nothing))
     rows = Rows(face, ns)
     if not nothing:
         queries = [body["query"]]
@@ -333,7 +338,7 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any
             queries += rewrites(face, body["query"])
         forgotten = bool(include.get("forgotten"))
         if len(queries) == 1 and BACKED and not COLLAPSE_INTO_CHUNK:  # in columns (found.py)
-            cols = found(face, ns, queries[0], mode, limit, flt, forgotten, at_ms, vector)
+            cols = found(face, ns, queries[0], mode, limit, flt, forgotten, at_ms, vector, meanwhile=why.gather)
             sharing = cols.sharing_a_document()
             rows.read_found(cols, sharing)  # the texts that say which chunk a memory is a statement of
             order = found_rank(cols, sharing, limit, threshold)
@@ -358,8 +363,31 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any
         results.insert(0, aggregated)
     out = {"results": results, "searchTime": round((time.perf_counter() - began) * 1000, 3)}
     if len(results) < limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
-        out["whyFewer"] = why_fewer.explain(face, ns, body, flt=flt, nothing=nothing, cut=cut, returned=len(results))
+        out["whyFewer"] = why_fewer.explain(face, ns, body, flt=flt, nothing=nothing, cut=cut, returned=len(results),
+                                            gathered=why.gathered())
     return out
+
+
+class _Why:
+    """whyFewer's reading of the namespace, made early (`gather`) or when it is asked for; a reading that
+    failed early is made again then (its error is the answer's only if the answer needs one)."""
+
+    __slots__ = ("read", "held")
+
+    def __init__(self, read: Callable[[], Gathered]) -> None:
+        self.read = read
+        self.held: Gathered | None = None
+
+    def gather(self) -> None:
+        """Read it now (a search's spare moment); an error waits for `gathered`."""
+        try:
+            self.held = self.read()
+        except Exception:
+            self.held = None
+
+    def gathered(self) -> Gathered:
+        """What was read, or a reading now."""
+        return self.held if self.held is not None else self.read()
 
 
 def _best_of(pool: list[list[Candidate]]) -> list[Candidate]:
