@@ -278,3 +278,36 @@ def test_what_failed_beside_leaves_its_error_to_the_finish(space) -> None:
     later.set_result(wrong)
     with pytest.raises(ValueError, match="dimensions"):
         started.finish()
+
+
+class Held(Future):
+    """A Future whose done-callbacks run when the test says (as when their thread is not running yet)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list = []
+
+    def add_done_callback(self, fn) -> None:  # type: ignore[no-untyped-def]
+        self.held.append(fn)
+
+    def fire(self) -> None:
+        for fn in self.held:
+            fn(self)
+
+
+def test_a_finish_that_comes_before_the_vectors_thread_runs_beside_runs_the_rest_itself(space, monkeypatch) -> None:
+    index, _ = space
+    ran_on: list[str] = []
+    original = SpaceIndex._vector_candidates
+    monkeypatch.setattr(SpaceIndex, "_vector_candidates", lambda self, *args: (
+        ran_on.append(threading.current_thread().name), original(self, *args))[1])
+    query = np.random.default_rng(7).standard_normal(DIMS).astype(np.float32)
+    later = Held()
+    started = index.start(SearchRequest("hybrid", q="river paper", vector=later, limit=9))
+    started.run_beside()
+    later.set_result(query)  # made, but its thread has not run what waits beside
+    got = started.finish()
+    later.fire()  # its thread comes round at last: the finish took that on already
+    assert ran_on == [threading.current_thread().name]
+    monkeypatch.undo()
+    assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river paper", vector=query, limit=9)))

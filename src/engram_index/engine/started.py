@@ -74,7 +74,9 @@ class Starting:
             req = replace(req, vector=req.vector.result())
         if started.keyword is None:
             return self.search(req)
-        beside = started.beside.result() if started.beside is not None else None
+        # What runs beside, unless its thread has not begun it: then it is this thread's (a busy machine may
+        # not have run the vector's thread since the vector was made).
+        beside = started.beside.result() if started.beside is not None and not started.beside.cancel() else None
         with self.reading():
             kw = started.keyword if started.keyword.generation == self._generation else self._keyword_pass(req)
             if beside is None or beside.generation != self._generation:
@@ -121,13 +123,19 @@ class StartedSearch:
         """Have the thread that makes the vector run the rest's compiled part as soon as the vector is
         there (the vector side's scan, its candidates' BM25, the fusion: loops that let go of the GIL)
         while this thread does other work; `finish` takes it unless a write came meanwhile, and makes
-        the hits. Nothing happens unless a hybrid search's vector is still coming."""
+        the hits; a finish that comes before that thread has begun it runs it itself. Nothing happens
+        unless a hybrid search's vector is still coming."""
         vector = self.req.vector
         if self.keyword is None or not isinstance(vector, Future) or vector.done():
             return
         beside: Future[_Beside | None] = Future()
         self.beside = beside
-        vector.add_done_callback(lambda _: beside.set_result(self.index._run_beside(self)))
+
+        def run(_: object) -> None:
+            if beside.set_running_or_notify_cancel():  # (else the finish took it on)
+                beside.set_result(self.index._run_beside(self))
+
+        vector.add_done_callback(run)
 
 
 @dataclass(frozen=True, slots=True)
