@@ -115,3 +115,9 @@ def test_whyfewer_read_while_the_query_is_embedded_is_read_again_for_the_answer_
     early = _Why(lambda: Gathered("ns", 1, [], True, 2))
     early.gather()
     assert early.gathered().explained(0, 0)["loading"] is True
+
+
+def test_a_search_over_a_shared_store_takes_no_search_slot_for_its_whole(face: Face, monkeypatch) -> None:
+    monkeypatch.setattr(face.collections, "shared_store", lambda: object())  # (as over PostgreSQL)
+    started = call(face, {})
+    assert start_search(started) is False and isinstance(started.extra["vector"], Future)

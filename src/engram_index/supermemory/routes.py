@@ -91,10 +91,12 @@ def delete_documents(call: Call) -> dict[str, Any]:
 def start_search(call: Call) -> bool:
     """On the event loop: the query's embedding set going before the hop to a thread (the longest step of
     a search: what needs no vector, the keyword passes included, runs meanwhile); whether the search runs
-    whole on the search pool, as one that calls no LLM does (a rewrite or a rerank may wait seconds on
-    one, which no search slot should)."""
+    whole on the search pool, as one that waits on nothing slow does. A rewrite or a rerank may wait
+    seconds on an LLM, and over a shared PostgreSQL store each of the face's reads is a round trip an
+    outage can hold as long: no slot of the pool every face searches on should wait on either."""
     call.extra["vector"] = call.face.start_embedding(call.body["query"])
-    return call.body.get("rerank", "none") == "none" and not call.body.get("rewriteQuery")
+    return (call.body.get("rerank", "none") == "none" and not call.body.get("rewriteQuery")
+            and call.face.collections.shared_store() is None)
 
 
 def run_search(call: Call) -> dict[str, Any]:
