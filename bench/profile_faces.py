@@ -2,7 +2,7 @@
 
 Opens a data directory filled by bench/v5.py (`--data DIR`, namespace `scale`) or bench/retrieve.py
 (`--data DIR/n100000`, tenant `bench`), serves its app over ASGI in this process (no sockets) with
-the face's thread-pool hop, the search pool and Kindgi's embedding thread all run inline, so that
+the face's thread-pool hop, the search pool and the faces' embedding threads all run inline, so that
 one thread's CPU time covers a whole request; sends each query once (no query-cache hits) and prints
 the thread CPU and wall ms per request, then (with --cprofile K) the K costliest functions.
 
@@ -90,6 +90,8 @@ def main() -> None:
                 app.state.spaces.searches.executor = Inline()
                 if args.face == "kindgi":
                     app.state.kindgi.retriever._embedding = Inline()
+                else:
+                    app.state.supermemory.embedding_threads = Inline()
             for name in names:
                 app.state.spaces.index(name)  # loaded before the first request
             transport = httpx.ASGITransport(app=app)

@@ -41,23 +41,30 @@ from engram_index.engram.auth import InsecureOpen  # noqa: E402
 
 # The modules a face-side change touches, in import order: the old tree's are loaded as these names
 # for the moment of loading, so that its search.py imports its own ranking, candidates and page.
-FACE_MODULES = ["engram_index.ranking", "engram_index.supermemory.candidates", "engram_index.supermemory.page",
+FACE_MODULES = ["engram_index.ranking", "engram_index.supermemory.candidates", "engram_index.supermemory.found",
+                "engram_index.supermemory.page", "engram_index.supermemory.context",
                 "engram_index.supermemory.why_fewer", "engram_index.supermemory.search"]
 
 
 def old_search(src: Path) -> ModuleType:
     """The old tree's supermemory search module, with the old tree's face modules beneath it."""
-    saved = {name: sys.modules[name] for name in FACE_MODULES}
+    names = [name for name in FACE_MODULES if (src / (name.replace(".", "/") + ".py")).exists()]  # (as it has them)
+    saved = {name: sys.modules[name] for name in names}
     try:
-        for name in FACE_MODULES:
+        for name in names:
             spec = importlib.util.spec_from_file_location(name, src / (name.replace(".", "/") + ".py"))
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
+            parent, _, leaf = name.rpartition(".")
+            setattr(sys.modules[parent], leaf, module)  # (`from package import module` reads the attribute)
             spec.loader.exec_module(module)
         return sys.modules[FACE_MODULES[-1]]
     finally:
         sys.modules.update(saved)
+        for name, module in saved.items():
+            parent, _, leaf = name.rpartition(".")
+            setattr(sys.modules[parent], leaf, module)
 
 
 def main() -> None:
@@ -83,6 +90,7 @@ def main() -> None:
         async with app.router.lifespan_context(app):
             face = app.state.supermemory
             app.state.spaces.searches.executor = Inline()
+            face.embedding_threads = Inline()
             for q in texts:
                 face.embed_query(q)  # in the query cache: neither side embeds
             for q in texts[:10]:  # warm: masks, dates, caches

@@ -32,9 +32,11 @@ from v5 import UNLIMITED  # noqa: E402
 import engram_index.collections as core  # noqa: E402
 import engram_index.engine.columns as columns  # noqa: E402
 import engram_index.engine.keyword as keyword  # noqa: E402
+import engram_index.engine.search as search_engine  # noqa: E402
 import engram_index.engine.vector as vector  # noqa: E402
 import engram_index.supermemory.face as face_module  # noqa: E402
 import engram_index.supermemory.page as page  # noqa: E402
+import engram_index.supermemory.context as context  # noqa: E402
 import engram_index.supermemory.search as search  # noqa: E402
 import engram_index.supermemory.why_fewer as why_fewer  # noqa: E402
 from engram_index.app import create_app  # noqa: E402
@@ -45,14 +47,16 @@ from engram_index.engram.auth import InsecureOpen  # noqa: E402
 SPENT: collections.Counter[str] = collections.Counter()
 # (owner, attribute, label): the label's indent says which part it is inside.
 PARTS: list[tuple[Any, str, str]] = [
-    (search, "candidates", "candidates"), (core.Collections, "search_many", "  engine searches (search_many)"),
-    (search, "_in_context", "  _in_context"), (search, "with_context", "    ranking.with_context"),
+    (search, "found", "found (the candidates)"), (core.Collections, "start_many", "  engine keyword passes (start_many)"),
+    (search_engine.StartedSearch, "finish", "  engine searches' rest (StartedSearch.finish)"),
+    (context, "in_context", "  in_context"), (context, "with_context", "    ranking.with_context"),
     (search, "query_words", "  query_words"), (face_module.Face, "expired_ids", "  Face.expired_ids"),
     (keyword.KeywordIndex, "holds", "  KeywordIndex.holds (engine, face's calls and its own)"),
     (columns.Columns, "documents", "  Columns.documents (engine, face's calls and its own)"),
-    (vector.VectorIndex, "similarities", "  VectorIndex.similarities"), (search, "coverages", "  coverages"),
-    (page.Rows, "read", "Rows.read"), (face_module.Face, "memories", "  Face.memories"),
-    (face_module.Face, "chunks", "  Face.chunks"), (search, "rank", "rank"), (search, "shape", "shape"),
+    (vector.VectorIndex, "similarities", "  VectorIndex.similarities"), (context, "coverages", "  coverages"),
+    (page.Rows, "read", "Rows.read"), (page.Rows, "read_found", "Rows.read_found"),
+    (face_module.Face, "memories", "  Face.memories (both reads')"),
+    (face_module.Face, "chunks", "  Face.chunks"), (search, "found_rank", "rank (found.rank)"), (search, "shape", "shape"),
     (face_module.Face, "documents_metadata", "  Face.documents_metadata"), (why_fewer, "explain", "whyFewer"),
     (face_module.Face, "unfinished", "  Face.unfinished"),
 ]
@@ -90,6 +94,7 @@ def main() -> None:
         async with app.router.lifespan_context(app):
             face = app.state.supermemory
             app.state.spaces.searches.executor = Inline()
+            face.embedding_threads = Inline()
             for q in texts:
                 face.embed_query(q)
             for q in texts[:10]:  # warm: masks, dates, caches

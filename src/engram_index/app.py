@@ -151,6 +151,7 @@ def create_app(
             app.state.sync.stop()
         if app.state.supermemory_pipeline is not None:
             app.state.supermemory_pipeline.stop()
+        app.state.supermemory.close()
         app.state.kindgi.close()
         app.state.spaces.close()
         for embedder in {id(e): e for e in (app.state.embedding.embedder, app.state.face_embedder) if e}.values():

@@ -25,10 +25,11 @@ from engram_index.compaction import Compaction
 from engram_index.eviction import MAX_LOADED, Eviction
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.vector import VectorIndex
-from engram_index.engine.types import ModelIdentity, SearchRequest, SearchResult
+from engram_index.engine.types import ModelIdentity
 from engram_index.errors import IndexLoading, StorageError
 from engram_index.heap import Trimmer
 from engram_index.purging import Purging
+from engram_index.searching import Searching
 from engram_index.store.base import (RecordStore, SharedStore, CollectionInfo, Statement, StoredDocument,
                                      WriteResult)
 from engram_index.store.opening import open_store
@@ -57,7 +58,7 @@ def lock_data_dir(data_dir: Path, shared: bool = False) -> IO[str]:
     return lock
 
 
-class Collections(Compaction, Eviction, Purging):
+class Collections(Compaction, Eviction, Purging, Searching):
     """Every collection of a data directory, opened lazily, with a background committer."""
 
     def __init__(self, data_dir: Path, *, commit_interval: float = 0.25, read_only: bool = False,
@@ -425,18 +426,6 @@ class Collections(Compaction, Eviction, Purging):
 
     # -- reads ------------------------------------------------------------------------------
 
-    def search(self, uri: str, req: SearchRequest) -> SearchResult:
-        """Search a collection (loading its index first when needed) on the search pool, within its deadline."""
-        return self.searches.run_sync(self.index(uri).search, req)
-
-    def search_many(self, asks: Sequence[tuple[str, SearchRequest]]) -> list[SearchResult]:
-        """Search several collections (each loaded first when needed) in one job on the search pool, one slot
-        and one deadline for them all: what one search of a face asks of its collections, in one thread hop."""
-        if not asks:
-            return []
-        indexes = [self.index(uri) for uri, _ in asks]
-        return self.searches.run_sync(_search_each, indexes, [req for _, req in asks])
-
     def catch_up(self) -> None:
         """Load every collection (replaying what its keyword index missed), compact where due, and save
         each collection's vectors for read-only processes to map."""
@@ -472,7 +461,3 @@ class Collections(Compaction, Eviction, Purging):
         if self._dir_lock is not None:
             self._dir_lock.close()  # releases the lock
 
-
-def _search_each(indexes: Sequence[SpaceIndex], reqs: Sequence[SearchRequest]) -> list[SearchResult]:
-    """Each index searched with its request, in turn (one job of the search pool)."""
-    return [index.search(req) for index, req in zip(indexes, reqs)]

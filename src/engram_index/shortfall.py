@@ -53,6 +53,33 @@ def why_fewer(collections: Collections, label: str, targets: Sequence[Target], *
     processed); `none_pass`: the name of a filter the face evaluated itself and that nothing
     passed (its count is 0 without asking the engine).
     """
+    found = gather(collections, label, targets, conditions=conditions, pending=pending, none_pass=none_pass)
+    return found.explained(returned, threshold_cut)
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """What a short answer's explanation says of its collections, read before (or without) its results:
+    a face may read it while its search waits for the query's embedding."""
+
+    label: str
+    items: int
+    filters: list[dict[str, Any]]
+    loading: bool
+    pending: int
+
+    def explained(self, returned: int, threshold_cut: int) -> dict[str, Any]:
+        """`why_fewer`'s answer, of `returned` results and the `threshold_cut`."""
+        out: dict[str, Any] = {"collection": self.label, "items": self.items,
+                               "filters": [dict(f) for f in self.filters], "thresholdCut": threshold_cut,
+                               "loading": self.loading}
+        out["message"] = message(out, returned, self.pending)
+        return out
+
+
+def gather(collections: Collections, label: str, targets: Sequence[Target], *,
+           conditions: Sequence[Condition] = (), pending: int = 0, none_pass: str | None = None) -> Gathered:
+    """What `why_fewer` reads of the collections (its arguments' meaning is why_fewer's)."""
     items = 0
     lefts = [0] * len(conditions)
     loading = pending > 0
@@ -78,10 +105,7 @@ def why_fewer(collections: Collections, label: str, targets: Sequence[Target], *
                                      for c, left in zip(conditions, lefts)]
     if none_pass is not None:
         filters.append({"filter": none_pass, "left": 0})
-    out: dict[str, Any] = {"collection": label, "items": items, "filters": filters,
-                           "thresholdCut": threshold_cut, "loading": loading}
-    out["message"] = message(out, returned, pending)
-    return out
+    return Gathered(label, items, filters, loading, pending)
 
 
 def _count(index: SpaceIndex, filters: Filters) -> int:

@@ -404,6 +404,15 @@ class KeywordIndex:
         query = keyword_query.prepared(words)  # what depends on the words alone, once per query text
         if not query.terms or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.zeros(candidates.size, np.float32)
+        ords = self.top_rows(query, k, allowed)
+        scores = self.score_query(query, np.concatenate([ords, candidates]))
+        top, candidate_scores = scores[: ords.size], scores[ords.size :]
+        keep = top > 0
+        return ords[keep], top[keep], candidate_scores
+
+    def top_rows(self, query: keyword_query.KeywordQuery, k: int, allowed: np.ndarray | None) -> np.ndarray:
+        """The ordinals `exact_top_and_score` scores from their rows (ascending, distinct): the postings
+        pass's best within the margin of the k-th, and the documents written since the postings."""
         # MaxScore: documents that cannot reach the margin of the k-th best may be left out.
         ords, approx, stale = self.counts.matches(query.plan, allowed, k, _EXACT_MARGIN)
         # Those within the margin of the k-th best, in one compiled pass (numpy's partition and mask).
@@ -412,13 +421,8 @@ class KeywordIndex:
             if allowed is not None:
                 inside = stale[stale < allowed.size]
                 stale = inside[allowed[inside]]
-            ords = np.unique(np.concatenate([ords, stale]))
-        else:
-            ords = np.sort(ords)  # distinct already: each document is met once
-        scores = self._score_query(query, np.concatenate([ords, candidates]))
-        top, candidate_scores = scores[: ords.size], scores[ords.size :]
-        keep = top > 0
-        return ords[keep], top[keep], candidate_scores
+            return np.unique(np.concatenate([ords, stale]))
+        return np.sort(ords)  # distinct already: each document is met once
 
     def scores(self, words: Sequence[QueryWord], ords: Sequence[int] | np.ndarray) -> np.ndarray:
         """The BM25 score of each given ordinal (0 where no query word occurs)."""
@@ -465,9 +469,9 @@ class KeywordIndex:
         stem's part where the document holds the stem, else its exact form's, plus PART_WEIGHT × each
         identifier part's."""
         del terms  # query_terms(words): the prepared query has them
-        return self._score_query(keyword_query.prepared(words), ords)
+        return self.score_query(keyword_query.prepared(words), ords)
 
-    def _score_query(self, query: keyword_query.KeywordQuery, ords: np.ndarray) -> np.ndarray:
+    def score_query(self, query: keyword_query.KeywordQuery, ords: np.ndarray) -> np.ndarray:
         """_score for a prepared query (its term columns by role worked out once)."""
         parts = self.counts.term_scores(query.terms, ords)
         # One compiled pass adds them up as numpy's sums over the columns did (bit for bit).

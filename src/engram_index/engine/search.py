@@ -19,8 +19,10 @@ from engram_index.engine.doc_cache import DocumentCache
 from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
+from engram_index.engine.started import StartedSearch as StartedSearch  # (re-exported: Collections.start_many's)
+from engram_index.engine.started import Fused, Starting
 from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
-from engram_index.engine.vector import VectorIndex, vector_problem
+from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex, vector_problem
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
 MIN_CANDIDATES = 200
@@ -49,7 +51,7 @@ def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
     return checked_vector(raw, dims)[0]
 
 
-class SpaceIndex:
+class SpaceIndex(Starting):
     """The searchable state of one space, rebuilt from (and kept in step with) its records."""
 
     def __init__(
@@ -68,6 +70,9 @@ class SpaceIndex:
         # them): ordinal -> (author, reason), reported beside the store's skipped records.
         self._unusable: dict[int, tuple[str, str]] = {}
         self._lock = RWLock()
+        # Counts what changed under the write lock (writes applied, parts swapped): a started search
+        # whose keyword pass saw an older count runs it again (`start`).
+        self._generation = 0
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -77,6 +82,7 @@ class SpaceIndex:
         """Apply documents written (or deleted, as None) up to sequence `seq` (to the keyword index
         and the vectors unless told not to: they may be loaded already)."""
         with self._lock.write():
+            self._generation += 1
             pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
             words: list[tuple[int, Document | None, bool]] = []  # keyword changes, in order, in bulk
             index = self.vectors if vectors else None
@@ -137,6 +143,7 @@ class SpaceIndex:
     def exclusive(self) -> Iterator[None]:
         """Hold off searches and writes (for swapping the keyword index)."""
         with self._lock.write():
+            self._generation += 1
             yield
 
     def close(self, save_counts: bool = True) -> None:
@@ -291,17 +298,31 @@ class SpaceIndex:
         words = query_words(req.q or "")
         n = self._n_candidates(req.limit)
         mask = self.columns.mask(req.filters)
-        # The top n by exact cosine, from the coarse pool that holds recall for the requested
-        # limit (a pool sized for k = n would cost several times more for no better results).
-        pool = max(n, vectors.default_candidates(req.limit))
-        vec = vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
+        vec = self._vector_candidates(req, query, n, mask)
         # The exact top n by our BM25 (ties: the earlier inserted), and every vector candidate's BM25.
         kw_ords, kw_scores, vec_bm25 = self.keyword.exact_top_and_score(words, n, mask, vec.ords)
+        return self._hits(req, words, self._fuse(req, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n)))
+
+    def _vector_candidates(self, req: SearchRequest, query: PreparedQuery, n: int, mask: np.ndarray | None) -> VectorHits:
+        """The hybrid's vector side: the top n by exact cosine, from the coarse pool that holds recall for
+        the requested limit (a pool sized for k = n would cost several times more for no better results)."""
+        vectors = self.vectors
+        assert vectors is not None
+        pool = max(n, vectors.default_candidates(req.limit))
+        return vectors.search(query, n, allowed=mask, candidates=pool, deadline=self._deadline(req))
+
+    def _keyword_top(self, kw_ords: np.ndarray, kw_scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The hybrid's keyword side: the exact top n (ties: the earlier inserted) of those live now."""
         if kw_ords.size > n:
             keep = np.lexsort((kw_ords, -kw_scores.astype(np.float64)))[:n]
             kw_ords, kw_scores = kw_ords[keep], kw_scores[keep]
-        kw_ords, kw_scores = self._live(kw_ords, kw_scores)
+        return self._live(kw_ords, kw_scores)
 
+    def _fuse(self, req: SearchRequest, query: PreparedQuery, vec: VectorHits, vec_bm25: np.ndarray,
+              kw_ords: np.ndarray, kw_scores: np.ndarray) -> Fused:
+        """Both sides' candidates fused: the hybrid's best `limit` ordinals and their scores."""
+        vectors = self.vectors
+        assert vectors is not None
         # One compiled call: the union, the keyword-only candidates' cosines, the fusion (as
         # engine/fusion.py computes it, bit for bit) and the best `limit` (ties: the lower ordinal).
         top = min(req.limit, vec.ords.size + kw_ords.size)
@@ -312,10 +333,15 @@ class SpaceIndex:
         got = vectors.fuse(query, vec.ords, vec.sims, vec_bm25.astype(np.float32, copy=False), kw_ords,
                            kw_scores.astype(np.float32, copy=False), method, fusion.CONVEX_ALPHA, fusion.RRF_K,
                            ords, fused, sims, bm25, has_sim)
-        found = ords[:got].tolist()
+        return Fused(ords[:got], fused[:got], sims[:got], bm25[:got], has_sim[:got], vec.approximate)
+
+    def _hits(self, req: SearchRequest, words: Sequence[QueryWord], fused: Fused) -> SearchResult:
+        """The fused ordinals' hits, with their documents (those gone since are left out)."""
+        found = fused.ords.tolist()
         docs = self._documents(req)(found)
         out: list[Hit] = []
-        for ord_, score, sim, b, with_sim in zip(found, fused.tolist(), sims.tolist(), bm25.tolist(), has_sim.tolist()):
+        for ord_, score, sim, b, with_sim in zip(found, fused.scores.tolist(), fused.sims.tolist(),
+                                                  fused.bm25.tolist(), fused.has_sim.tolist()):
             doc = docs.get(ord_)
             if doc is None:
                 continue
@@ -323,7 +349,7 @@ class SpaceIndex:
         _rank_among(out)
         if req.explain:
             self._explain(out, words)
-        return SearchResult(out, "hybrid", vec.approximate)
+        return SearchResult(out, "hybrid", fused.approximate)
 
     def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
         """Fill in the matched terms and the snippet of each hit."""

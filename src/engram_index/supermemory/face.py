@@ -6,7 +6,7 @@ import functools
 import hashlib
 import json
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder, document_text, embed_weighted
-from engram_index.embed.query_cache import EmbedSlots, QueryCache
+from engram_index.embed.query_cache import EMBED_CONCURRENT, EMBED_QUEUE, EmbedSlots, QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.keys import KeyStore
@@ -102,6 +102,11 @@ class Face:
         self._dated: dict[str, bool] = {}  # whether any document of the namespace has a date, until its next write
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
+        # A search's query embedding runs here (`start_embedding`) while the search does what needs no vector,
+        # then the scan of one of its collections' vectors (search.found). A thread for each embedding the
+        # query cache's slots admit at once or let wait: they still say when the embedder is busy.
+        self.embedding_threads: Executor = ThreadPoolExecutor(EMBED_CONCURRENT + EMBED_QUEUE,
+                                                              thread_name_prefix="v5-embed")
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
 
     @property
@@ -339,6 +344,21 @@ class Face:
         if self.embedder is None:
             return None
         return self.query_cache.vector(self.embedder, text)
+
+    def start_embedding(self, text: str) -> np.ndarray | Future[np.ndarray] | None:
+        """A query's vector set going on the face's embedding threads: a Future of it (its error is the
+        embedding's), the vector itself when the query cache holds it, None without an embedder."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        held = self.query_cache.get(embedder.identity, text)
+        if held is not None:
+            return held
+        return self.embedding_threads.submit(self.query_cache.vector, embedder, text)
+
+    def close(self) -> None:
+        """Let the query embeddings under way finish (before the embedder closes)."""
+        self.embedding_threads.shutdown(wait=True)
 
     def searchable(self, name: str) -> bool:
         """Whether a collection exists yet."""

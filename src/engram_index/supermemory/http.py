@@ -193,14 +193,17 @@ async def _multipart(request: Request, fields: dict[str, Check], file_required: 
 
 
 Handler = Callable[[Call], Any]
+Prepare = Callable[[Call], bool]
 
 
 def endpoint(handler: Handler, *, body: Obj | None = None, query: dict[str, Check] | None = None,
              repeatable: frozenset[str] = frozenset(), optional_body: bool = False,
-             multipart: bool | None = None) -> Endpoint:
+             multipart: bool | None = None, prepare: Prepare | None = None) -> Endpoint:
     """An ASGI endpoint: authenticate, check the namespace's reach, parse, run off the loop, shape errors.
 
     `multipart`: None for JSON, else a multipart route whose file is required (True) or optional.
+    `prepare`: run on the event loop once the call is parsed (a search's embedding set going); True when
+    the handler is a search to run whole as one job of the search pool (Collections.searching).
     """
 
     async def work(request: Request) -> Response:
@@ -211,7 +214,8 @@ def endpoint(handler: Handler, *, body: Obj | None = None, query: dict[str, Chec
         # The key's admission before the query, the body or the upload is parsed: a refusal costs little.
         admission: Admission = request.app.state.key_limits
         async with admission.admit(key.id):
-            result = await _run(request, face, key, handler, body, query, repeatable, optional_body, multipart)
+            result = await _run(request, face, key, handler, body, query, repeatable, optional_body, multipart,
+                                prepare)
         if isinstance(result, Response):
             return result
         if isinstance(result, tuple):
@@ -223,7 +227,7 @@ def endpoint(handler: Handler, *, body: Obj | None = None, query: dict[str, Chec
 
 async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, body: Obj | None,
                query: dict[str, Check] | None, repeatable: frozenset[str], optional_body: bool,
-               multipart: bool | None) -> Any:
+               multipart: bool | None, prepare: Prepare | None) -> Any:
     """Check the namespace's reach, parse the query and the body, and run the handler off the loop."""
     path = dict(request.path_params)
     ns = ""
@@ -243,6 +247,8 @@ async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, b
                             request.headers.get("content-type"))
     call = Call(face, key, ns, path, params, parsed, {k.lower(): v for k, v in request.headers.items()},
                 upload)
+    if prepare is not None and prepare(call):
+        return await face.collections.searching(handler, call)
     return await run_in_threadpool(handler, call)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from engram_index.supermemory.candidates import Candidate
+from engram_index.supermemory.found import KINDS, Found
 from engram_index.supermemory.face import Face
 from engram_index.supermemory.tables import ChunkRow, MemoryRow
 
@@ -47,6 +48,23 @@ class Rows:
                 chunk = self.chunks.get(cand.id)
                 if chunk is not None:
                     cand.text, cand.doc_id = chunk.content, chunk.doc_id
+
+
+    def read_found(self, found: Found, places: Sequence[int]) -> None:
+        """`read` for candidates in columns (found.Found), at these places."""
+        wanted = [i for i in places if (KINDS[found.kinds[i]], found.ids[i]) not in self._asked]
+        memory_ids = list(dict.fromkeys(found.ids[i] for i in wanted if found.kinds[i]))
+        chunk_ids = list(dict.fromkeys(found.ids[i] for i in wanted if not found.kinds[i]))
+        if memory_ids:
+            self.memories.update(self.face.memories(self.ns, memory_ids))
+        if chunk_ids:
+            self.chunks.update(self.face.chunks(self.ns, chunk_ids))
+        self._asked.update((KINDS[found.kinds[i]], found.ids[i]) for i in wanted)
+        for i in wanted:
+            row = self.memories.get(found.ids[i]) if found.kinds[i] else self.chunks.get(found.ids[i])
+            if row is not None:
+                found.texts[i] = row.memory if isinstance(row, MemoryRow) else row.content
+                found.doc_ids[i] = row.doc_id
 
 
 def sharing_a_document(found: Sequence[Candidate]) -> list[Candidate]:

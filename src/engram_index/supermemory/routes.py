@@ -88,10 +88,21 @@ def delete_documents(call: Call) -> dict[str, Any]:
     return documents.delete(call.face, call.ns, call.body["ids"])
 
 
+def start_search(call: Call) -> bool:
+    """On the event loop: the query's embedding set going before the hop to a thread (the longest step of
+    a search: what needs no vector, the keyword passes included, runs meanwhile); whether the search runs
+    whole on the search pool, as one that waits on nothing slow does. A rewrite or a rerank may wait
+    seconds on an LLM, and over a shared PostgreSQL store each of the face's reads is a round trip an
+    outage can hold as long: no slot of the pool every face searches on should wait on either."""
+    call.extra["vector"] = call.face.start_embedding(call.body["query"])
+    return (call.body.get("rerank", "none") == "none" and not call.body.get("rewriteQuery")
+            and call.face.collections.shared_store() is None)
+
+
 def run_search(call: Call) -> dict[str, Any]:
     """POST /ns/{ns}/search (X-Engram-Explain: true adds why each result matched)."""
     explain = call.headers.get(EXPLAIN_HEADER, "").strip().lower() in ("1", "true", "yes")
-    return search.search(call.face, call.ns, call.body, explain)
+    return search.search(call.face, call.ns, call.body, explain, call.extra.get("vector"))
 
 
 def profile(call: Call) -> Any:
@@ -215,7 +226,7 @@ def routes() -> list[Route]:
         _r(f"{NS}/document/{{id}}", ["PATCH"], patch_document, body=models.PATCH),
         _r(f"{NS}/document", ["POST"], add, body=models.ADD),
         _r(f"{NS}/document", ["DELETE"], delete_documents, body=models.DELETE_DOCUMENTS),
-        _r(f"{NS}/search", ["POST"], run_search, body=models.SEARCH),
+        _r(f"{NS}/search", ["POST"], run_search, body=models.SEARCH, prepare=start_search),
         _r(f"{NS}/profile/buckets", ["GET"], get_buckets),
         _r(f"{NS}/profile/buckets", ["PUT"], put_buckets, body=models.BUCKETS_PUT),
         _r(f"{NS}/profile/buckets", ["DELETE"], delete_buckets, body=models.BUCKETS_DELETE),

@@ -18,60 +18,43 @@ from __future__ import annotations
 import functools
 import json
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from engram_index.engine.analyzer import query_words
-from engram_index.engine.types import Filters, Hit, SearchRequest
+from engram_index.engine.types import Filters, SearchRequest, SearchResult
 from engram_index.engine.analyzer import QueryWord
-from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Document
 from engram_index.ranking import (
-    content_query, content_words, one_per_source, with_context,
+    content_query, content_words, one_per_source,
 )
-from engram_index.supermemory import filters as v5filters, why_fewer
+from engram_index.supermemory import context, filters as v5filters, why_fewer
 from engram_index.errors import UnknownSpace
+from engram_index.shortfall import Gathered
 from engram_index.supermemory.candidates import Candidate, QueryExplainer
+from engram_index.supermemory.found import Found, ranked_candidates
+from engram_index.supermemory.found import rank as found_rank
 from engram_index.supermemory.errors import NotConfigured
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
 from engram_index.supermemory.page import Rows, sharing_a_document
-from engram_index.supermemory.tables import chunk_document, chunks_collection, iso, memories_collection
+from engram_index.supermemory.tables import chunks_collection, iso, memories_collection
 from engram_index.supermemory.views import included_document
 
 RELATED_LIMIT = 5
 FORMULA_VECTOR = "0.7 * max(cosine, 0) + 0.3 * keywordCoverage"
 FORMULA_KEYWORD = "keywordCoverage"
-IDF_COVERAGE = True
 COLLAPSE_INTO_CHUNK = False  # measured: LoCoMo dev hybrid R@10 0.664 into the chunk, 0.683 into the better
 CONTEXT = True  # chunks count the words of the chunk before them in their conversation
 # hybrid: a memory and the chunk that backs it are one result scored with the evidence of both
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
+RUN_BESIDE = True  # the memories' search's compiled rest run on the embedding's thread, beside the chunks' here
 MEMORY_CONTEXT = False  # memories too: the memory before them (of their document, or of one of the same date)
 LAST = int(np.iinfo(np.int64).max)  # the insertion order of a hit no longer in its collection: after every other
-
-
-def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Per document, the share of the query's content words it holds (an identifier part counts half),
-    each word weighted by `weights` (its idf: a rare word says more than a common one) when given."""
-    if not whole.shape[1]:
-        return np.zeros(whole.shape[0])
-    w = np.ones(whole.shape[1]) if weights is None or not weights.sum() > 0 else weights
-    score: np.ndarray = (whole @ w + 0.5 * (part & ~whole) @ w) / w.sum()
-    return score
-
-
-def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | None:
-    """Each content word's idf in the collection, of the word as asked (its exact form: the commoner
-    stem weighed less and measured worse, docs/design/ranking.md), or None when IDF_COVERAGE is off."""
-    if not IDF_COVERAGE or not words:
-        return None
-    weights: np.ndarray = index.keyword.counts.idf([w.exact for w in words])
-    return weights
 
 
 def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str]]:
@@ -181,12 +164,57 @@ def check_features(face: Face, body: dict[str, Any]) -> None:
 def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
                at_ms: int) -> list[Candidate]:
     """The scored candidates of one query in the mode's collections."""
+    return found(face, ns, query, mode, limit, flt, forgotten, at_ms).candidates()
+
+
+def found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
+          vector: Any = None, meanwhile: Callable[[], object] | None = None) -> Found:
+    """The scored candidates of one query in the mode's collections, in columns, in one job of the search
+    pool (inline in one already). `vector`: the query's embedding started already (`Face.start_embedding`'s
+    answer), None to start it here: all that needs no vector, the engine's keyword passes included, runs
+    meanwhile, and `meanwhile` after them."""
+    if vector is None:
+        vector = face.start_embedding(query)
+    return face.collections.run_job(_found, face, ns, query, mode, limit, flt, forgotten, at_ms, vector, meanwhile)
+
+
+def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
+           at_ms: int, vector: Any, meanwhile: Callable[[], object] | None) -> Found:
+    """`found`, on a search pool thread."""
+    try:
+        legs = _legs(face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
+        started = face.collections.start_many([(leg.name, leg.request) for leg in legs])
+    except Exception:
+        _resolved(vector)  # the embedding's error first, as when the query was embedded before the rest
+        raise
+    if meanwhile is not None:
+        meanwhile()
+    # The memories' vector side (the larger), its candidates' BM25 and their fusion run on the embedding's thread
+    # once the vector is there, while this thread finishes the chunks' search and takes their hits: two cores.
+    if RUN_BESIDE and len(started) > 1:
+        started[0].run_beside()
+    taken: list[Found] = [Found.empty()] * len(legs)
+    for i in [*range(1, len(legs)), 0][: len(legs)]:
+        try:
+            taken[i] = _take(face, ns, legs[i], started[i].finish(), _resolved(vector))
+        except Exception:
+            # The errors in the order of a search that embeds, then searches each collection, then takes each
+            # one's hits: the embedding's first, then the memories' search's.
+            _resolved(vector)
+            if i:
+                started[0].finish()
+            raise
+    _resolved(vector)  # (with no collection to search, its error all the same)
+    return Found.joined(taken)
+
+
+def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
+          vector: Any) -> list[_Leg]:
+    """What one query asks of the mode's collections."""
     words = query_words(query)
     explainer = QueryExplainer(words)
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
-    vector = face.embed_query(query)
     asked = content_query(query, words)  # once for both collections, from the words analysed above
-    out: list[Candidate] = []
     legs: list[_Leg] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]
     for kind in kinds:
@@ -212,41 +240,56 @@ def candidates(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filt
         request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
                                 explain=False, documents=stored)
-        legs.append(_Leg(kind, name, use_vector, engine_filters, skip, in_context, stored, request))
-    # Both collections in one job on the search pool (one thread hop, not one per collection).
-    results = face.collections.search_many([(leg.name, leg.request) for leg in legs])
-    for leg, result in zip(legs, results):
-        kind, skip, engine_filters, use_vector = leg.kind, leg.skip, leg.filters, leg.use_vector
-        excluded = set(engine_filters.none_tags)
-        required = _tag_set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
-        # The tags are the index's, which every write applied changes at once (a forget, a new version),
-        # before the keyword index's next commit: check them again.
-        # (isdisjoint: a test that makes no set per hit)
-        hits = [h for h in result.hits
-                if h.document.id not in skip and excluded.isdisjoint(h.document.tags)
-                and (required is None or not required.isdisjoint(h.document.tags))]
-        # Which content words each holds, from the index's term counts (one pass for all of them).
-        index = face.collections.index(leg.name)
-        if leg.in_context:
-            scored = _in_context(face, ns, index, hits, engine_filters, topic, vector if use_vector else None,
-                                 leg.stored)
-            scored = [s for s in scored if s[0].document.id not in skip]  # a joined memory may be expired
-        else:
-            with index.reading():  # each hit's ordinal once: for its words and its insertion order
-                ords = index.columns.ids_to_ords([h.document.id for h in hits])
-                held = coverages(*_holds(index, topic, ords), word_weights(index, topic))
-            scored = list(zip(hits, held.tolist(), [o if o >= 0 else LAST for o in ords.tolist()]))
-        chunk = kind == "chunk"
-        for hit, cov, order in scored:  # (`_document_of` and `_group` inline: ~90 candidates a search)
-            doc = hit.document
-            doc_id = str(doc.metadata.get("doc", "")) if doc.metadata else chunk_document(doc.id) if chunk else ""
-            group = ""
-            for tag in doc.tags:
-                if tag != SUPERSEDED and tag != FORGOTTEN:
-                    group = tag
-                    break
-            out.append(Candidate(kind, doc.id, doc_id, doc.text, hit, explainer, use_vector, cov, order, group))
+        legs.append(_Leg(kind, name, use_vector, engine_filters, skip, in_context, stored, request, topic,
+                         explainer))
+    return legs
+
+
+def _resolved(vector: Any) -> np.ndarray | None:
+    """The query vector of a started embedding (waited for)."""
+    out: np.ndarray | None = vector.result() if isinstance(vector, Future) else vector
     return out
+
+
+def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarray | None) -> Found:
+    """One collection's hits as scored candidates."""
+    skip, engine_filters = leg.skip, leg.filters
+    excluded = set(engine_filters.none_tags)
+    required = _tag_set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
+    # The tags are the index's, which every write applied changes at once (a forget, a new version),
+    # before the keyword index's next commit: check them again.
+    # (isdisjoint: a test that makes no set per hit)
+    hits = [h for h in result.hits
+            if h.document.id not in skip and excluded.isdisjoint(h.document.tags)
+            and (required is None or not required.isdisjoint(h.document.tags))]
+    # Which content words each holds, from the index's term counts (one pass for all of them).
+    index = face.collections.index(leg.name)
+    if leg.in_context:
+        hits, held, orders = context.in_context(face, ns, index, hits, engine_filters, leg.topic,
+                                                vector if leg.use_vector else None, leg.stored)
+        if skip:  # a joined memory may be expired
+            kept = [i for i, h in enumerate(hits) if h.document.id not in skip]
+            hits, held, orders = [hits[i] for i in kept], held[kept], [orders[i] for i in kept]
+        order = np.array(orders, np.int64)
+    else:
+        with index.reading():  # each hit's ordinal once: for its words and its insertion order
+            ords = index.columns.ids_to_ords([h.document.id for h in hits])
+            held = context.coverages(*context.holds(index, leg.topic, ords), context.word_weights(index, leg.topic))
+        order = np.where(ords >= 0, ords, LAST)
+    ids: list[str] = []
+    doc_ids: list[str | None] = []
+    groups: list[str] = []
+    for hit in hits:  # (`_group` inline: ~90 candidates a search)
+        doc = hit.document
+        ids.append(doc.id)
+        doc_ids.append(str(doc.metadata.get("doc", "")) if doc.metadata else None)  # (None: Found.candidate's)
+        group = ""
+        for tag in doc.tags:
+            if tag != SUPERSEDED and tag != FORGOTTEN:
+                group = tag
+                break
+        groups.append(group)
+    return Found.of(leg.kind, ids, doc_ids, hits, leg.explainer, leg.use_vector, held, order, groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,14 +304,8 @@ class _Leg:
     in_context: bool
     stored: bool  # its hits' documents read from the store
     request: SearchRequest
-
-
-def _document_of(kind: str, doc: Document) -> str:
-    """The v5 document a chunk's or memory's record is of: its metadata's when it was read, else a chunk's
-    from its id, else unknown until its row is read (page.Rows)."""
-    if doc.metadata:
-        return str(doc.metadata.get("doc", ""))
-    return chunk_document(doc.id) if kind == "chunk" else ""
+    topic: Sequence[QueryWord]  # the query's content words (its keyword coverage)
+    explainer: QueryExplainer
 
 
 @functools.lru_cache(maxsize=64)
@@ -278,96 +315,8 @@ def _tag_set(tags: tuple[str, ...]) -> frozenset[str]:
     return frozenset(tags)
 
 
-def _holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`SpaceIndex.holds` of ordinals the caller has (-1: none, holding nothing), inside `index.reading()`."""
-    known = ords >= 0
-    whole = np.zeros((ords.size, len(words)), bool)
-    part = np.zeros((ords.size, len(words)), bool)
-    if known.any():
-        whole[known], part[known] = index.keyword.holds(words, ords[known])
-    return whole, part
-
-
-def _group(tags: Sequence[str]) -> str:
-    """The document's tag among a record's tags (the one that is no state: superseded, forgotten)."""
-    for tag in tags:  # (a loop: a generator's setup costs more than these few tags)
-        if tag != SUPERSEDED and tag != FORGOTTEN:
-            return tag
-    return ""
-
-
-def _in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
-                topic: Sequence[QueryWord], vector: Any, stored: bool = False) -> list[tuple[Hit, float, int]]:
-    """Chunks with their conversation context (ranking.with_context): a chunk holds a content word when
-    it or the chunk just before it does, when that one is of the same document or of a document of the
-    same date (a conversation's turns of one session); the chunks just after the hits join them. The
-    chunks around the hits come from the index's columns (a chunk's document is in its id) unless
-    `stored` (memories, whose documents are in their records)."""
-    kind = "memory" if stored else "chunk"
-    dates: dict[str, str | None] = {}
-
-    def prepare(chunks: Iterable[Document]) -> None:
-        """Read the dates of every chunk's document at once (Face.dates keeps them until a write)."""
-        dates.update(face.dates(ns, list(dict.fromkeys(_document_of(kind, c) for c in chunks))))
-
-    def date(doc_id: str) -> str | None:
-        if doc_id not in dates:
-            dates[doc_id] = face.dates(ns, [doc_id]).get(doc_id)
-        return dates[doc_id]
-
-    def neighbours(earlier: Document, later: Document) -> bool:
-        a, b = _document_of(kind, earlier), _document_of(kind, later)
-        return a == b or (date(a) is not None and date(a) == date(b))
-
-    def pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
-        """`neighbours` judged from the chunks' ids in the columns (a chunk's document is in its id)."""
-        column = index.columns.ids
-        # (chunk_document's own rpartition inline: two hundred ids a search)
-        a = [(column[o] or "").rpartition("c")[0] for o in earlier.tolist()]
-        b = [(column[o] or "").rpartition("c")[0] for o in later.tolist()]
-        # Only chunks of two documents ask their dates (most context is a chunk of the same document).
-        apart = [d for x, y in zip(a, b) if x != y for d in (x, y)]
-        known_dates = face.dates(ns, apart) if apart else {}
-        return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
-                            for x, y in zip(a, b)), bool, len(a))
-
-    known = {h.document.id: h for h in hits}
-    with index.reading():
-        ctx = with_context(index, hits, filters, neighbours, prepare, pairs=None if stored else pairs)
-        ords = ctx.ords.tolist()
-        if not stored:  # the chunks after the hits, from the columns (the hits' own are at hand)
-            ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
-        column_ids = index.columns.ids
-        cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
-                   if vector is not None and index.vectors is not None else None)
-        docs = [ctx.docs.get(o) for o in ords]
-        # The ordinals of the chunks read (a chunk whose document is gone holds nothing) and of those before
-        # them: what SpaceIndex.holds would find from their ids, without looking the ids up again.
-        own = np.array([o if d is not None else -1 for o, d in zip(ords, docs)], np.int64)
-        if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
-            prev = np.where(ctx.has_prev, ctx.prev, -1)
-            prev[prev >= 0] = [o if column_ids[o] is not None else -1 for o in prev[prev >= 0].tolist()]
-            both_whole, both_part = _holds(index, topic, np.concatenate([own, prev]))
-            n = own.size
-            whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
-        else:
-            whole, part = _holds(index, topic, own)
-        held = coverages(whole, part, word_weights(index, topic))
-    sims = cosines.tolist() if cosines is not None else None  # (floats: NaN where a chunk has no vector)
-    out: list[tuple[Hit, float, int]] = []
-    for i, (doc, cov, o) in enumerate(zip(docs, held.tolist(), ords)):
-        if doc is None:
-            continue
-        hit = known.get(doc.id)
-        if hit is None:
-            sim = None if sims is None or sims[i] != sims[i] else sims[i]
-            hit = Hit(doc, 0.0, similarity=sim)
-        out.append((hit, cov, o))
-    return out
-
-
-def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str, Any]:
-    """Run one v5 search and shape its response."""
+def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any = None) -> dict[str, Any]:
+    """Run one v5 search and shape its response (`vector`: the query's embedding started already, or None)."""
     began = time.perf_counter()
     check_features(face, body)
     mode = body.get("searchMode", "hybrid")
@@ -376,9 +325,10 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
     include = body.get("include", {})
     at_ms = stamp()
     flt, passing, nothing = doc_filter(face, ns, body.get("filter"))
-    found: dict[tuple[str, str], Candidate] = {}
     ranked: list[Candidate] = []
-    pool: list[list[Candidate]] = []
+    cut = 0  # the candidates the threshold cut (whyFewer)
+    # What whyFewer says of the namespace, read while the query is embedded (for a short answer).
+    why = _Why(lambda: why_fewer.gather(face, ns, body, flt=flt, nothing=nothing))
     rows = Rows(face, ns)
     if not nothing:
         queries = [body["query"]]
@@ -386,17 +336,20 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
             from engram_index.supermemory.llm_search import rewrites
 
             queries += rewrites(face, body["query"])
-        pool = [candidates(face, ns, q, mode, limit, flt, bool(include.get("forgotten")), at_ms) for q in queries]
-        if len(pool) == 1:
-            merged = pool[0]
-        else:  # rewrites: each result scored against every query that found it, the best kept
-            for cand in (c for cands in pool for c in cands):
-                key = (cand.kind, cand.id)
-                if key not in found or found[key].similarity < cand.similarity:
-                    found[key] = cand
-            merged = list(found.values())
-        rows.read(sharing_a_document(merged))  # the texts that say which chunk a memory is a statement of
-        ranked = rank(merged, limit, threshold)
+        forgotten = bool(include.get("forgotten"))
+        if len(queries) == 1 and BACKED and not COLLAPSE_INTO_CHUNK:  # in columns (found.py)
+            cols = found(face, ns, queries[0], mode, limit, flt, forgotten, at_ms, vector, meanwhile=why.gather)
+            sharing = cols.sharing_a_document()
+            rows.read_found(cols, sharing)  # the texts that say which chunk a memory is a statement of
+            order = found_rank(cols, sharing, limit, threshold)
+            ranked, cut = ranked_candidates(cols, order), order.below(threshold)
+        else:
+            pool = [found(face, ns, q, mode, limit, flt, forgotten, at_ms, vector if i == 0 else None).candidates()
+                    for i, q in enumerate(queries)]
+            merged = _best_of(pool)
+            rows.read(sharing_a_document(merged))  # the texts that say which chunk a memory is a statement of
+            ranked = rank(merged, limit, threshold)
+            cut = why_fewer.threshold_cut(pool, threshold)
         rows.read(ranked)  # the page's rows: its texts (for a reranker, the explanations) and documents
     aggregated: dict[str, Any] | None = None
     if body.get("rerank", "none") != "none" and ranked:
@@ -410,8 +363,44 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool) -> dict[str
         results.insert(0, aggregated)
     out = {"results": results, "searchTime": round((time.perf_counter() - began) * 1000, 3)}
     if len(results) < limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
-        out["whyFewer"] = why_fewer.explain(face, ns, body, flt=flt, nothing=nothing, pool=pool, returned=len(results))
+        out["whyFewer"] = why_fewer.explain(face, ns, body, flt=flt, nothing=nothing, cut=cut, returned=len(results),
+                                            gathered=why.gathered())
     return out
+
+
+class _Why:
+    """whyFewer's reading of the namespace, made early (`gather`) or when it is asked for; a reading that
+    failed early is made again then (its error is the answer's only if the answer needs one)."""
+
+    __slots__ = ("read", "held")
+
+    def __init__(self, read: Callable[[], Gathered]) -> None:
+        self.read = read
+        self.held: Gathered | None = None
+
+    def gather(self) -> None:
+        """Read it now (a search's spare moment); an error waits for `gathered`."""
+        try:
+            self.held = self.read()
+        except Exception:
+            self.held = None
+
+    def gathered(self) -> Gathered:
+        """What was read, or a reading now."""
+        return self.held if self.held is not None else self.read()
+
+
+def _best_of(pool: list[list[Candidate]]) -> list[Candidate]:
+    """The candidates of one query, or of several (a rewrite's): each result scored against every query that
+    found it, the best kept."""
+    if len(pool) == 1:
+        return pool[0]
+    best: dict[tuple[str, str], Candidate] = {}
+    for cand in (c for cands in pool for c in cands):
+        key = (cand.kind, cand.id)
+        if key not in best or best[key].similarity < cand.similarity:
+            best[key] = cand
+    return list(best.values())
 
 
 def shape(face: Face, ns: str, ranked: list[Candidate], rows: Rows, include: dict[str, Any],

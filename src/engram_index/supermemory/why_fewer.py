@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from engram_index.engine.types import Filters
-from engram_index.shortfall import Condition, Target, why_fewer
+from engram_index.shortfall import Condition, Gathered, Target
+from engram_index.shortfall import gather as shortfall_gather
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face
 from engram_index.supermemory.tables import chunks_collection, memories_collection
 
@@ -38,9 +39,17 @@ def threshold_cut(pool: Sequence[Sequence[Scored]], threshold: float) -> int:
     return sum(1 for score in best.values() if score < threshold)
 
 
-def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing: bool,
-            pool: Sequence[Sequence[Scored]], returned: int) -> dict[str, Any]:
-    """Why a v5 search of `ns` answered `returned` results, fewer than its limit."""
+def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing: bool, cut: int,
+            returned: int, gathered: Gathered | None = None) -> dict[str, Any]:
+    """Why a v5 search of `ns` answered `returned` results, fewer than its limit, `cut` of its candidates
+    below its threshold (threshold_cut); `gathered`: what `gather` read already."""
+    if gathered is None:
+        gathered = gather(face, ns, body, flt=flt, nothing=nothing)
+    return gathered.explained(returned, cut)
+
+
+def gather(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing: bool) -> Gathered:
+    """What `explain` reads of the namespace, whatever the search's results."""
     mode = body.get("searchMode", "hybrid")
     hidden = (SUPERSEDED,) if body.get("include", {}).get("forgotten") else (SUPERSEDED, FORGOTTEN)
     targets = []
@@ -54,7 +63,5 @@ def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing:
         name = "filter=" + json.dumps(body["filter"], separators=(",", ":"), ensure_ascii=False)[:MAX_FILTER_NAME]
         if not nothing:
             conditions.append(Condition(name, flt))
-    pending = face.unfinished(ns)
-    return why_fewer(face.collections, ns, targets, returned=returned, conditions=conditions,
-                     threshold_cut=threshold_cut(pool, body.get("threshold", 0.3)), pending=pending,
-                     none_pass=name if nothing else None)
+    return shortfall_gather(face.collections, ns, targets, conditions=conditions, pending=face.unfinished(ns),
+                            none_pass=name if nothing else None)

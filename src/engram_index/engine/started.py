@@ -1,0 +1,169 @@
+"""A search whose query vector comes later: its keyword pass first, the rest once the vector is there.
+
+A face that embeds the query on the server hands the engine a `concurrent.futures.Future` of the
+vector (`SearchRequest.vector`). `SpaceIndex.start` runs at once what needs no vector: a hybrid
+search's query analysis, filter mask and keyword pass (keyword_pass.py). `StartedSearch.finish`
+waits for the vector (its error is the search's) and runs the rest: the vector side, the vector
+candidates' BM25, the fusion, the hits. `run_beside` has the thread that makes the vector run that
+rest's compiled part (the scan, the candidates' BM25, the fusion: loops that let go of the GIL) as
+soon as the vector is there, while the caller does other work; `finish` then makes the hits. Any
+other search runs whole in `finish`. The answers are `search`'s with the vector, bit for bit, as of
+the finish: a write applied in between (the index's generation moves) runs the keyword pass, and
+whatever ran beside, again. docs/design/engine.md has the reasoning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engram_index.engine import keyword_pass
+from engram_index.engine.analyzer import QueryWord, query_words
+from engram_index.engine.columns import Columns
+from engram_index.engine.keyword import KeywordIndex
+from engram_index.engine.types import SearchRequest, SearchResult
+from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex
+
+class Starting:
+    """SpaceIndex's searches begun before their vector is known (SpaceIndex mixes this in)."""
+
+    columns: Columns
+    keyword: KeywordIndex
+    vectors: VectorIndex | None
+    _generation: int  # moved by every change under the write lock (SpaceIndex.apply, exclusive)
+
+    if TYPE_CHECKING:
+        def reading(self) -> contextlib.AbstractContextManager[None]: ...
+        def search(self, req: SearchRequest) -> SearchResult: ...
+        def _n_candidates(self, limit: int) -> int: ...
+        def _query_vector(self, req: SearchRequest) -> np.ndarray: ...
+        def _vector_candidates(self, req: SearchRequest, query: PreparedQuery, n: int,
+                               mask: np.ndarray | None) -> VectorHits: ...
+        def _keyword_top(self, kw_ords: np.ndarray, kw_scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]: ...
+        def _fuse(self, req: SearchRequest, query: PreparedQuery, vec: VectorHits, vec_bm25: np.ndarray,
+                  kw_ords: np.ndarray, kw_scores: np.ndarray) -> Fused: ...
+        def _hits(self, req: SearchRequest, words: list[QueryWord], fused: Fused) -> SearchResult: ...
+
+    def start(self, req: SearchRequest) -> StartedSearch:
+        """Begin a search whose query vector may still be coming (`req.vector` a Future of it): a hybrid
+        search's keyword pass runs now, the rest in `StartedSearch.finish`, which waits for the vector;
+        any other search runs whole there. `start(req).finish()` answers as `search` with the vector,
+        bit for bit, as of the finish: a write applied in between makes it run its keyword pass again."""
+        if req.explain and not req.documents:
+            raise ValueError("an explained search needs the documents' text: documents=False cannot explain")
+        if not isinstance(req.vector, Future) or req.mode != "hybrid" or not req.q or self.vectors is None:
+            return StartedSearch(self, req, None)
+        with self.reading():
+            return StartedSearch(self, req, self._keyword_pass(req))
+
+    def _keyword_pass(self, req: SearchRequest) -> _Pass:
+        """A hybrid search's keyword side as far as it goes without the vector side's candidates."""
+        words = query_words(req.q or "")
+        n = self._n_candidates(req.limit)
+        mask = self.columns.mask(req.filters)
+        return _Pass(self._generation, words, mask, keyword_pass.keyword_pass(self.keyword, words, n, mask))
+
+    def _finish(self, started: StartedSearch) -> SearchResult:
+        """The rest of a started search, once its vector is there (`StartedSearch.finish`)."""
+        req = started.req
+        if isinstance(req.vector, Future):
+            req = replace(req, vector=req.vector.result())
+        if started.keyword is None:
+            return self.search(req)
+        # What runs beside, unless its thread has not begun it: then it is this thread's (a busy machine may
+        # not have run the vector's thread since the vector was made).
+        beside = started.beside.result() if started.beside is not None and not started.beside.cancel() else None
+        with self.reading():
+            kw = started.keyword if started.keyword.generation == self._generation else self._keyword_pass(req)
+            if beside is None or beside.generation != self._generation:
+                beside = self._fused(req, kw)
+            return self._hits(req, kw.words, beside.fused)
+
+    def _fused(self, req: SearchRequest, kw: _Pass) -> _Beside:
+        """A started hybrid search's compiled rest, its vector at hand (under the read lock): the vector side,
+        its candidates' BM25 (keyword_pass.finish), the keyword top now and their fusion."""
+        query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
+        n = self._n_candidates(req.limit)
+        vec = self._vector_candidates(req, query, n, kw.mask)
+        kw_ords, kw_scores, vec_bm25 = keyword_pass.finish(self.keyword, kw.found, vec.ords)
+        return _Beside(kw.generation, self._fuse(req, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n)))
+
+    def _run_beside(self, started: StartedSearch) -> _Beside | None:
+        """`_fused` where the vector is made, once it is (`run_beside`); None when a write came since the
+        keyword pass or it failed (the finish runs it again, and meets the error)."""
+        kw = started.keyword
+        assert kw is not None and isinstance(started.req.vector, Future)
+        try:
+            req = replace(started.req, vector=started.req.vector.result())
+            with self.reading():
+                return self._fused(req, kw) if kw.generation == self._generation else None
+        except Exception:
+            return None
+
+
+class StartedSearch:
+    """A search begun by `SpaceIndex.start`, its keyword pass done (a hybrid one's), waiting for its vector."""
+
+    __slots__ = ("index", "req", "keyword", "beside")
+
+    def __init__(self, index: Starting, req: SearchRequest, keyword: _Pass | None) -> None:
+        """Hold the index, the request and the keyword pass (None: the whole search runs at the finish)."""
+        self.index, self.req, self.keyword = index, req, keyword
+        self.beside: Future[_Beside | None] | None = None  # what ran where the vector was made (`run_beside`)
+
+    def finish(self) -> SearchResult:
+        """Wait for the vector (its error is the search's) and run the rest of the search."""
+        return self.index._finish(self)
+
+    def run_beside(self) -> None:
+        """Have the thread that makes the vector run the rest's compiled part as soon as the vector is
+        there (the vector side's scan, its candidates' BM25, the fusion: loops that let go of the GIL)
+        while this thread does other work; `finish` takes it unless a write came meanwhile, and makes
+        the hits; a finish that comes before that thread has begun it runs it itself. Nothing happens
+        unless a hybrid search's vector is still coming."""
+        vector = self.req.vector
+        if self.keyword is None or not isinstance(vector, Future) or vector.done():
+            return
+        beside: Future[_Beside | None] = Future()
+        self.beside = beside
+
+        def run(_: object) -> None:
+            if beside.set_running_or_notify_cancel():  # (else the finish took it on)
+                beside.set_result(self.index._run_beside(self))
+
+        vector.add_done_callback(run)
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A hybrid search's fused best: ordinals, scores, similarities (where `has_sim`), BM25; whether the
+    vector side was approximate (its re-rank cut by a deadline)."""
+
+    ords: np.ndarray
+    scores: np.ndarray
+    sims: np.ndarray
+    bm25: np.ndarray
+    has_sim: np.ndarray
+    approximate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Beside:
+    """A started hybrid search's fused best, and the index state it saw (the writes applied, by count)."""
+
+    generation: int
+    fused: Fused
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """A hybrid search's keyword pass and the index state it saw."""
+
+    generation: int
+    words: list[QueryWord]
+    mask: np.ndarray | None
+    found: keyword_pass.KeywordPass

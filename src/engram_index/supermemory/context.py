@@ -1,0 +1,134 @@
+"""What a v5 search's hits hold of its query: keyword coverage, a chunk's with its conversation's context.
+
+Keyword coverage is the share of the query's content words a result holds (an exact or stemmed
+match counts 1, an identifier part 0.5), each word weighted by its idf (search.py's module doc).
+A chunk holds a word when it or the chunk just before it in its conversation does (`in_context`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from engram_index.engine.analyzer import QueryWord
+from engram_index.engine.search import SpaceIndex
+from engram_index.engine.types import Document, Filters, Hit
+from engram_index.ranking import with_context
+from engram_index.supermemory.face import Face
+from engram_index.supermemory.tables import chunk_document
+
+IDF_COVERAGE = True
+
+
+def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per document, the share of the query's content words it holds (an identifier part counts half),
+    each word weighted by `weights` (its idf: a rare word says more than a common one) when given."""
+    if not whole.shape[1]:
+        return np.zeros(whole.shape[0])
+    w = np.ones(whole.shape[1]) if weights is None or not weights.sum() > 0 else weights
+    score: np.ndarray = (whole @ w + 0.5 * (part & ~whole) @ w) / w.sum()
+    return score
+
+
+def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | None:
+    """Each content word's idf in the collection, of the word as asked (its exact form: the commoner
+    stem weighed less and measured worse, docs/design/ranking.md), or None when IDF_COVERAGE is off."""
+    if not IDF_COVERAGE or not words:
+        return None
+    weights: np.ndarray = index.keyword.counts.idf([w.exact for w in words])
+    return weights
+
+
+def document_of(kind: str, doc: Document) -> str:
+    """The v5 document a chunk's or memory's record is of: its metadata's when it was read, else a chunk's
+    from its id, else unknown until its row is read (page.Rows)."""
+    if doc.metadata:
+        return str(doc.metadata.get("doc", ""))
+    return chunk_document(doc.id) if kind == "chunk" else ""
+
+
+def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`SpaceIndex.holds` of ordinals the caller has (-1: none, holding nothing), inside `index.reading()`."""
+    known = ords >= 0
+    whole = np.zeros((ords.size, len(words)), bool)
+    part = np.zeros((ords.size, len(words)), bool)
+    if known.any():
+        whole[known], part[known] = index.keyword.holds(words, ords[known])
+    return whole, part
+
+
+def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
+                topic: Sequence[QueryWord], vector: Any, stored: bool = False) -> tuple[list[Hit], np.ndarray, list[int]]:
+    """Chunks with their conversation context (ranking.with_context): a chunk holds a content word when
+    it or the chunk just before it does, when that one is of the same document or of a document of the
+    same date (a conversation's turns of one session); the chunks just after the hits join them. The
+    chunks around the hits come from the index's columns (a chunk's document is in its id) unless
+    `stored` (memories, whose documents are in their records). The chunks, each one's coverage and its
+    ordinal."""
+    kind = "memory" if stored else "chunk"
+    dates: dict[str, str | None] = {}
+
+    def prepare(chunks: Iterable[Document]) -> None:
+        """Read the dates of every chunk's document at once (Face.dates keeps them until a write)."""
+        dates.update(face.dates(ns, list(dict.fromkeys(document_of(kind, c) for c in chunks))))
+
+    def date(doc_id: str) -> str | None:
+        if doc_id not in dates:
+            dates[doc_id] = face.dates(ns, [doc_id]).get(doc_id)
+        return dates[doc_id]
+
+    def neighbours(earlier: Document, later: Document) -> bool:
+        a, b = document_of(kind, earlier), document_of(kind, later)
+        return a == b or (date(a) is not None and date(a) == date(b))
+
+    def pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """`neighbours` judged from the chunks' ids in the columns (a chunk's document is in its id)."""
+        column = index.columns.ids
+        # (chunk_document's own rpartition inline: two hundred ids a search)
+        a = [(column[o] or "").rpartition("c")[0] for o in earlier.tolist()]
+        b = [(column[o] or "").rpartition("c")[0] for o in later.tolist()]
+        # Only chunks of two documents ask their dates (most context is a chunk of the same document).
+        apart = [d for x, y in zip(a, b) if x != y for d in (x, y)]
+        known_dates = face.dates(ns, apart) if apart else {}
+        return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
+                            for x, y in zip(a, b)), bool, len(a))
+
+    known = {h.document.id: h for h in hits}
+    with index.reading():
+        ctx = with_context(index, hits, filters, neighbours, prepare, pairs=None if stored else pairs)
+        ords = ctx.ords.tolist()
+        if not stored:  # the chunks after the hits, from the columns (the hits' own are at hand)
+            ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
+        column_ids = index.columns.ids
+        cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
+                   if vector is not None and index.vectors is not None else None)
+        docs = [ctx.docs.get(o) for o in ords]
+        # The ordinals of the chunks read (a chunk whose document is gone holds nothing) and of those before
+        # them: what SpaceIndex.holds would find from their ids, without looking the ids up again.
+        own = np.array([o if d is not None else -1 for o, d in zip(ords, docs)], np.int64)
+        if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
+            prev = np.where(ctx.has_prev, ctx.prev, -1)
+            prev[prev >= 0] = [o if column_ids[o] is not None else -1 for o in prev[prev >= 0].tolist()]
+            both_whole, both_part = holds(index, topic, np.concatenate([own, prev]))
+            n = own.size
+            whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
+        else:
+            whole, part = holds(index, topic, own)
+        held = coverages(whole, part, word_weights(index, topic))
+    sims = cosines.tolist() if cosines is not None else None  # (floats: NaN where a chunk has no vector)
+    out: list[Hit] = []
+    kept: list[int] = []
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        hit = known.get(doc.id)
+        if hit is None:
+            sim = None if sims is None or sims[i] != sims[i] else sims[i]
+            hit = Hit(doc, 0.0, similarity=sim)
+        out.append(hit)
+        kept.append(i)
+    if len(kept) < len(docs):
+        held, ords = held[kept], [ords[i] for i in kept]
+    return out, held, ords

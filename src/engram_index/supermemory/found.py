@@ -1,0 +1,191 @@
+"""One query's candidates in columns, and their ranking: search.rank's answer without a Candidate each.
+
+A hybrid search scores ~90 memories and chunks and returns a few; making each one a Candidate and
+ranking those (search.rank) cost more than the engine's work after the vector. Here the
+candidates are lists and arrays, ranked with numpy in search.rank's order and arithmetic (the
+same float64 operations, ties broken the same way), and only the returned ones become
+Candidates. search.rank stays the reference (and ranks the candidates of several queries, a
+rewrite's); tests/supermemory/test_found.py checks the two agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engram_index.engine.types import Hit
+from engram_index.supermemory.candidates import _KEYWORD_WEIGHT, VECTOR_WEIGHT, Candidate, QueryExplainer
+from engram_index.supermemory.tables import chunk_document
+
+KINDS = ("chunk", "memory")  # a kind's code: its place here (the order search.rank breaks ties in)
+
+
+@dataclass(slots=True)
+class Found:
+    """Candidates by column, each one's place the same in every list and array."""
+
+    kinds: np.ndarray  # int8: 0 chunk, 1 memory
+    ids: list[str]
+    doc_ids: list[str | None]  # None: a chunk's is in its id, a memory's known once its row is read (Rows.read_found)
+    texts: list[str]  # read where ranking or the page needs them
+    hits: list[Hit]
+    explainers: list[QueryExplainer]
+    vector: np.ndarray  # bool: scored with its cosine
+    coverage: np.ndarray  # float64
+    order: np.ndarray  # int64: insertion order in its collection
+    groups: list[str]
+    own: np.ndarray  # float64: Candidate.own_similarity
+
+    @classmethod
+    def of(cls, kind: str, ids: list[str], doc_ids: list[str | None], hits: list[Hit], explainer: QueryExplainer,
+           vector: bool, coverage: np.ndarray, order: np.ndarray, groups: list[str]) -> Found:
+        """One collection's candidates, each scored alone as Candidate scores it."""
+        n = len(ids)
+        if vector:
+            # Candidate._score_alone's comparisons as ufuncs (maximum and minimum keep a NaN and a -0.0 as they do).
+            cosine = np.maximum(np.array([h.similarity or 0.0 for h in hits], np.float64), 0.0)
+            own = np.minimum(np.maximum(VECTOR_WEIGHT * cosine + _KEYWORD_WEIGHT * coverage, 0.0), 1.0)
+        else:
+            own = coverage.astype(np.float64, copy=True)
+        return cls(np.full(n, KINDS.index(kind), np.int8), ids, doc_ids, [""] * n, hits, [explainer] * n,
+                   np.full(n, vector, bool), coverage, np.asarray(order, np.int64), groups, own)
+
+    @classmethod
+    def empty(cls) -> Found:
+        """No candidates."""
+        return cls(np.zeros(0, np.int8), [], [], [], [], [], np.zeros(0, bool), np.zeros(0), np.zeros(0, np.int64),
+                   [], np.zeros(0))
+
+    @classmethod
+    def joined(cls, parts: Sequence[Found]) -> Found:
+        """The candidates of several collections, in turn."""
+        if len(parts) <= 1:
+            return parts[0] if parts else cls.empty()
+        return cls(np.concatenate([p.kinds for p in parts]), sum((p.ids for p in parts), []),
+                   sum((p.doc_ids for p in parts), []), sum((p.texts for p in parts), []),
+                   sum((p.hits for p in parts), []), sum((p.explainers for p in parts), []),
+                   np.concatenate([p.vector for p in parts]), np.concatenate([p.coverage for p in parts]),
+                   np.concatenate([p.order for p in parts]), sum((p.groups for p in parts), []),
+                   np.concatenate([p.own for p in parts]))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def candidate(self, i: int, backed: float | None = None) -> Candidate:
+        """The i-th as a Candidate (its own score as worked out here)."""
+        kind, doc_id = KINDS[self.kinds[i]], self.doc_ids[i]
+        if doc_id is None:
+            doc_id = chunk_document(self.ids[i]) if kind == "chunk" else ""
+        made = Candidate(kind, self.ids[i], doc_id, self.texts[i], self.hits[i],
+                         self.explainers[i], bool(self.vector[i]), float(self.coverage[i]), int(self.order[i]),
+                         self.groups[i], backed=backed)
+        return made
+
+    def candidates(self) -> list[Candidate]:
+        """Every one as a Candidate, in order."""
+        return [self.candidate(i) for i in range(len(self))]
+
+    def sharing_a_document(self) -> list[int]:
+        """The places of the memories and chunks whose document has candidates of both kinds
+        (page.sharing_a_document's)."""
+        kinds, groups = self.kinds.tolist(), self.groups
+        memories = {g for k, g in zip(kinds, groups) if k}
+        both = {g for k, g in zip(kinds, groups) if not k and g in memories}
+        both.discard("")
+        return [i for i, g in enumerate(groups) if g in both]
+
+
+def sources(found: Found, sharing: Sequence[int]) -> np.ndarray:
+    """Each candidate's source as a place: a chunk is its own; a memory is the first chunk of its document
+    among the candidates that holds its statement, else its own (search._sources). `sharing`: the places of
+    the memories and chunks whose document has both (`Found.sharing_a_document`), whose texts are read."""
+    out = np.arange(len(found))
+    kinds, groups, texts = found.kinds, found.groups, found.texts
+    chunks: dict[str, list[int]] = {}
+    for i in sharing:
+        if not kinds[i]:
+            chunks.setdefault(groups[i], []).append(i)
+    spaced: dict[int, str] = {}
+    for i in sharing:
+        if kinds[i] and texts[i]:
+            raw, statement = texts[i], None
+            for j in chunks[groups[i]]:
+                # Held as it is, it is held with their whitespace made single spaces (a run inside the statement
+                # is the same run of the chunk): the usual case, without making either.
+                if raw in texts[j]:
+                    out[i] = j
+                    break
+                if statement is None:
+                    statement = " ".join(raw.split())
+                text = spaced.get(j)
+                if text is None:
+                    text = spaced[j] = " ".join(texts[j].split())
+                if statement in text:
+                    out[i] = j
+                    break
+    return out
+
+
+def either(own: np.ndarray, backed: np.ndarray) -> np.ndarray:
+    """ranking.either of (own, backed) per candidate, in its float64 operations."""
+    def held(x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.minimum(np.maximum(x, 0.0), 1.0)
+        return out
+
+    miss = (1.0 - held(own)) * (1.0 - held(backed))
+    out: np.ndarray = 1.0 - miss
+    return out
+
+
+@dataclass(slots=True)
+class Ranked:
+    """A ranking: the best places in order, each candidate's backing (NaN: none) and final score."""
+
+    places: list[int]
+    backed: np.ndarray
+    similarity: np.ndarray
+
+    def below(self, threshold: float) -> int:
+        """How many candidates the threshold cut (why_fewer.threshold_cut of one query's)."""
+        return int(np.count_nonzero(self.similarity < threshold))
+
+
+def rank(found: Found, sharing: Sequence[int], limit: int, threshold: float) -> Ranked:
+    """search.rank (BACKED, not COLLAPSE_INTO_CHUNK) in columns: one per source, a memory and the chunk
+    it came from scored with both, ties by insertion order, then kind (`sharing`: as `sources` takes it)."""
+    n = len(found)
+    src = sources(found, sharing)
+    kinds = found.kinds.astype(np.int64)
+    own = found.own
+    # ranking.stable_order's order: best own score first, then insertion order, then kind (a stable sort).
+    ordered = np.lexsort((kinds, found.order, -own))
+    codes = src[ordered] * 2 + kinds[ordered]
+    best = np.full(2 * n, -1, np.int64)  # per (source, kind): its best candidate
+    _, first_at = np.unique(codes, return_index=True)
+    best[codes[first_at]] = ordered[first_at]
+    is_lead = np.zeros(n, bool)  # per source: its best candidate of either kind
+    _, lead_at = np.unique(src[ordered], return_index=True)
+    is_lead[ordered[lead_at]] = True
+    other = best[src * 2 + (1 - kinds)]
+    backed = np.full(n, np.nan)
+    leads = is_lead & (other >= 0)
+    backed[leads] = own[other[leads]]
+    similarity = own.copy()
+    similarity[leads] = either(own[leads], backed[leads])
+    kept = ordered[(other[ordered] < 0) | is_lead[ordered]]  # search._backed's list, in its order
+    kept = kept[similarity[kept] >= threshold]
+    kept = kept[np.lexsort((kinds[kept], found.order[kept], -similarity[kept]))]
+    _, first = np.unique(src[kept], return_index=True)  # ranking.one_per_source: the first of each source
+    places = kept[np.sort(first)][:limit].tolist()
+    return Ranked(places, backed, similarity)
+
+
+def ranked_candidates(found: Found, ranked: Ranked) -> list[Candidate]:
+    """The ranking's places as Candidates, each with its backing."""
+    out = []
+    for i in ranked.places:
+        b = ranked.backed[i]
+        out.append(found.candidate(i, None if b != b else float(b)))
+    return out
