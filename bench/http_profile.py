@@ -38,7 +38,7 @@ from engram_index.engram.records import encode_query_vector  # noqa: E402
 # A sample's part: the first of these (label, frame text) found from its innermost frame outwards.
 PARTS = [
     ("uvicorn access log", "Logger."), ("credential check", "SpaceCredentials.authenticate"),
-    ("views of the hits", "hit_view"), ("JSON encoding", "JSONAnswer.render"),
+    ("views of the hits", "hit_json"), ("JSON encoding", "JSONAnswer.render"),
     ("hand-off to a search thread", "ThreadPoolExecutor.submit"), ("search pool", "SearchPool.run"),
     ("request (vector, mode rules)", "build_request"), ("parameters, the space's row", "checked_space"),
     ("query string parse", "query_params"), ("response writes", "Transport.write"),
