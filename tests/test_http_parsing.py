@@ -152,3 +152,18 @@ def test_a_streamed_answer_is_chunked_for_http_1_1_and_read_to_the_close_for_htt
     assert b"transfer-encoding: chunked\r\n\r\n4\r\npart\r\n0\r\n\r\n" in written
     written, closing = _exchange(_stream, b"GET / HTTP/1.0\r\n\r\n")
     assert written.endswith(b"connection: close\r\n\r\npart") and b"chunked" not in written and closing
+
+
+def test_any_token_is_a_method_as_h11_took_it_even_one_that_arrives_in_pieces() -> None:
+    async def method(scope: Any, receive: Any, send: Any) -> None:
+        body = scope["method"].encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+    for request in (b"FOO /x HTTP/1.1\r\nHost: a\r\n\r\n", b"get /x HTTP/1.1\r\nHost: a\r\n\r\n",
+                    b"CONNECT /x HTTP/1.1\r\nHost: a\r\n\r\n", b"M-SEARCH /x HTTP/1.1\r\nHost: a\r\n\r\n"):
+        written, closing = _exchange(method, request[:2], request[2:5], request[5:])
+        assert written.startswith(b"HTTP/1.1 200 ") and written.endswith(b"\r\n\r\n" + request.split(b" ")[0])
+        assert not closing
+    written, _ = _exchange(method, b"G\x00T /x HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert written.startswith(b"HTTP/1.1 400 ")

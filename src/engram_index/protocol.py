@@ -36,9 +36,9 @@ import uvicorn
 from uvicorn.server import ServerState
 
 from engram_index.errors import (
-    EngramError, HeadTooLarge, InvalidInput, TargetTooLong, Unavailable,
+    EngramError, InvalidInput, Unavailable,
 )
-from engram_index.deadlines import Deadlines
+from engram_index.connection_limits import ConnectionLimits
 from engram_index.exchange import HIGH_WATER, AccessWriter, Exchange
 
 log = logging.getLogger("uvicorn.error")
@@ -53,7 +53,6 @@ MAX_REQUEST_HEAD_BYTES = 256 * 1024
 LINGER_SECONDS = 5.0  # how long a closing connection's remaining input is read and dropped
 LINGER_BYTES = 64 * 1024 * 1024  # and how much of it (more than the largest body a face takes: 60 MB uploads)
 _START_BYTES = 512  # what is kept of a request's first bytes, to know its path
-_HEAD_END = regex.compile(rb"\r?\n\r?\n")
 _REQUEST_LINE = regex.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+ (/[!-~]*)")
 MAX_LOGGED_MESSAGE = 200
 
@@ -103,7 +102,7 @@ class _Refused(Exception):
         self.error = error
 
 
-class JsonHttpProtocol(Deadlines, asyncio.Protocol):
+class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
     """One HTTP/1.1 connection: requests parsed by llhttp, refusals in JSON, deadlines, a connection cap."""
 
     def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
@@ -146,6 +145,9 @@ class JsonHttpProtocol(Deadlines, asyncio.Protocol):
         # The request being parsed.
         self.in_head = True  # its head has not ended (between requests too)
         self.in_body = False  # its head has ended, its body has not
+        self.begun = False  # llhttp has begun it (its method read)
+        self.first = b""  # its first bytes, held until its method is known
+        self.method: str | None = None  # its method, when llhttp reads another in its place
         self.stopped = False  # nothing more is parsed (llhttp stopped at an Upgrade or CONNECT; a refusal waits)
         self.deferred: EngramError | None = None  # a refusal of a pipelined request, answered after the one before
         self.url = b""
@@ -214,6 +216,11 @@ class JsonHttpProtocol(Deadlines, asyncio.Protocol):
                 self.start += data[: _START_BYTES - len(self.start)]
             if self._head_too_large(data):
                 return
+            if not self.begun:  # llhttp waits for a request line: its method first
+                held = self._method_known(data)
+                if held is None:
+                    return
+                data = held
         elif self.body_timer is not None:
             self.body_bytes += len(data)
         try:
@@ -230,23 +237,11 @@ class JsonHttpProtocol(Deadlines, asyncio.Protocol):
             return
         self._time_body()
 
-    def _head_too_large(self, data: bytes) -> bool:
-        """Refuse a head over the limit (431; 414 when its request line never ended), however reads split it."""
-        window = self.head_tail + data
-        end = _HEAD_END.search(window)
-        size = self.head_seen + (end.end() - len(self.head_tail) if end else len(data))
-        self.head_seen, self.head_tail = size, window[-3:]
-        if size <= self.head_limit:
-            return False
-        crlf = b"\n" in self.start
-        self.refuse(HeadTooLarge(f"the request head is larger than {self.head_limit} bytes") if crlf
-                    else TargetTooLong(f"the request target is longer than {self.head_limit} bytes"))
-        return True
-
     # -- the parser's callbacks ------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         """A request begins."""
+        self.begun = True
         self.url, self.headers, self.hosts, self.codings, self.expect_100 = b"", [], 0, [], False
 
     def on_url(self, url: bytes) -> None:
@@ -281,6 +276,7 @@ class JsonHttpProtocol(Deadlines, asyncio.Protocol):
             raise _Refused(InvalidInput("malformed HTTP request: unsupported Transfer-Encoding (only chunked)"))
         self.in_head, self.in_body, self.head_open = False, True, False
         self._cancel_head_timer()
+        method, self.method = self.method, None
         raw_path, _, query = url.partition(b"?")  # as uvicorn's h11 protocol read a target (llhttp: visible ASCII)
         path = raw_path.decode("ascii")
         if "%" in path:
@@ -288,7 +284,7 @@ class JsonHttpProtocol(Deadlines, asyncio.Protocol):
         root = self.root_path
         scope = {
             "type": "http", "asgi": dict(self.asgi), "http_version": version, "server": self.server,
-            "client": self.client, "scheme": self.scheme, "method": parser.get_method().decode("ascii"),
+            "client": self.client, "scheme": self.scheme, "method": method or parser.get_method().decode("ascii"),
             "root_path": root, "path": root + path if root else path,
             "raw_path": root.encode("ascii") + raw_path if root else raw_path, "query_string": query,
             "headers": self.headers, "state": self.app_state.copy(),
@@ -315,7 +311,7 @@ class JsonHttpProtocol(Deadlines, asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         """The request has ended; the next head may begin."""
-        self.in_head, self.in_body = True, False
+        self.in_head, self.in_body, self.begun = True, False, False
         exchange = self._parsed()
         if exchange is not None:
             exchange.body_complete()

@@ -1,10 +1,13 @@
-"""The request head's and body's deadlines of an HTTP connection: protocol.JsonHttpProtocol's timers.
+"""What an HTTP connection (protocol.JsonHttpProtocol) bounds and reads first: a request head's size and method,
+its deadline, and its body's.
 
-A request head must arrive within `head_timeout` seconds of its first byte (408 when part of it
-came, else the connection just closes); a request body within `body_timeout` seconds of the end of
-its head plus 1/`body_min_rate` s for each byte received, while the server is not the one holding it
-back (408 in the face's envelope for the app, which then reads RequestTimeout; after an answer, the
-rest of the body is cut off with a lingering close).
+A request head is limited to `head_limit` bytes, counted across reads (431; 414 when its request
+line never ended); its method is read before llhttp sees it (llhttp knows a fixed set of methods,
+h11 took any token). A head must arrive within `head_timeout` seconds of its first byte (408 when
+part of it came, else the connection just closes); a request body within `body_timeout` seconds of
+the end of its head plus 1/`body_min_rate` s for each byte received, while the server is not the one
+holding it back (408 in the face's envelope for the app, which then reads RequestTimeout; after an
+answer, the rest of the body is cut off with a lingering close).
 """
 
 from __future__ import annotations
@@ -13,16 +16,28 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from engram_index.errors import EngramError, RequestTimeout
+import regex
+
+from engram_index.errors import EngramError, HeadTooLarge, RequestTimeout, TargetTooLong
 
 if TYPE_CHECKING:
     from engram_index.exchange import Exchange
 
 log = logging.getLogger("uvicorn.error")
 
+_HEAD_END = regex.compile(rb"\r?\n\r?\n")
+_TOKEN = regex.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# The methods llhttp reads as they are (CONNECT aside, which it takes as a protocol switch); any other
+# token is a method too (h11 took them all): llhttp reads it as GET and the app gets the method sent.
+LLHTTP_METHODS = frozenset(b"DELETE GET HEAD POST PUT OPTIONS TRACE COPY LOCK MKCOL MOVE PROPFIND PROPPATCH SEARCH"
+                           b" UNLOCK BIND REBIND UNBIND ACL REPORT MKACTIVITY CHECKOUT MERGE M-SEARCH NOTIFY SUBSCRIBE"
+                           b" UNSUBSCRIBE PATCH PURGE MKCALENDAR LINK UNLINK SOURCE QUERY".split())
+_METHOD_BYTES = 64  # bytes held at most while a request's method is not yet known (longer: llhttp judges it)
 
-class Deadlines:
-    """The head and body timers of a connection (mixed into protocol.JsonHttpProtocol)."""
+
+class ConnectionLimits:
+    """A connection's head limit and method reading, and its head and body timers (mixed into
+    protocol.JsonHttpProtocol)."""
 
     loop: asyncio.AbstractEventLoop
     head_timeout: float
@@ -33,6 +48,11 @@ class Deadlines:
     body_since: float
     body_bytes: int
     start: bytes
+    head_limit: int
+    head_seen: int
+    head_tail: bytes
+    first: bytes
+    method: str | None
     in_head: bool
     in_body: bool
     read_paused: bool
@@ -52,6 +72,35 @@ class Deadlines:
         def _linger(self) -> None: ...
 
         def _stop_keep_alive_timer(self) -> None: ...
+
+    def _head_too_large(self, data: bytes) -> bool:
+        """Refuse a head over the limit (431; 414 when its request line never ended), however reads split it."""
+        window = self.head_tail + data
+        end = _HEAD_END.search(window)
+        size = self.head_seen + (end.end() - len(self.head_tail) if end else len(data))
+        self.head_seen, self.head_tail = size, window[-3:]
+        if size <= self.head_limit:
+            return False
+        crlf = b"\n" in self.start
+        self.refuse(HeadTooLarge(f"the request head is larger than {self.head_limit} bytes") if crlf
+                    else TargetTooLong(f"the request target is longer than {self.head_limit} bytes"))
+        return True
+
+    def _method_known(self, data: bytes) -> bytes | None:
+        """The bytes for llhttp once a request's method is read (a token it does not know replaced by GET,
+        the method kept for the app), or None while it is incomplete (the bytes are held)."""
+        data, self.first = self.first + data, b""
+        space = data.find(b" ", 0, _METHOD_BYTES + 1)
+        if space < 0:
+            if len(data) <= _METHOD_BYTES and b"\n" not in data:
+                self.first = data
+                return None
+            return data  # no method: llhttp says what is wrong
+        token = data[:space]
+        if token in LLHTTP_METHODS or not _TOKEN.fullmatch(token):
+            return data
+        self.method = token.decode("ascii")
+        return b"GET" + data[space:]
 
     # -- the head's deadline ----------------------------------------------------------------------
 
