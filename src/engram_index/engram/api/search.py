@@ -16,6 +16,7 @@ from engram_index.shortfall import Condition, Target, why_fewer
 from engram_index.store.base import CollectionInfo
 from engram_index.engram.views import hit_json
 from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.api.lexicon import query_string
 from engram_index.engram.api.spaces import loaded_index
 from engram_index.engram.api.xrpc import checked_space
 
@@ -88,7 +89,7 @@ async def search_memories(request: Request) -> dict[str, Any]:
     """Answer garden.engram.searchMemories."""
     limits = request.app.state.limits
     # The space's token first: a refusal then costs no parameter parsing, store read or vector decode.
-    limits.take(request.query_params.get("space", ""))
+    limits.take(query_string(request.scope).get("space"))
     params, spaces, info = await checked_space(request, NSID)
     index = await loaded_index(spaces, params["space"])
     async with limits.slot(params["space"]):
