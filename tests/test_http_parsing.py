@@ -167,3 +167,29 @@ def test_any_token_is_a_method_as_h11_took_it_even_one_that_arrives_in_pieces() 
         assert not closing
     written, _ = _exchange(method, b"G\x00T /x HTTP/1.1\r\nHost: a\r\n\r\n")
     assert written.startswith(b"HTTP/1.1 400 ")
+
+
+def test_a_body_still_coming_after_an_early_answer_is_read_and_dropped_and_the_next_request_is_served() -> None:
+    async def early(scope: Any, receive: Any, send: Any) -> None:  # answers without reading the body (a 413)
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    state: dict[str, Any] = {}
+
+    async def run() -> bytes:
+        config = ServeConfig(early, lifespan="off", log_level="warning")
+        config.load()
+        conn = JsonHttpProtocol(config, ServerState(), {}, asyncio.get_running_loop())
+        transport = state["transport"] = _Closable()
+        conn.connection_made(transport)
+        head = b"POST /big HTTP/1.1\r\nHost: a\r\nContent-Length: 300000\r\n\r\n"
+        for piece in (head + b"x" * 100_000, b"x" * 100_000, b"x" * 100_000, b"GET /next HTTP/1.1\r\nHost: a\r\n\r\n"):
+            assert transport.is_reading(), "the connection stopped reading a body nobody will read"
+            conn.data_received(piece)
+            for _ in range(20):
+                await asyncio.sleep(0)
+        conn.connection_lost(None)
+        return transport.written
+
+    written = asyncio.run(run())
+    assert written.count(b"HTTP/1.1 413 ") == 2 and state["transport"].is_reading()

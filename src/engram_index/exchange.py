@@ -102,12 +102,14 @@ class Exchange:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def body(self, data: bytes) -> None:
-        """Body bytes arrived (dropped once the answer is complete)."""
-        if not self.complete:
-            self.chunks.append(data)
-            self.held += len(data)
-            self.wake()
+    def body(self, data: bytes) -> bool:
+        """Body bytes arrived (dropped once the answer is complete); whether the app now holds too many."""
+        if self.complete:
+            return False
+        self.chunks.append(data)
+        self.held += len(data)
+        self.wake()
+        return self.held > HIGH_WATER
 
     def body_complete(self) -> None:
         """The whole body arrived."""
@@ -226,6 +228,7 @@ class Exchange:
                 if self.length_left > 0:
                     raise RuntimeError("Response content shorter than Content-Length")
                 self.complete = True
+                self.chunks, self.held = [], 0  # what the app did not read is dropped, as what still comes
                 self.wake()
                 if not self.keep_alive:
                     conn.close_after_answer()

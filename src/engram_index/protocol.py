@@ -39,7 +39,7 @@ from engram_index.errors import (
     EngramError, InvalidInput, Unavailable,
 )
 from engram_index.connection_limits import ConnectionLimits
-from engram_index.exchange import HIGH_WATER, AccessWriter, Exchange
+from engram_index.exchange import AccessWriter, Exchange
 
 log = logging.getLogger("uvicorn.error")
 
@@ -304,10 +304,8 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         """Body bytes of the request (held for the app, up to HIGH_WATER before reading stops)."""
         exchange = self._parsed()
-        if exchange is not None:
-            exchange.body(body)
-            if exchange.held > HIGH_WATER:
-                self.pause_reading()
+        if exchange is not None and exchange.body(body):
+            self.pause_reading()  # until the app reads it (its receive resumes reading)
 
     def on_message_complete(self) -> None:
         """The request has ended; the next head may begin."""
