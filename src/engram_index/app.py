@@ -44,6 +44,7 @@ from engram_index.supermemory.face import Face as SupermemoryFace
 from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
+from engram_index.routing import FaceRouter
 from engram_index.search_pool import SEARCH_THREADS
 from engram_index.settings import ServeSettings
 
@@ -218,6 +219,7 @@ def create_app(
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
+    app.router = FaceRouter(routes, lifespan=lifespan)  # Starlette's, trying only the routes a path can reach
     app.add_middleware(metrics.HttpMetrics, routes=routes)
     app.router.redirect_slashes = False  # a bodyless 307 is no JSON answer: a trailing slash gets the 404 envelope
     app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL
