@@ -65,10 +65,10 @@ def test_a_route_added_after_the_router_was_made_is_reached() -> None:
 
 
 def test_the_apps_routes_are_indexed_without_losing_one(tmp_path: Path) -> None:
-    from engram_index.app import create_app
     from engram_index.engram.auth import InsecureOpen
+    from tests.limits import roomy_app
 
-    app = create_app(tmp_path, "did:web:index.example", authenticator=InsecureOpen())
+    app = roomy_app(tmp_path, "did:web:index.example", authenticator=InsecureOpen())
     assert isinstance(app.router, FaceRouter)
     router = app.router
     router._index()
