@@ -48,6 +48,8 @@ class ConnectionLimits:
     body_since: float
     body_bytes: int
     start: bytes
+    head_open: bool
+    head_since: float
     head_limit: int
     head_seen: int
     head_tail: bytes
@@ -108,6 +110,13 @@ class ConnectionLimits:
         """Start timing a request head."""
         self._cancel_head_timer()
         self.head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _time_head(self) -> None:
+        """Time a request head still incomplete after a read, from its first byte (a head that arrived
+        whole in one read, as most do, never needs a timer)."""
+        if self.in_head and self.head_open and self.head_timer is None and self.lingering < 0:
+            left = self.head_since + self.head_timeout - self.loop.time()
+            self.head_timer = self.loop.call_later(max(left, 0.0), self._head_timed_out)
 
     def _cancel_head_timer(self) -> None:
         """Stop timing the request head."""

@@ -142,6 +142,7 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
         self.exchange: Exchange | None = None  # the request being answered
         self.pipeline: list[Exchange] = []  # requests that arrived before it was answered (in order)
         self.keep_alive_timer: asyncio.TimerHandle | None = None
+        self.idle_since: float | None = None  # when the last answer ended and nothing came since (None: busy)
         # The request being parsed.
         self.in_head = True  # its head has not ended (between requests too)
         self.in_body = False  # its head has ended, its body has not
@@ -158,6 +159,7 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
         # The head's limit and deadline.
         self.head_timer: asyncio.TimerHandle | None = None
         self.head_open = False  # bytes of a request head have come
+        self.head_since = 0.0  # when its first bytes came
         self.start = b""  # the first bytes of the request being read
         self.head_seen = 0  # bytes of the request head being read, so far
         self.head_tail = b""  # its last bytes, to find the blank line that ends it across reads
@@ -206,12 +208,12 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
             return
         if self.stopped:
             return
-        self._stop_keep_alive_timer()
+        self.idle_since = None
         if self.in_head:
             if not self.head_open:  # a new request head begins (after keep-alive or pipelined)
                 self.head_open = True
                 self.start, self.head_seen, self.head_tail = b"", 0, b""
-                self._arm_head_timer()
+                self.head_since = self.loop.time()
             if len(self.start) < _START_BYTES:
                 self.start += data[: _START_BYTES - len(self.start)]
             if self._head_too_large(data):
@@ -219,6 +221,7 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
             if not self.begun:  # llhttp waits for a request line: its method first
                 held = self._method_known(data)
                 if held is None:
+                    self._time_head()
                     return
                 data = held
         elif self.body_timer is not None:
@@ -235,6 +238,7 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
             self.refuse(refused.error if isinstance(refused, _Refused) else
                         InvalidInput(f"malformed HTTP request: {str(exc)[:MAX_LOGGED_MESSAGE]}"))
             return
+        self._time_head()
         self._time_body()
 
     # -- the parser's callbacks ------------------------------------------------------------------
@@ -314,8 +318,7 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
         if exchange is not None:
             exchange.body_complete()
             if exchange.complete and not self.pipeline:  # answered before its body ended: idle from now
-                self._stop_keep_alive_timer()
-                self.keep_alive_timer = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+                self._idle()
 
     # -- exchanges --------------------------------------------------------------------------------
 
@@ -334,12 +337,11 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
         if self.deferred is not None:
             self.refuse(self.deferred)
             return
-        self._stop_keep_alive_timer()
         self.resume_reading()
         if self.pipeline:
             self._start(self.pipeline.pop(0))
-        else:
-            self.keep_alive_timer = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        elif not self.in_body:
+            self._idle()
         self._time_body()  # a pipelined request's body is timed once its turn comes
 
     def close_after_answer(self) -> None:
@@ -376,15 +378,29 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
         else:
             self.exchange.keep_alive = False
 
+    def _idle(self) -> None:
+        """Nothing to answer or read: the idle keep-alive connection closes after `timeout_keep_alive`."""
+        self.idle_since = self.loop.time()
+        if self.keep_alive_timer is None:
+            self.keep_alive_timer = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
     def timeout_keep_alive_handler(self) -> None:
-        """An idle keep-alive connection closes."""
+        """An idle keep-alive connection closes; the timer is left running across requests and
+        looks again when the connection was busy meanwhile (cheaper than a timer per request)."""
         self.keep_alive_timer = None
+        if self.idle_since is None:
+            return  # busy: the next _idle arms it again
+        left = self.idle_since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.keep_alive_timer = self.loop.call_later(left, self.timeout_keep_alive_handler)
+            return
         self._cancel_head_timer()
         if not self.transport.is_closing():
             self.close()
 
     def _stop_keep_alive_timer(self) -> None:
-        """Cancel the idle keep-alive timer (armed after each answer)."""
+        """Cancel the idle keep-alive timer."""
+        self.idle_since = None
         if self.keep_alive_timer is not None:
             self.keep_alive_timer.cancel()
             self.keep_alive_timer = None
