@@ -7,11 +7,14 @@ the traceback. Never a traceback, never plain text. The app's own 500s (envelope
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
@@ -20,6 +23,20 @@ from starlette.responses import JSONResponse, Response
 from engram_index.errors import EngramError
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+T = TypeVar("T")
+
+# The threads the faces' synchronous handlers run on (as many as Starlette's run_in_threadpool allows,
+# anyio's 40). The loop's own hand-off to them costs ~31 µs of CPU a call on uvloop, anyio's ~45
+# (`python bench/pool_hop.py`); handlers share no context variables with the request's task.
+HANDLER_THREADS = 40
+_handlers = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="handler")
+
+
+async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """fn(*args, **kwargs) on one of the handler threads, from the event loop (a face's synchronous work)."""
+    if kwargs:
+        return await asyncio.get_running_loop().run_in_executor(_handlers, functools.partial(fn, *args, **kwargs))
+    return await asyncio.get_running_loop().run_in_executor(_handlers, fn, *args)
 
 
 class JSONAnswer(JSONResponse):
