@@ -23,6 +23,7 @@ from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.admission import Admission
 from engram_index.engram.api.limits import SpaceLimits
 from engram_index.engram.api.xrpc import xrpc
+from engram_index.endpoints import FaceRoute
 from engram_index.envelopes import XRPC as XRPC_ERRORS, face_for
 from engram_index.engram.api.notify import DELETED as DELETED_NSID, WRITE as WRITE_NSID, notify_space_deleted, notify_write
 from engram_index.engram.api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
@@ -198,17 +199,17 @@ def create_app(
         return face_for(request.url.path).internal(request, exc)
 
     routes = [
-        Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
-        Route("/xrpc/garden.engram.listMemories", xrpc(list_memories)),
-        Route("/xrpc/garden.engram.getMemory", xrpc(get_memory)),
-        Route("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
-        Route("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
-        Route("/xrpc/garden.engram.describeService", xrpc(describe_service, authenticated=False)),
-        Route(f"/xrpc/{WARM_NSID}", xrpc(warm_space, procedure=True), methods=["POST"]),
-        Route(f"/xrpc/{REGISTER_NSID}", xrpc(register_space, procedure=True), methods=["POST"]),
-        Route(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
-        Route(f"/xrpc/{WRITE_NSID}", xrpc(notify_write, authenticated=False), methods=["POST"]),
-        Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
+        FaceRoute("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
+        FaceRoute("/xrpc/garden.engram.listMemories", xrpc(list_memories)),
+        FaceRoute("/xrpc/garden.engram.getMemory", xrpc(get_memory)),
+        FaceRoute("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
+        FaceRoute("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
+        FaceRoute("/xrpc/garden.engram.describeService", xrpc(describe_service, authenticated=False)),
+        FaceRoute(f"/xrpc/{WARM_NSID}", xrpc(warm_space, procedure=True), methods=["POST"]),
+        FaceRoute(f"/xrpc/{REGISTER_NSID}", xrpc(register_space, procedure=True), methods=["POST"]),
+        FaceRoute(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
+        FaceRoute(f"/xrpc/{WRITE_NSID}", xrpc(notify_write, authenticated=False), methods=["POST"]),
+        FaceRoute(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
         Route("/metrics", metrics.metrics_endpoint),

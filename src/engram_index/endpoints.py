@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from engram_index.errors import EngramError
 
@@ -93,3 +95,24 @@ def endpoint(answers: Answers, work: Endpoint) -> Endpoint:
             return answer(answers, request, exc)
 
     return run
+
+
+class FaceRoute(Route):
+    """Starlette's Route for an endpoint made by `endpoint` (which answers whatever it raises): requests go
+    straight to it, without Starlette's per-route wrapper that would turn what escapes into answers
+    (nothing does), a Request object and two coroutines fewer per request."""
+
+    def __init__(self, path: str, run: Endpoint, **options: Any) -> None:
+        """A route to `run`, as Route(path, run, **options) would match it."""
+        super().__init__(path, run, **options)
+        self.app = _direct(run)
+
+
+def _direct(run: Endpoint) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """The ASGI app answering a request with what `run` returns."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        response = await run(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+    return app
