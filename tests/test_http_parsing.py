@@ -138,7 +138,7 @@ def test_a_malformed_request_pipelined_behind_a_good_one_is_refused_after_the_go
 def test_a_request_that_asks_to_close_is_answered_with_connection_close_and_closed() -> None:
     written, closing = _exchange(_echo, b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
     [(head, _)] = _answers(written)
-    assert head.endswith(b"\r\nconnection: close") and closing
+    assert head.endswith(b"\r\nConnection: close") and closing  # as h11 wrote it
 
 
 def test_an_upgrade_request_is_answered_as_plain_http_and_the_connection_then_closes() -> None:
@@ -149,9 +149,9 @@ def test_an_upgrade_request_is_answered_as_plain_http_and_the_connection_then_cl
 
 def test_a_streamed_answer_is_chunked_for_http_1_1_and_read_to_the_close_for_http_1_0() -> None:
     written, _ = _exchange(_stream, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-    assert b"transfer-encoding: chunked\r\n\r\n4\r\npart\r\n0\r\n\r\n" in written
+    assert b"Transfer-Encoding: chunked\r\n\r\n4\r\npart\r\n0\r\n\r\n" in written  # as h11 wrote it
     written, closing = _exchange(_stream, b"GET / HTTP/1.0\r\n\r\n")
-    assert written.endswith(b"connection: close\r\n\r\npart") and b"chunked" not in written and closing
+    assert written.endswith(b"Connection: close\r\n\r\npart") and b"chunked" not in written and closing
 
 
 def test_any_token_is_a_method_as_h11_took_it_even_one_that_arrives_in_pieces() -> None:

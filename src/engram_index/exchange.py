@@ -244,36 +244,51 @@ class Exchange:
                 self.conn.transport.write(head)
 
     def _head(self, status: int, headers: Any) -> bytes:
-        """The response's status line and header fields (the server's own first), framing decided."""
-        lines = [STATUS_LINES.get(status) or f"HTTP/1.1 {status} ".encode("ascii")]
-        names, values = [], []
-        close = False
-        for fields in (self.conn.default_headers, headers):
-            for name, value in fields:
-                name = name.lower()
-                names.append(name)
-                values.append(value)
-                if name == b"content-length":
-                    if self.length_left < 0 and not self.chunked:
-                        self.length_left = int(value.decode())
-                elif name == b"transfer-encoding":
-                    if value.lower() == b"chunked":
-                        self.chunked, self.length_left = True, -1
-                elif name == b"connection" and b"close" in [t.strip() for t in value.lower().split(b",")]:
-                    self.keep_alive = False
-                    close = True
-                lines.append(name + b": " + value)
-        if not all(names) or _BAD_NAME.search(b"-".join(names)) or _BAD_VALUE.search(b"\t".join(values)):
+        """The response's status line and header fields (the server's own first), framed as h11 framed an
+        answer: a body of no declared length chunked (read to the close for HTTP/1.0), `Connection: close`
+        when the connection ends, what it sets title-cased at the end."""
+        fields = [*self.conn.default_headers, *headers]
+        names = [name.lower() for name, _ in fields]
+        if not all(names) or _BAD_NAME.search(b"-".join(names)) or _BAD_VALUE.search(b"\t".join(v for _, v in fields)):
             raise RuntimeError("Invalid HTTP header name or value.")
-        if (self.length_left < 0 and not self.chunked and self.scope["method"] != "HEAD"
-                and status not in (204, 304) and status >= 200):
+        length: int | None = None
+        coded = False
+        tokens: set[bytes] | None = None  # the Connection field's tokens
+        for name, (_, value) in zip(names, fields):
+            if name == b"content-length":
+                if length is None:
+                    length = int(value)
+            elif name == b"transfer-encoding":
+                if value.strip().lower() != b"chunked":
+                    raise RuntimeError("Only Transfer-Encoding: chunked is supported")
+                coded = True
+            elif name == b"connection":
+                tokens = (tokens or set()) | {t.strip().lower() for t in value.split(b",") if t.strip()}
+        if tokens is not None and b"close" in tokens:
+            self.keep_alive = False
+        drop: set[bytes] = set()
+        tail: list[bytes] = []
+        if status in (204, 304):
+            self.length_left = 0
+        elif coded or length is None:  # a body of unknown length (its framing chosen as for a GET, for a HEAD too)
+            drop |= {b"content-length", b"transfer-encoding"}
             if self.scope["http_version"] == "1.0":
-                self.keep_alive = False  # as h11: an HTTP/1.0 client reads the body to the connection's close
+                if self.scope["method"] != "HEAD":
+                    self.keep_alive = False  # read to the connection's close
             else:
                 self.chunked = True
-                lines.append(b"transfer-encoding: chunked")
-        if not self.keep_alive and not close:
-            lines.append(b"connection: close")
+                tail.append(b"Transfer-Encoding: chunked")
+        else:
+            self.length_left = length
+        if not self.keep_alive:
+            drop.add(b"connection")
+            tail.append(b"Connection: " + b", ".join(sorted(((tokens or set()) - {b"keep-alive"}) | {b"close"})))
+        lines = [STATUS_LINES.get(status) or f"HTTP/1.1 {status} ".encode("ascii")]
+        if drop:
+            lines += [name + b": " + value for lower, (name, value) in zip(names, fields) if lower not in drop]
+        else:
+            lines += [name + b": " + value for name, value in fields]
+        lines += tail
         lines.append(b"\r\n")
         return b"\r\n".join(lines)
 

@@ -273,11 +273,11 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
         version = parser.get_http_version()
         url = self.url
         # h11's refusals that llhttp lets through (tests/test_http_protocol.py).
-        if self.hosts > 1 or (self.hosts == 0 and version == "1.1"):
+        if self.hosts > 1 or (self.hosts == 0 and version == "1.1"):  # (h11's words)
             raise _Refused(InvalidInput("malformed HTTP request: " + (
-                "more than one Host header" if self.hosts else "missing mandatory Host header")))
+                "Found multiple Host: headers" if self.hosts else "Missing mandatory Host: header")))
         if self.codings and b", ".join(self.codings) != b"chunked":
-            raise _Refused(InvalidInput("malformed HTTP request: unsupported Transfer-Encoding (only chunked)"))
+            raise _Refused(InvalidInput("malformed HTTP request: Only Transfer-Encoding: chunked is supported"))
         self.in_head, self.in_body, self.head_open = False, True, False
         self._cancel_head_timer()
         method, self.method = self.method, None
