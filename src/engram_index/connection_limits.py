@@ -77,6 +77,10 @@ class ConnectionLimits:
 
     def _head_too_large(self, data: bytes) -> bool:
         """Refuse a head over the limit (431; 414 when its request line never ended), however reads split it."""
+        bound = self.head_seen + len(data)
+        if bound <= self.head_limit:  # however much of it is the head, the limit is not passed: no search
+            self.head_seen, self.head_tail = bound, (self.head_tail + data)[-3:]
+            return False
         window = self.head_tail + data
         end = _HEAD_END.search(window)
         size = self.head_seen + (end.end() - len(self.head_tail) if end else len(data))
