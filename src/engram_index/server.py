@@ -100,12 +100,13 @@ def served_access_writer() -> AccessWriter | None:
             or not all(isinstance(f, BoundedAccessLog) for f in handler.filters)
             or not isinstance(formatter, AccessLine) or formatter.use_colors or formatter._fmt != ACCESS_FORMAT):
         return None
-    bounded, stream = bool(handler.filters), handler.stream
+    bounded = bool(handler.filters)
 
     def write(client: str, method: str, target: str, version: str, status: int) -> None:
         line = formatter.line("INFO", client, method, bounded_target(target) if bounded else target, version, status)
         with handler.lock or contextlib.nullcontext():
             try:
+                stream = handler.stream  # (its stream may be set again: setStream)
                 stream.write(line + handler.terminator)
                 stream.flush()
             except RecursionError:
