@@ -8,11 +8,10 @@ the traceback. Never a traceback, never plain text. The app's own 500s (envelope
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,17 +27,34 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
 
 # The threads the faces' synchronous handlers run on (as many as Starlette's run_in_threadpool allows,
-# anyio's 40). The loop's own hand-off to them costs ~31 µs of CPU a call on uvloop, anyio's ~45
-# (`python bench/pool_hop.py`); handlers share no context variables with the request's task.
+# anyio's 40). A hand-off to them and back costs ~30 µs of CPU on uvloop, anyio's ~47
+# (`python bench/pool_hop.py`); handlers read no context variables of the request's task.
 HANDLER_THREADS = 40
 _handlers = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="handler")
 
 
 async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """fn(*args, **kwargs) on one of the handler threads, from the event loop (a face's synchronous work)."""
-    if kwargs:
-        return await asyncio.get_running_loop().run_in_executor(_handlers, functools.partial(fn, *args, **kwargs))
-    return await asyncio.get_running_loop().run_in_executor(_handlers, fn, *args)
+    loop = asyncio.get_running_loop()
+    # One loop future settled from the thread (run_in_executor chains a second one to the executor's).
+    answer: asyncio.Future[T] = loop.create_future()
+    _handlers.submit(fn, *args, **kwargs).add_done_callback(
+        lambda done: loop.call_soon_threadsafe(_settle, answer, done))
+    return await answer
+
+
+def _settle(answer: asyncio.Future[T], done: Future[T]) -> None:
+    """Hand a finished call's result (or error) to its waiting caller, unless it stopped waiting."""
+    if answer.done():
+        return
+    if done.cancelled():  # the pool shut down before it ran
+        answer.cancel()
+        return
+    error = done.exception()
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(done.result())
 
 
 class JSONAnswer(JSONResponse):
