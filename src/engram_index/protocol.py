@@ -35,10 +35,8 @@ import regex
 import uvicorn
 from uvicorn.server import ServerState
 
-from engram_index.errors import (
-    EngramError, InvalidInput, Unavailable,
-)
 from engram_index.connection_limits import ConnectionLimits
+from engram_index.errors import EngramError, InvalidInput, Unavailable
 from engram_index.exchange import AccessWriter, Exchange
 
 log = logging.getLogger("uvicorn.error")
