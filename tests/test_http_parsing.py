@@ -193,3 +193,17 @@ def test_a_body_still_coming_after_an_early_answer_is_read_and_dropped_and_the_n
 
     written = asyncio.run(run())
     assert written.count(b"HTTP/1.1 413 ") == 2 and state["transport"].is_reading()
+
+
+def test_an_app_that_fails_or_gives_no_answer_gets_a_500_in_the_envelope_and_the_connection_closes() -> None:
+    async def silent(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("boom")
+
+    for app in (silent, broken):
+        written, closing = _exchange(app, b"GET /xrpc/x HTTP/1.1\r\nHost: a\r\n\r\n")
+        head, _, body = written.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 500 ") and b"content-type: application/json" in head, written
+        assert json.loads(body)["error"] == "internal" and closing
