@@ -1,7 +1,7 @@
 """What a served garden search costs beyond the engine, in process: the whole path on one thread.
 
 Opens the space of bench/http_load.py (--data, built once), serves the garden app in this process
-through the served HTTP protocol (engram_index.protocol's h11 connection over an in-memory
+through the served HTTP protocol (engram_index.protocol's connection, llhttp, over an in-memory
 transport, on uvloop's loop, the access log to /dev/null) with real space credentials (a test-kit
 PLC directory, served in a thread), and the search pool run inline, so that one thread's CPU time
 covers a whole request. Each query is sent --rounds times over one keep-alive connection, each
@@ -45,7 +45,7 @@ from engram_index.engram.api.lexicon import Lexicons  # noqa: E402
 from engram_index.engram.api.search import build_request  # noqa: E402
 from engram_index.engram.records import encode_query_vector  # noqa: E402
 from engram_index.engram.api.limits import SpaceLimits  # noqa: E402
-from engram_index.protocol import JsonH11Protocol, ServeConfig  # noqa: E402
+from engram_index.protocol import JsonHttpProtocol, ServeConfig  # noqa: E402
 from engram_index.ranking import same_source  # noqa: E402
 from engram_index.ranking import search as ranked_search  # noqa: E402
 from engram_index.server import log_config, uvicorn_options  # noqa: E402
@@ -159,7 +159,7 @@ async def serve(app: Any, requests: list[bytes], query_strings: list[str], args:
         options = {k: v for k, v in uvicorn_options().items() if k not in ("log_config", "loop", "http")}
         config = ServeConfig(app, lifespan="off", log_config=quiet_log_config(), **options)
         config.load()
-        conn = JsonH11Protocol(config, ServerState(), {}, loop)
+        conn = JsonHttpProtocol(config, ServerState(), {}, loop)
         transport = Memory()
         conn.connection_made(transport)
 

@@ -8,7 +8,7 @@ loop the HTTP stack, the hand-off to a search thread, the response's writes, the
 log, the credential check and the rest. Samples holding the GIL are Python's (and the C calls made
 while holding it: socket writes, futex wakes); the engine's kernels release it and are not seen.
 
-    python bench/http_profile.py --data DIR [--seconds 15] [--clients 1] [--serve-args=--no-access-log]
+    python bench/http_profile.py --data DIR [--seconds 15] [--clients 1] [--serve-args=--no-access-log] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ from engram_index.engram.records import encode_query_vector  # noqa: E402
 # A sample's part: the first of these (label, frame text) found from its innermost frame outwards.
 PARTS = [
     ("uvicorn access log", "Logger."), ("credential check", "SpaceCredentials.authenticate"),
-    ("views of the hits", "hit_view"), ("JSON encoding", "JSONAnswer.render"),
+    ("views of the hits", "hit_json"), ("JSON encoding", "JSONAnswer.render"),
     ("hand-off to a search thread", "ThreadPoolExecutor.submit"), ("search pool", "SearchPool.run"),
     ("request (vector, mode rules)", "build_request"), ("parameters, the space's row", "checked_space"),
     ("query string parse", "query_params"), ("response writes", "Transport.write"),
     ("metrics middleware", "metrics.py"), ("admission", "admission.py"), ("searchMemories, the rest", "search_memories"),
     ("XRPC wrapper", "xrpc.<locals>.work"),
-    *[("HTTP stack: h11, uvicorn, Starlette", pat) for pat in
-      ("routing.py", "errors.py", "exceptions.py", "h11", "proxy_headers", "applications.py", "protocol.py",
-       "_exception_handler", "endpoints.py", "responses.py")],
+    *[("HTTP stack: the connection, uvicorn, Starlette", pat) for pat in
+      ("routing.py", "errors.py", "exceptions.py", "exchange.py", "proxy_headers", "applications.py", "protocol.py",
+       "connection_limits.py", "_exception_handler", "endpoints.py", "responses.py")],
     ("event loop", "runners.py"), ("event loop", "base_events"), ("event loop", "events.py"),
     ("event loop", "selector_events"),
 ]
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples a second")
     parser.add_argument("--serve-args", default="", help="more options for engram-index serve")
+    parser.add_argument("--keep", type=Path, default=None, help="copy each worker's py-spy samples (raw) here")
     parser.add_argument("--scifact", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -132,6 +133,10 @@ def main() -> None:
             server.terminate()
             server.wait(10)
         counted = [shares(Path(f"{tmp}/{pid}.txt")) for pid in samplers if Path(f"{tmp}/{pid}.txt").stat().st_size]
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for pid in samplers:
+                shutil.copy(f"{tmp}/{pid}.txt", args.keep / f"worker-{pid}.txt")
     total, parts = max(counted, key=lambda c: c[0])
     print(f"searchMemories over HTTP, {args.clients} client(s): {rps:.0f} req/s, p50 {p50:.2f} ms, p99 {p99:.2f} ms,"
           f" {errors} errors, server CPU {cpu:.2f} ms per search")

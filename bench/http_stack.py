@@ -1,7 +1,7 @@
 """The HTTP stack's own cost: server CPU per request under uvicorn settings (the access log on or
-off, the asyncio or uvloop loop, h11 or httptools), for describeService (a short request, no
-search, no credential) and for a search-sized request (a 1.2 KB query string, answered at once
-with UnknownSpace: the request line is what the access log prints).
+off, the asyncio or uvloop loop, the served protocol or uvicorn's own h11 and httptools ones), for
+describeService (a short request, no search, no credential) and for a search-sized request (a 1.2 KB
+query string, answered at once with UnknownSpace: the request line is what the access log prints).
 
 Each setting serves the app in a fresh process; closed-loop clients (threads of this process, on
 keep-alive connections) send the request for --seconds; the server's CPU time is read from /proc.
@@ -28,11 +28,13 @@ sys.path.insert(0, str(_HERE.parent / "src"))
 
 import http_load  # noqa: E402
 
+SERVED = "engram_index.protocol:JsonHttpProtocol"  # what `serve` runs: llhttp (httptools) and protocol.py's limits
 SETTINGS = [
-    {"http": "h11", "loop": "asyncio", "access_log": True},
-    {"http": "h11", "loop": "asyncio", "access_log": False},
+    {"http": SERVED, "loop": "uvloop", "access_log": True},
+    {"http": SERVED, "loop": "uvloop", "access_log": False},
+    {"http": SERVED, "loop": "asyncio", "access_log": False},
+    {"http": "h11", "loop": "uvloop", "access_log": True},
     {"http": "h11", "loop": "uvloop", "access_log": False},
-    {"http": "httptools", "loop": "asyncio", "access_log": False},
     {"http": "httptools", "loop": "uvloop", "access_log": False},
 ]
 # The server: the service's app (as `serve --insecure-open` builds it) under the given uvicorn settings.
@@ -58,7 +60,7 @@ SEARCH_SIZED = (
 
 def installed(setting: dict[str, object]) -> bool:
     """Whether the modules a setting needs are importable."""
-    needs = [m for m in ("uvloop", "httptools") if m in setting.values()]
+    needs = [m for m in ("uvloop", "httptools") if m in setting.values() or (m == "httptools" and setting["http"] == SERVED)]
     return all(importlib.util.find_spec(m) is not None for m in needs)
 
 
@@ -105,11 +107,12 @@ def main() -> None:
             for i, setting in enumerate(settings):
                 results[i].append(measure(Path(tmp), setting, args.seconds))
     print(f"server CPU us per request, 8 clients, {os.cpu_count()} cores, median of {args.rounds} rounds")
-    print(f"  {'setting':40s}{'describeService':>16}{'search-sized':>14}")
+    print(f"  {'setting':44s}{'describeService':>16}{'search-sized':>14}")
     for i, setting in enumerate(settings):
-        label = f"{setting['http']}, {setting['loop']}, access log {'on' if setting['access_log'] else 'off'}"
+        name = "served" if setting["http"] == SERVED else f"uvicorn's {setting['http']}"
+        label = f"{name}, {setting['loop']}, access log {'on' if setting['access_log'] else 'off'}"
         short, long = (sorted(r[j] for r in results[i])[len(results[i]) // 2] for j in (0, 1))
-        print(f"  {label:40s}{short:16.0f}{long:14.0f}")
+        print(f"  {label:44s}{short:16.0f}{long:14.0f}")
     skipped = [s for s in SETTINGS if not installed(s)]
     if skipped:
         print("  not installed (skipped):", ", ".join(f"{s['http']}/{s['loop']}" for s in skipped))

@@ -93,7 +93,7 @@ PARTS = [
     (SpaceCredentials, "authenticate", "api: credential check"),
     (lexicon.Lexicons, "params", "api: lexicon validation of params"),
     (api_search, "build_request", "api: request (vector decoding, mode rules)"),
-    (api_search, "hit_view", "api: JSON views of the hits"),
+    (api_search, "hit_json", "api: JSON views of the hits"),
     (JSONAnswer, "render", "api: JSON encoding"),
     # The compiled calls inside the parts above: what no change to the Python around them can save.
     (_kernels, "nearest", "compiled: coarse scan (C)"),

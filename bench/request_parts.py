@@ -7,7 +7,9 @@
 - a bearer key check (keys.bearer) against a keys file, the key remembered as served, and
   read afresh each time (as before keys were remembered);
 - h11 alone: one search-sized request (a 1.4 KB target, a space credential's headers) parsed
-  and its 3 KB answer written, on a keep-alive connection.
+  and its 3 KB answer written, on a keep-alive connection; and the served connection
+  (protocol.JsonHttpProtocol: llhttp, its checks, the exchange with an app that answers at once,
+  the loop's task for it) doing the same over an in-memory transport.
 
     python bench/request_parts.py [--rounds 5]
 """
@@ -45,11 +47,11 @@ def per_call_us(call: Callable[[], object], n: int, rounds: int) -> float:
     return statistics.median(out)
 
 
-def access_log(rounds: int) -> tuple[float, float]:
-    """µs per access-log line: uvicorn's formatter, then the served one."""
+def access_log(rounds: int) -> tuple[float, float, float]:
+    """µs per access-log line: uvicorn's formatter, the served one, and the served writer (no LogRecord)."""
     from uvicorn.logging import AccessFormatter
 
-    from engram_index.server import ACCESS_FORMAT, log_config
+    from engram_index.server import ACCESS_FORMAT, log_config, served_access_writer
 
     logging.config.dictConfig(log_config())
     logger = logging.getLogger("uvicorn.access")
@@ -65,7 +67,10 @@ def access_log(rounds: int) -> tuple[float, float]:
     theirs = per_call_us(line, 20000, rounds)
     handler.setFormatter(served)
     ours = per_call_us(line, 20000, rounds)
-    return theirs, ours
+    write = served_access_writer()
+    assert write is not None, "the access log is not configured as served"
+    written = per_call_us(lambda: write(*ACCESS_ARGS), 20000, rounds)
+    return theirs, ours, written
 
 
 METRICS = """
@@ -124,15 +129,18 @@ def bearer_check(rounds: int) -> tuple[float, float]:
     return remembered, fresh
 
 
+TARGET = b"/xrpc/garden.engram.searchMemories?space=at%3A%2F%2Fdid%3Aplc%3Ax&vector=" + b"A" * 1300
+HEAD = (b"GET " + TARGET + b" HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Atproto-Space " + b"x" * 700
+        + b"\r\natproto-space-audience: did:web:bench.invalid\r\nsignature-input: atproto-space=(\"authorization\""
+        b" \"atproto-space-audience\");created=1\r\nsignature: atproto-space=:" + b"y" * 88 + b":\r\n\r\n")
+BODY = b"{" + b"x" * 3000 + b"}"
+
+
 def h11_cycle(rounds: int) -> float:
     """µs of h11 for one search-sized request and its answer on a keep-alive connection."""
     import h11
 
-    target = b"/xrpc/garden.engram.searchMemories?space=at%3A%2F%2Fdid%3Aplc%3Ax&vector=" + b"A" * 1300
-    head = (b"GET " + target + b" HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Atproto-Space " + b"x" * 700
-            + b"\r\natproto-space-audience: did:web:bench.invalid\r\nsignature-input: atproto-space=(\"authorization\""
-            b" \"atproto-space-audience\");created=1\r\nsignature: atproto-space=:" + b"y" * 88 + b":\r\n\r\n")
-    body = b"{" + b"x" * 3000 + b"}"
+    head, body = HEAD, BODY
     headers = [(b"date", b"Wed, 02 Dec 2026 07:00:00 GMT"), (b"server", b"uvicorn"),
                (b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
@@ -150,22 +158,77 @@ def h11_cycle(rounds: int) -> float:
     return per_call_us(cycle, 5000, rounds)
 
 
+def served_cycle(rounds: int) -> float:
+    """µs of the served connection (llhttp, its checks, the exchange with an app that answers at once, the
+    loop's task) for the same request and answer, on a keep-alive connection over an in-memory transport."""
+    import asyncio
+
+    import uvloop
+    from uvicorn.server import ServerState
+
+    from engram_index.protocol import JsonHttpProtocol, ServeConfig
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(BODY)).encode()), (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": BODY})
+
+    class Memory(asyncio.Transport):
+        done: asyncio.Future[None] | None = None
+
+        def write(self, data: Any) -> None:
+            if self.done is not None and not self.done.done():
+                self.done.set_result(None)
+
+        def get_extra_info(self, name: str, default: Any = None) -> Any:
+            return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8080)}.get(name, default)
+
+        def is_closing(self) -> bool:
+            return False
+
+        def close(self) -> None:
+            pass
+
+    async def run() -> float:
+        loop = asyncio.get_running_loop()
+        config = ServeConfig(app, lifespan="off", log_level="warning", access_log=False)
+        config.load()
+        conn = JsonHttpProtocol(config, ServerState(), {}, loop)
+        transport = Memory()
+        conn.connection_made(transport)
+        out = []
+        for _ in range(rounds + 1):
+            began = time.thread_time()
+            for _ in range(5000):
+                transport.done = loop.create_future()
+                conn.data_received(HEAD)
+                await transport.done
+            out.append((time.thread_time() - began) / 5000 * 1e6)
+        conn.connection_lost(None)
+        return statistics.median(out[1:])
+
+    return float(uvloop.run(run()))
+
+
 def main() -> None:
     """Measure and print each part."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    theirs, ours = access_log(args.rounds)
+    theirs, ours, written = access_log(args.rounds)
     remembered, fresh = bearer_check(args.rounds)
     print(f"CPU µs per request, median of {args.rounds} rounds")
     print("| part | µs |\n|---|---:|")
     print(f"| access-log line, uvicorn's formatter | {theirs:.1f} |")
-    print(f"| access-log line, AccessLine (served) | {ours:.1f} |")
+    print(f"| access-log line, AccessLine | {ours:.1f} |")
+    print(f"| access-log line, the served writer (AccessLine's line, no LogRecord) | {written:.1f} |")
     print(f"| metrics middleware, one process | {metrics(args.rounds, False):.1f} |")
     print(f"| metrics middleware, multiprocess mode | {metrics(args.rounds, True):.1f} |")
     print(f"| bearer key check, read afresh | {fresh:.1f} |")
     print(f"| bearer key check, remembered (served) | {remembered:.1f} |")
-    print(f"| h11: a search-sized request and its answer | {h11_cycle(args.rounds):.1f} |")
+    print(f"| h11 alone: a search-sized request and its answer | {h11_cycle(args.rounds):.1f} |")
+    print(f"| the served connection (llhttp, its checks, the exchange, the loop's task): the same | "
+          f"{served_cycle(args.rounds):.1f} |")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""What the HTTP layer still takes from uvicorn past its public API: present in the pinned uvicorn, or a loud failure.
+"""What the HTTP layer takes from uvicorn: present in the pinned uvicorn, or a loud failure.
 
-protocol.py names each (UVICORN_PROTOCOL_ATTRIBUTES, UVICORN_CYCLE_ATTRIBUTES, UVICORN_HOOKS; the why is in
-docs/design/service.md). An upgrade of uvicorn that renames one fails here, saying which, before any
-behaviour test fails for a reason that is harder to read.
+protocol.py names each (UVICORN_CONFIG_ATTRIBUTES, UVICORN_STATE_ATTRIBUTES, and the server's calls
+of the protocol class; the why is in docs/design/service.md). An upgrade of uvicorn that renames one
+fails here, saying which, before any behaviour test fails for a reason that is harder to read.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn.server import ServerState
+from uvicorn.server import Server, ServerState
 
 from engram_index import protocol
-from engram_index.protocol import JsonH11Protocol, ServeConfig
+from engram_index.protocol import JsonHttpProtocol, ServeConfig
 
 
 class _Transport(asyncio.Transport):
@@ -71,44 +70,33 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     made.close()
 
 
-def _driven_protocol(loop: asyncio.AbstractEventLoop) -> JsonH11Protocol:
-    """Our protocol over a fake connection, with a request head received and its body awaited."""
-    state = ServerState()
+def test_the_pinned_uvicorn_has_every_setting_and_server_state_the_http_layer_reads() -> None:
     config = ServeConfig(_noop_app, lifespan="off")
-    conn = JsonH11Protocol(config, state, {}, loop)
-    conn.connection_made(_Transport())
-    conn.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n")
-    return conn
+    config.load()
+    missing = [name for name in protocol.UVICORN_CONFIG_ATTRIBUTES if not hasattr(config, name)]
+    assert missing == [], (f"uvicorn {uvicorn.__version__}'s Config no longer has {missing}: "
+                           "engram_index/protocol.py reads them (docs/design/service.md)")
+    state = ServerState()
+    gone = [name for name in protocol.UVICORN_STATE_ATTRIBUTES if not hasattr(state, name)]
+    assert gone == [], f"uvicorn {uvicorn.__version__}'s ServerState no longer has {gone} (engram_index/protocol.py)"
 
 
-def test_the_pinned_uvicorn_has_every_protocol_attribute_the_http_layer_uses(loop: asyncio.AbstractEventLoop) -> None:
-    conn = _driven_protocol(loop)
-    missing = [name for name in protocol.UVICORN_PROTOCOL_ATTRIBUTES if not hasattr(conn, name)]
-    assert missing == [], (f"uvicorn {uvicorn.__version__}'s H11Protocol no longer has {missing}: "
-                           "engram_index/protocol.py relies on them (docs/design/service.md)")
-    assert conn.cycle is not None, f"uvicorn {uvicorn.__version__} made no request cycle for a request head"
-    gone = [name for name in protocol.UVICORN_CYCLE_ATTRIBUTES if not hasattr(conn.cycle, name)]
-    assert gone == [], (f"uvicorn {uvicorn.__version__}'s request cycle no longer has {gone}: the body "
-                        "deadline cannot end the app's wait for a body (engram_index/protocol.py)")
-    assert isinstance(conn.cycle.message_event, asyncio.Event)
+def test_the_pinned_uvicorn_builds_the_protocol_and_shuts_its_connections_down_as_the_http_layer_expects() -> None:
+    startup, shutdown = inspect.getsource(Server.startup), inspect.getsource(Server.shutdown)
+    built = all(f"{name}=" in startup for name in ("config", "server_state", "app_state", "_loop"))
+    assert "config.http_protocol_class(" in startup and built, (
+        f"uvicorn {uvicorn.__version__} no longer builds a connection as http_protocol_class(config=, "
+        "server_state=, app_state=, _loop=): JsonHttpProtocol's constructor must follow it")
+    assert "connection.shutdown()" in shutdown, (
+        f"uvicorn {uvicorn.__version__} no longer calls shutdown() on each connection when it stops")
+    assert callable(getattr(JsonHttpProtocol, "shutdown", None))
 
 
-def test_the_pinned_uvicorn_still_calls_the_hooks_the_http_layer_overrides() -> None:
-    missing = [name for name in protocol.UVICORN_HOOKS if not callable(getattr(H11Protocol, name, None))]
-    assert missing == [], f"uvicorn {uvicorn.__version__}'s H11Protocol no longer has the hooks {missing}"
-    source = inspect.getsource(H11Protocol.handle_events)
-    # A malformed head is answered by send_400_response right after h11's next_event raised, which
-    # our connection keeps: the JSON 400/414/431 depends on both calls staying where they are.
-    assert "self.conn.next_event()" in source and "self.send_400_response(" in source, (
-        f"uvicorn {uvicorn.__version__}'s handle_events no longer reads h11 through self.conn.next_event() "
-        "and answers with self.send_400_response(): malformed requests would not get JSON envelopes")
-
-
-def test_a_malformed_head_is_answered_in_json_from_the_error_h11_raised(loop: asyncio.AbstractEventLoop) -> None:
-    conn = JsonH11Protocol(ServeConfig(_noop_app, lifespan="off"), ServerState(), {}, loop)
+def test_a_malformed_head_is_answered_in_json_from_the_parsers_refusal(loop: asyncio.AbstractEventLoop) -> None:
+    conn = JsonHttpProtocol(ServeConfig(_noop_app, lifespan="off"), ServerState(), {}, loop)
     transport = _Transport()
     conn.connection_made(transport)
-    conn.data_received(b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")  # two Hosts: h11 refuses it
+    conn.data_received(b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")  # two Hosts: refused
     assert transport.written.startswith(b"HTTP/1.1 400 "), transport.written[:80]
     assert b"content-type: application/json" in transport.written
     assert b"malformed HTTP request" in transport.written
@@ -117,5 +105,6 @@ def test_a_malformed_head_is_answered_in_json_from_the_error_h11_raised(loop: as
 def test_no_module_reaches_uvicorns_or_h11s_private_modules_or_the_exception_being_handled() -> None:
     from tests.test_layout import sources_containing
 
-    private = ["h11._", "uvicorn._", "sys.exc_info()", "_unset_keepalive_if_required", ".flow.", "cycle.response_"]
+    private = ["h11._", "uvicorn._", "httptools._", "sys.exc_info()", "_unset_keepalive_if_required", ".flow.",
+               "cycle.response_"]
     assert {needle: sources_containing(needle) for needle in private} == {needle: [] for needle in private}

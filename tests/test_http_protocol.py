@@ -123,6 +123,15 @@ def test_an_idle_keep_alive_connection_is_closed(url: str) -> None:
         assert closed_by_server(sock, timeout=10)
 
 
+def test_a_keep_alive_connection_in_use_stays_open_past_the_idle_timeout_and_closes_once_idle(url: str) -> None:
+    with connect(url) as sock:
+        for _ in range(6):  # requests spaced well within the 1 s idle timeout, for longer than it
+            sock.sendall(OK)
+            assert read_response(sock).status == 200
+            time.sleep(0.4)
+        assert closed_by_server(sock, timeout=10)
+
+
 def test_a_slow_but_timely_head_is_served(url: str) -> None:
     with connect(url) as sock:
         for piece in (OK[:10], OK[10:30], OK[30:]):

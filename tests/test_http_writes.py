@@ -7,7 +7,7 @@ from typing import Any
 
 from uvicorn.server import ServerState
 
-from engram_index.protocol import JsonH11Protocol, ServeConfig
+from engram_index.protocol import JsonHttpProtocol, ServeConfig
 from tests.test_http_internals import _Transport
 
 
@@ -23,11 +23,11 @@ class _Writes(_Transport):
         self.writes.append(bytes(data))
 
 
-async def _serve(app: Any, request: bytes) -> tuple[JsonH11Protocol, _Writes]:
+async def _serve(app: Any, request: bytes) -> tuple[JsonHttpProtocol, _Writes]:
     """Our protocol over a recording connection, the request received, the app started."""
     config = ServeConfig(app, lifespan="off", log_level="warning")
     config.load()
-    conn = JsonH11Protocol(config, ServerState(), {}, asyncio.get_running_loop())
+    conn = JsonHttpProtocol(config, ServerState(), {}, asyncio.get_running_loop())
     transport = _Writes()
     conn.connection_made(transport)
     conn.data_received(request)

@@ -13,7 +13,9 @@ PACKAGE = SRC / "engram_index"
 FACES = ("engram_index.engram", "engram_index.supermemory", "engram_index.kindgi")
 # The shared core: the engine, the store, embedders, LLM clients, extraction and the HTTP layer.
 CORE_PACKAGES = ("engine", "store", "embed", "llm", "extract")
-CORE_MODULES = ("collections.py", "errors.py", "server.py", "protocol.py", "admission.py", "http_answers.py", "bodies.py",
+CORE_MODULES = ("collections.py", "errors.py", "server.py", "protocol.py", "exchange.py", "connection_limits.py", "routing.py",
+                "admission.py",
+                "http_answers.py", "bodies.py",
                 "endpoints.py",
                 "keys.py", "search_pool.py", "settings.py",
                 "metrics.py", "shortfall.py", "ranking.py")

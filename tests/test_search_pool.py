@@ -65,6 +65,25 @@ def test_while_every_spare_thread_holds_an_overrun_a_new_search_waits_for_one(ga
     pool.close()
 
 
+def test_an_async_search_queued_past_its_deadline_leaves_the_queue_and_one_granted_meanwhile_runs(
+        gate: threading.Event) -> None:
+    pool = SearchPool(threads=1, queue=4)
+
+    async def scenario() -> list[str]:
+        blocked = asyncio.ensure_future(pool.run(gate.wait, deadline_s=5))
+        await asyncio.sleep(0.05)  # the one slot is held
+        with pytest.raises(SearchTimedOut, match="waited for a slot"):
+            await pool.run(lambda: "never", deadline_s=0.05)
+        waiting = asyncio.ensure_future(pool.run(lambda: "granted after the wait", deadline_s=5))
+        await asyncio.sleep(0.05)
+        gate.set()
+        await blocked
+        return [await waiting, await pool.run(lambda: "next")]
+
+    assert asyncio.run(scenario()) == ["granted after the wait", "next"]
+    pool.close()
+
+
 def test_beyond_the_queue_a_search_is_refused_at_once(gate: threading.Event) -> None:
     pool = SearchPool(threads=1, queue=1)
     running = threading.Thread(target=pool.run_sync, args=(gate.wait,))

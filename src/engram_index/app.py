@@ -23,6 +23,7 @@ from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.admission import Admission
 from engram_index.engram.api.limits import SpaceLimits
 from engram_index.engram.api.xrpc import xrpc
+from engram_index.endpoints import FaceRoute
 from engram_index.envelopes import XRPC as XRPC_ERRORS, face_for
 from engram_index.engram.api.notify import DELETED as DELETED_NSID, WRITE as WRITE_NSID, notify_space_deleted, notify_write
 from engram_index.engram.api.revocation import NSID as REVOKE_NSID, notify_credential_revoked
@@ -44,6 +45,7 @@ from engram_index.supermemory.face import Face as SupermemoryFace
 from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
+from engram_index.routing import FaceRouter
 from engram_index.search_pool import SEARCH_THREADS
 from engram_index.settings import ServeSettings
 
@@ -198,17 +200,17 @@ def create_app(
         return face_for(request.url.path).internal(request, exc)
 
     routes = [
-        Route("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
-        Route("/xrpc/garden.engram.listMemories", xrpc(list_memories)),
-        Route("/xrpc/garden.engram.getMemory", xrpc(get_memory)),
-        Route("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
-        Route("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
-        Route("/xrpc/garden.engram.describeService", xrpc(describe_service, authenticated=False)),
-        Route(f"/xrpc/{WARM_NSID}", xrpc(warm_space, procedure=True), methods=["POST"]),
-        Route(f"/xrpc/{REGISTER_NSID}", xrpc(register_space, procedure=True), methods=["POST"]),
-        Route(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
-        Route(f"/xrpc/{WRITE_NSID}", xrpc(notify_write, authenticated=False), methods=["POST"]),
-        Route(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
+        FaceRoute("/xrpc/garden.engram.searchMemories", xrpc(search_memories)),
+        FaceRoute("/xrpc/garden.engram.listMemories", xrpc(list_memories)),
+        FaceRoute("/xrpc/garden.engram.getMemory", xrpc(get_memory)),
+        FaceRoute("/xrpc/garden.engram.getSpaceStatus", xrpc(get_space_status)),
+        FaceRoute("/xrpc/garden.engram.getMemoryGraph", xrpc(get_memory_graph)),
+        FaceRoute("/xrpc/garden.engram.describeService", xrpc(describe_service, authenticated=False)),
+        FaceRoute(f"/xrpc/{WARM_NSID}", xrpc(warm_space, procedure=True), methods=["POST"]),
+        FaceRoute(f"/xrpc/{REGISTER_NSID}", xrpc(register_space, procedure=True), methods=["POST"]),
+        FaceRoute(f"/xrpc/{REVOKE_NSID}", xrpc(notify_credential_revoked, authenticated=False), methods=["POST"]),
+        FaceRoute(f"/xrpc/{WRITE_NSID}", xrpc(notify_write, authenticated=False), methods=["POST"]),
+        FaceRoute(f"/xrpc/{DELETED_NSID}", xrpc(notify_space_deleted, authenticated=False), methods=["POST"]),
         Route("/xrpc/_health", health),
         Route("/.well-known/did.json", well_known),
         Route("/metrics", metrics.metrics_endpoint),
@@ -219,6 +221,7 @@ def create_app(
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
+    app.router = FaceRouter(routes, lifespan=lifespan)  # Starlette's, trying only the routes a path can reach
     app.add_middleware(metrics.HttpMetrics, routes=routes)
     app.router.redirect_slashes = False  # a bodyless 307 is no JSON answer: a trailing slash gets the 404 envelope
     app.state.allow_private_urls = allow_private_urls  # read by the v5 pipeline when it fetches a URL

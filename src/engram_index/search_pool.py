@@ -188,14 +188,18 @@ class SearchPool:
         waiter = self._enter(loop)
         if waiter is not None:
             assert waiter.future is not None
+            # The slot's future and one timer (wait_for would add a future, callbacks and a task's worth).
+            queued = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, waiter.future)
             try:
-                await asyncio.wait_for(waiter.future, max(limit - time.monotonic(), 0.0))
-            except TimeoutError:
+                await waiter.future
+            except _Expired:
                 self._give_up(waiter)
                 raise SearchTimedOut("the search waited for a slot until its deadline") from None
             except asyncio.CancelledError:  # the caller left
                 self._give_up(waiter)
                 raise
+            finally:
+                queued.cancel()
         # One loop future settled from the search's thread and one timer for the deadline: what
         # wait_for(shield(wrap_future())) did with three futures and their callbacks, for less CPU.
         answer: asyncio.Future[T] = loop.create_future()

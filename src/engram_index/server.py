@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import http
 import logging
@@ -18,6 +19,7 @@ from uvicorn.config import LOGGING_CONFIG
 from uvicorn.logging import AccessFormatter
 from uvicorn.supervisors import Multiprocess
 
+from engram_index.exchange import AccessWriter
 from engram_index.metrics import MULTIPROC_ENV
 from engram_index.protocol import (
     BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, MAX_REQUEST_HEAD_BYTES, EnvelopeFor, ServeConfig, plain_envelopes,
@@ -41,10 +43,15 @@ class BoundedAccessLog(logging.Filter):
         """Shorten the target argument (uvicorn logs client, method, target, version, status)."""
         args = record.args
         if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and len(args[2]) > MAX_LOGGED_TARGET:
-            target = args[2]
-            cut = f"{target[:MAX_LOGGED_TARGET]}…[{len(target) - MAX_LOGGED_TARGET} more characters]"
-            record.args = (args[0], args[1], cut, args[3], args[4])
+            record.args = (args[0], args[1], bounded_target(args[2]), args[3], args[4])
         return True
+
+
+def bounded_target(target: str) -> str:
+    """A request target cut to MAX_LOGGED_TARGET characters, saying how much was cut."""
+    if len(target) <= MAX_LOGGED_TARGET:
+        return target
+    return f"{target[:MAX_LOGGED_TARGET]}…[{len(target) - MAX_LOGGED_TARGET} more characters]"
 
 
 ACCESS_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'  # uvicorn's
@@ -66,10 +73,48 @@ class AccessLine(AccessFormatter):
         if (self.use_colors or record.exc_info or record.stack_info or self._fmt != ACCESS_FORMAT
                 or not isinstance(args, tuple) or len(args) != 5 or not isinstance(args[4], int)):
             return super().format(record)
-        client, method, target, version, status = args[0], args[1], args[2], args[3], int(args[4])
-        level = record.levelname
+        return self.line(record.levelname, args[0], args[1], args[2], args[3], int(args[4]))
+
+    def line(self, level: str, client: object, method: object, target: object, version: object, status: int) -> str:
+        """The line of one answered request at `level`."""
         text = _STATUS_TEXT.get(status) or f"{status} "
         return f'{level}:{" " * (8 - len(level))} {client} - "{method} {target} HTTP/{version}" {text}'
+
+
+def served_access_writer() -> AccessWriter | None:
+    """A writer of the access log's lines straight to its stream, when the log is configured as served.
+
+    What logging does for a line (finding the caller's frame, a LogRecord with the time, thread and
+    process, the filters, the formatter) cost ~35 µs of CPU a request in a served search, its caches
+    cold after the engine's work (docs/design/service.md); this writes the same line under the
+    handler's lock for a few. Any other configuration (another handler or formatter, colours, a
+    level above INFO, propagation, a filter of the logger's own) gets None: lines go through logging.
+    """
+    logger = logging.getLogger("uvicorn.access")
+    if logger.disabled or logger.filters or logger.propagate or len(logger.handlers) != 1 \
+            or not logger.isEnabledFor(logging.INFO):
+        return None
+    handler = logger.handlers[0]
+    formatter = handler.formatter
+    if (type(handler) is not logging.StreamHandler or handler.level > logging.INFO
+            or not all(isinstance(f, BoundedAccessLog) for f in handler.filters)
+            or not isinstance(formatter, AccessLine) or formatter.use_colors or formatter._fmt != ACCESS_FORMAT):
+        return None
+    bounded = bool(handler.filters)
+
+    def write(client: str, method: str, target: str, version: str, status: int) -> None:
+        line = formatter.line("INFO", client, method, bounded_target(target) if bounded else target, version, status)
+        with handler.lock or contextlib.nullcontext():
+            try:
+                stream = handler.stream  # (its stream may be set again: setStream)
+                stream.write(line + handler.terminator)
+                stream.flush()
+            except RecursionError:
+                raise
+            except Exception:  # as logging does: say so on stderr, go on serving
+                handler.handleError(logging.makeLogRecord({"msg": line}))
+
+    return write
 
 
 def log_config() -> dict[str, Any]:
@@ -83,15 +128,14 @@ def log_config() -> dict[str, Any]:
 
 def uvicorn_options(access_log: bool = True) -> dict[str, Any]:
     """The uvicorn settings every way of serving shares (access_log: a line per request)."""
-    # Every valid request head must reach the app, so that an oversized one gets our 413. h11
-    # by name: uvicorn would pick httptools when installed, whose URL parser refuses request
-    # targets over 64 KiB with a bare 400 (bench/http_stack.py: it would save ~0.15 ms a request).
-    # Our h11 protocol answers what h11 refuses in JSON and caps connections (engram_index.protocol).
+    # Our own HTTP/1.1 connection on httptools' C parser (engram_index.protocol): every valid request
+    # head reaches the app (a 256 KiB head, so that an oversized query gets the face's 413), what
+    # it refuses is answered in JSON, connections are capped. No WebSocket upgrade: no face has one.
     # uvloop's event loop (libuv): a search's two thread hand-offs (to a search thread and back)
     # and the loop's own turns cost less CPU than asyncio's (docs/design/service.md, 0.4-0.9 ms a search).
-    return {"log_level": "info", "http": "engram_index.protocol:JsonH11Protocol", "loop": "uvloop",
-            "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES, "access_log": access_log,
-            "limit_concurrency": MAX_CONNECTIONS, "timeout_keep_alive": IDLE_TIMEOUT,
+    return {"log_level": "info", "http": "engram_index.protocol:JsonHttpProtocol", "loop": "uvloop", "ws": "none",
+            "head_limit": MAX_REQUEST_HEAD_BYTES, "access_log": access_log,
+            "access_writer": served_access_writer, "limit_concurrency": MAX_CONNECTIONS, "timeout_keep_alive": IDLE_TIMEOUT,
             "head_timeout": HEAD_TIMEOUT, "body_timeout": BODY_TIMEOUT, "body_min_rate": BODY_MIN_RATE,
             "log_config": log_config()}
 

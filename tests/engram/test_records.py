@@ -3,9 +3,12 @@
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram_index.embed.text import embed_text
 from engram_index.engine.types import ModelIdentity
@@ -229,3 +232,23 @@ def test_datetimes_format_as_datetime_writes_them_from_year_1_to_9999_and_beyond
     for outside in (first - 1, last + 1):
         with pytest.raises(OverflowError):
             format_datetime_ms(outside)
+
+
+def _decoded_or_refusal(decode: Any, text: str) -> Any:
+    """A decoder's vector (as bytes), or the message it refused with."""
+    try:
+        return decode(text).tobytes()
+    except BadVector as exc:
+        return exc.message
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(
+    st.lists(st.integers(0, 0xFFFF), min_size=0, max_size=40).map(
+        lambda bits: base64.urlsafe_b64encode(np.array(bits, np.uint16).tobytes()).rstrip(b"=").decode()),
+    st.text(st.sampled_from("AB_-+/=é \x00z9"), max_size=12),
+))
+def test_the_short_way_decodes_and_refuses_every_query_vector_as_the_checked_way(text: str) -> None:
+    from engram_index.engram.records import _checked_query_vector
+
+    assert _decoded_or_refusal(decode_query_vector, text) == _decoded_or_refusal(_checked_query_vector, text)

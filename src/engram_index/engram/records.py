@@ -191,8 +191,32 @@ def encode_query_vector(values: np.ndarray) -> str:
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*").fullmatch
 
 
+_BASE64URL_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
+_NOT_FINITE = bytes(int(byte & 0x7C == 0x7C) for byte in range(256))  # a half's high byte: 1 for NaN or infinity
+
+
 def decode_query_vector(text: str) -> np.ndarray:
     """Decode a query-parameter vector (base64url f16le, unpadded) into float32."""
+    # A valid vector the short way (~6 µs instead of ~10 in a search's request); anything else is
+    # decoded again below, which says what is wrong with it.
+    try:
+        data = text.encode("ascii")
+        raw = None if data.translate(None, _BASE64URL_BYTES) else binascii.a2b_base64(
+            data.translate(_TO_STANDARD) + b"=" * (-len(data) % 4))
+    except (UnicodeEncodeError, binascii.Error):
+        raw = None
+    # What vector_problem checks: no half is NaN or infinite (its exponent bits all set, in its high byte),
+    # and not all are zeros (their squares' sum, which cannot overflow float32, is above zero).
+    if raw and not len(raw) % 2 and 1 not in raw[1::2].translate(_NOT_FINITE):
+        values = np.frombuffer(raw, "<f2").astype(np.float32)
+        if float(np.dot(values, values)) > 0.0:
+            return values
+    return _checked_query_vector(text)
+
+
+def _checked_query_vector(text: str) -> np.ndarray:
+    """Decode a query-parameter vector, saying what is wrong with one that cannot be searched with."""
     if not _BASE64URL(text):
         raise BadVector("vector must be base64url without padding")
     try:

@@ -1,11 +1,22 @@
-"""Search hits as garden.engram.defs#memoryView objects (JSON-ready dicts)."""
+"""Search hits as garden.engram.defs#memoryView objects: JSON-ready dicts, or their JSON itself for a search.
+
+A search's answer is encoded once, with each hit's JSON made here (`hit_json`, wrapped as an
+orjson.Fragment): the memory's own fields are a pure function of the stored document, so their
+JSON is kept per document version (a bounded map), and only the hit's similarity and match are
+encoded per search. The bytes are what encoding `hit_view`'s dict writes (tests/engram/test_views.py).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from engram_index.engine.types import Document, Hit, Mode
 from engram_index.engram.records import format_datetime_ms
+
+MAX_KEPT = 4096  # memories whose fields' JSON is kept at most (more: start over)
+_fields: dict[tuple[Any, ...], bytes] = {}
 
 
 def scaled_similarity(cosine: float) -> int:
@@ -30,34 +41,60 @@ def memory_view(doc: Document) -> dict[str, Any]:
     return view
 
 
-def hit_view(hit: Hit, mode: Mode) -> dict[str, Any]:
-    """A search result: the memory, its similarity (not for keyword-only) and its match."""
-    view = memory_view(hit.document)
+def memory_fields(doc: Document) -> bytes:
+    """memory_view's JSON without its braces, kept per document version (every field it reads is the key)."""
+    metadata = doc.metadata
+    key = (doc.id, metadata.get("cid", "") if metadata else "", doc.author, doc.text, doc.tags, doc.created_ms,
+           doc.indexed_ms, doc.source)
+    try:
+        fields = _fields.get(key)
+    except TypeError:  # a value that cannot be a key (no record has one): not kept
+        return orjson.dumps(memory_view(doc))[1:-1]
+    if fields is None:
+        fields = orjson.dumps(memory_view(doc))[1:-1]
+        if len(_fields) >= MAX_KEPT:
+            _fields.clear()
+        _fields[key] = fields
+    return fields
+
+
+def hit_json(hit: Hit, mode: Mode) -> bytes:
+    """A search result's JSON: the memory, its similarity (not for keyword-only) and its match."""
     # Scaled once, for both places it is shown (never for keyword-only answers); inline: every hit pays it.
     cosine = hit.similarity
     similarity = max(0, min(1000, round(cosine * 1000))) if mode != "keyword" and cosine is not None else None
+    tail: dict[str, Any] = {}  # what follows the memory's own fields
     if similarity is not None:
-        view["similarity"] = similarity
-    if mode == "vector":
-        return view
-    match: dict[str, Any] = {}
-    if similarity is not None and mode == "hybrid" and hit.vector_rank is not None:
-        match["vector"] = {"rank": hit.vector_rank, "similarity": similarity}
-    bm25 = hit.bm25
-    if bm25 and hit.keyword_rank is not None:
-        match["keyword"] = {
-            "rank": hit.keyword_rank,
-            "score": max(0, round(bm25 * 100)),
-            "terms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
-        }
-    snippet = hit.snippet
-    if snippet is not None:
-        match["snippet"] = {
-            "field": snippet.field,
-            "text": snippet.text,
-            "highlights": [{"byteStart": s, "byteEnd": e} for s, e in snippet.highlights],
-        }
-    if hit.fusion is not None:
-        match["fusion"] = hit.fusion
-    view["match"] = match
+        tail["similarity"] = similarity
+    if mode != "vector":
+        match: dict[str, Any] = {}
+        if similarity is not None and mode == "hybrid" and hit.vector_rank is not None:
+            match["vector"] = {"rank": hit.vector_rank, "similarity": similarity}
+        bm25 = hit.bm25
+        if bm25 and hit.keyword_rank is not None:
+            match["keyword"] = {
+                "rank": hit.keyword_rank,
+                "score": max(0, round(bm25 * 100)),
+                # dicts: orjson writes a TermMatch (a dataclass) the same, ten times slower
+                "terms": [{"term": t.term, "kind": t.kind, "field": t.field} for t in hit.terms],
+            }
+        snippet = hit.snippet
+        if snippet is not None:
+            match["snippet"] = {
+                "field": snippet.field,
+                "text": snippet.text,
+                "highlights": [{"byteStart": s, "byteEnd": e} for s, e in snippet.highlights],
+            }
+        if hit.fusion is not None:
+            match["fusion"] = hit.fusion
+        tail["match"] = match
+    fields = memory_fields(hit.document)
+    if not tail:
+        return b"{" + fields + b"}"
+    return b"{" + fields + b"," + orjson.dumps(tail)[1:]
+
+
+def hit_view(hit: Hit, mode: Mode) -> dict[str, Any]:
+    """A search result as a dict (hit_json's, read back)."""
+    view: dict[str, Any] = orjson.loads(hit_json(hit, mode))
     return view

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from engram_index.admission import Admission
 from engram_index import endpoints
-from engram_index.endpoints import Endpoint
+from engram_index.endpoints import Endpoint, in_thread
 from engram_index.kindgi import models, why_fewer
 from engram_index.kindgi.auth import Principal, authenticate
 from engram_index.kindgi.errors import KindgiError, unsupported
@@ -105,7 +104,7 @@ def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None 
                 call = Call(request, face, principal, body, claim)
                 if prepare is not None:
                     prepare(call)
-                status, payload = await run_in_threadpool(handler, call)
+                status, payload = await in_thread(handler, call)
                 if claim is not None and claim.answer is not None:
                     answer = claim.answer[1]
                 else:
@@ -115,7 +114,7 @@ def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None 
                     face.idempotency.keep_behind(claim, status, answer)
                 elif claim is not None:
                     assert face.idempotency is not None
-                    await run_in_threadpool(face.idempotency.keep, claim, status, answer)
+                    await in_thread(face.idempotency.keep, claim, status, answer)
                 return json_response(status, answer, rid)
         finally:
             if claim is not None and face.idempotency is not None:

@@ -9,14 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 
 from engram_index.admission import Admission
 from engram_index import endpoints
-from engram_index.endpoints import Answers, Endpoint, JSONAnswer as V5Response, answer
+from engram_index.endpoints import Answers, Endpoint, JSONAnswer as V5Response, answer, in_thread
 from engram_index.errors import EngramError, RateLimited
 from engram_index.bodies import bounded
 from engram_index.keys import KeyRecord, KeyState, bearer
@@ -249,7 +248,7 @@ async def _run(request: Request, face: Face, key: KeyRecord, handler: Handler, b
                 upload)
     if prepare is not None and prepare(call):
         return await face.collections.searching(handler, call)
-    return await run_in_threadpool(handler, call)
+    return await in_thread(handler, call)
 
 
 __all__ = ["Missing", "endpoint", "error_response", "http_error", "owns"]

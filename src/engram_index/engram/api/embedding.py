@@ -7,8 +7,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
-from starlette.concurrency import run_in_threadpool
 
+from engram_index.endpoints import in_thread
 from engram_index.embed.base import Embedder, EmbedderBusy, query_text
 from engram_index.embed.query_cache import QueryCache
 from engram_index.engine.types import ModelIdentity
@@ -84,6 +84,6 @@ class QueryEmbedding:
         finally:
             self._waiting -= 1
         try:
-            return await run_in_threadpool(self._cache.vector, self.embedder, text)
+            return await in_thread(self._cache.vector, self.embedder, text)
         finally:
             self._slots.release()

@@ -6,9 +6,9 @@ from decimal import Decimal
 from typing import Any
 
 import regex
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from engram_index.endpoints import in_thread
 from engram_index.engine.types import Document
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.vector import neighbor_pairs
@@ -75,6 +75,6 @@ async def get_memory_graph(request: Request) -> dict[str, Any]:
     index = await loaded_index(spaces, info.uri)
     if index.vectors is None:
         raise NoModel("the space's index holds no vectors")
-    return await run_in_threadpool(
+    return await in_thread(
         build_graph, spaces.store, info.id, index, params["limit"], params["neighbors"], min_similarity
     )

@@ -14,9 +14,9 @@ import re
 from typing import Any
 
 import regex
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from engram_index.endpoints import in_thread
 from engram_index.errors import InvalidInput, NotFound
 from engram_index.engram.views import memory_view
 from engram_index.engram.api.xrpc import checked_space
@@ -64,7 +64,7 @@ async def list_memories(request: Request) -> dict[str, Any]:
     params, spaces, info = await checked_space(request, LIST_NSID)
     limit: int = params["limit"]
     before = decode_cursor(params["cursor"]) if "cursor" in params else None
-    rows = await run_in_threadpool(
+    rows = await in_thread(
         spaces.store.recent,
         info.id,
         limit + 1,  # one more than asked tells whether another page follows
@@ -82,7 +82,7 @@ async def list_memories(request: Request) -> dict[str, Any]:
 async def get_memory(request: Request) -> dict[str, Any]:
     """Answer garden.engram.getMemory: the memory whose record URI is `uri`."""
     params, spaces, info = await checked_space(request, GET_NSID)
-    found = await run_in_threadpool(spaces.store.document_by_id, info.id, params["uri"])
+    found = await in_thread(spaces.store.document_by_id, info.id, params["uri"])
     if found is None:
         raise NotFound(f"no memory {params['uri']} in {info.uri}")
     return {"memory": memory_view(found[1])}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 
 from engram_index.engine.types import Filters, Mode, SearchRequest
@@ -13,8 +14,9 @@ from engram_index.errors import InvalidInput, ModelMismatch, NoModel
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.shortfall import Condition, Target, why_fewer
 from engram_index.store.base import CollectionInfo
-from engram_index.engram.views import hit_view
+from engram_index.engram.views import hit_json
 from engram_index.engram.api.embedding import QueryEmbedding
+from engram_index.engram.api.lexicon import query_string
 from engram_index.engram.api.spaces import loaded_index
 from engram_index.engram.api.xrpc import checked_space
 
@@ -87,14 +89,16 @@ async def search_memories(request: Request) -> dict[str, Any]:
     """Answer garden.engram.searchMemories."""
     limits = request.app.state.limits
     # The space's token first: a refusal then costs no parameter parsing, store read or vector decode.
-    limits.take(request.query_params.get("space", ""))
+    limits.take(query_string(request.scope).get("space"))
     params, spaces, info = await checked_space(request, NSID)
     index = await loaded_index(spaces, params["space"])
     async with limits.slot(params["space"]):
         req = await build_request(params, info, request.app.state.embedding)
         # On the one search pool of every face (search_pool.py): past the deadline, 503 and the slot is free.
         result = await spaces.searches.run(ranked_search, index, req, same_source, deadline_s=HARD_DEADLINE_S)
-    out: dict[str, Any] = {"memories": [hit_view(h, result.mode) for h in result.hits], "mode": result.mode}
+    # Each hit's JSON made once (views.py keeps each memory's own fields encoded), taken as it is by the encoder.
+    memories = [orjson.Fragment(hit_json(h, result.mode)) for h in result.hits]
+    out: dict[str, Any] = {"memories": memories, "mode": result.mode}
     if result.approximate:
         out["approximate"] = True
     if len(result.hits) < req.limit:  # only a short answer pays for saying why (an extra field: objects are open)

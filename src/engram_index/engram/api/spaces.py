@@ -7,10 +7,10 @@ import asyncio
 import time
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from engram_index import __version__
+from engram_index.endpoints import in_thread
 from engram_index.collections import Collections
 from engram_index.engine.search import SpaceIndex
 from engram_index.errors import BadRecord, EngramError, IndexLoading, InvalidInput, UnknownSpace
@@ -98,7 +98,7 @@ async def register_space(request: Request) -> dict[str, Any]:
     if uri != sent:
         raise InvalidInput(f"write the space as {uri}")
     state = SyncState(spaces.store)
-    if await run_in_threadpool(_indexed, spaces, state, uri):
+    if await in_thread(_indexed, spaces, state, uri):
         return {"space": uri}  # already indexed: nothing changes
     if not registration_open(request):
         raise RegistrationClosed("this service indexes only the spaces its operator configures")
@@ -107,7 +107,7 @@ async def register_space(request: Request) -> dict[str, Any]:
     if problem is not None:
         raise NotAMember(f"add this service's account ({runner.config.account.did}) to the space as a member"
                          f" first ({problem})")
-    await run_in_threadpool(_register, spaces, state, uri)
+    await in_thread(_register, spaces, state, uri)
     runner.request(uri)
     return {"space": uri}
 

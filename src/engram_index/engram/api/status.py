@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from engram_index.endpoints import in_thread
 from engram_index.collections import Collections
 from engram_index.engine.types import ModelIdentity
 from engram_index.engram.records import format_datetime_ms
@@ -83,4 +83,4 @@ def status(spaces: Collections, info: CollectionInfo) -> dict[str, Any]:
 async def get_space_status(request: Request) -> dict[str, Any]:
     """Answer garden.engram.getSpaceStatus."""
     _, spaces, info = await checked_space(request, NSID)
-    return await run_in_threadpool(status, spaces, info)
+    return await in_thread(status, spaces, info)

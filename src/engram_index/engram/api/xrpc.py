@@ -15,7 +15,7 @@ from engram_index.errors import BadRecord, EngramError, InvalidInput, TooLarge
 from engram_index.engram.records import parse_space_uri
 from engram_index.collections import Collections
 from engram_index.store.base import CollectionInfo
-from engram_index.engram.api.lexicon import Lexicons
+from engram_index.engram.api.lexicon import Lexicons, query_string
 from engram_index.engram.api.revocation import json_body
 
 log = logging.getLogger("engram_index.engram.api")
@@ -46,7 +46,7 @@ def xrpc(handler: Handler, *, authenticated: bool = True, procedure: bool = Fals
                 if not isinstance(space, str):
                     raise InvalidInput("space is required")
             else:
-                spaces = request.query_params.getlist("space")
+                spaces = query_string(request.scope).getlist("space")
                 if len(spaces) != 1:
                     raise InvalidInput("space is required, once")
                 space = spaces[0]
@@ -70,7 +70,7 @@ async def checked_space(request: Request, nsid: str) -> tuple[dict[str, Any], Co
     A malformed space URI is InvalidRequest; a well-formed one not indexed here is UnknownSpace.
     """
     spaces: Collections = request.app.state.spaces
-    params = Lexicons.bundled().params(nsid, request.query_params)
+    params = Lexicons.bundled().params(nsid, query_string(request.scope))
     parsed_space(params["space"])
     # One indexed read of SQLite (WAL: readers never wait for the writer), cheaper than a thread hop.
     info = spaces.info(params["space"])

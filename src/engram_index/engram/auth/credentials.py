@@ -73,8 +73,8 @@ class SpaceCredentials:
 
     async def authenticate(self, request: Request, space: str) -> Caller:
         """Return the caller when the request proves membership of `space`; raise an AuthError when not."""
-        headers = request.headers
-        authorizations = headers.getlist("authorization")
+        headers = _credential_headers(request.scope["headers"])
+        authorizations = headers.get("authorization", ())
         if not authorizations:
             raise AuthError("this space is private: send a space credential (Authorization: Atproto-Space …)")
         if len(authorizations) > 1:
@@ -82,7 +82,7 @@ class SpaceCredentials:
         scheme, _, token = authorizations[0].strip().partition(" ")
         if scheme.lower() != SCHEME or not token.strip():
             raise AuthError("Authorization must be 'Atproto-Space <credential>'")
-        audiences = headers.getlist(AUDIENCE_HEADER)
+        audiences = headers.get(AUDIENCE_HEADER, ())
         if len(audiences) != 1:
             raise BadSpaceAudience("send exactly one Atproto-Space-Audience header")
         if audiences[0].strip() != self.service_did:
@@ -90,7 +90,7 @@ class SpaceCredentials:
         now = self.clock()
         token_ = _decoded(token.strip())
         claims = self._check_claims(token_, space, now)
-        nonce = self._check_request_signature(request, claims.holder, now)
+        nonce = self._check_request_signature(headers, claims.holder, now)
         if self.state.is_revoked(claims.issuer, claims.jti):
             raise RevokedToken("the space's authority revoked this credential")
         await self._check_token_signature(token_, claims.issuer)
@@ -135,15 +135,15 @@ class SpaceCredentials:
             raise InvalidToken("cnf.kid must be a P-256 did:key")
         return Claims(authority, jti, exp, key)
 
-    def _check_request_signature(self, request: Request, key: PublicKey, now: float) -> str | None:
+    def _check_request_signature(self, headers: dict[str, list[str]], key: PublicKey, now: float) -> str | None:
         """The RFC 9421 signature by the credential's cnf key; returns its nonce, if any."""
-        inputs, signatures = request.headers.getlist("signature-input"), request.headers.getlist("signature")
+        inputs, signatures = headers.get("signature-input", ()), headers.get("signature", ())
         if not inputs or not signatures:
             raise BadSpaceSignature("sign the request (Signature-Input and Signature, label atproto-space)")
         if len(inputs) > 1 or len(signatures) > 1:
             raise BadSpaceSignature("send exactly one Signature-Input and one Signature header")
         params = _verified_signature(
-            inputs[0], signatures[0], request.headers["authorization"], request.headers[AUDIENCE_HEADER], key.did_key)
+            inputs[0], signatures[0], headers["authorization"][0], headers[AUDIENCE_HEADER][0], key.did_key)
         created, expires = _int_param(params, "created"), _int_param(params, "expires")
         if created is not None:
             if created > now + self.policy.skew:
@@ -203,6 +203,19 @@ def _verified_signature(
                                            sig.signature):
         raise BadSpaceSignature("the request signature does not verify with the credential's cnf.kid")
     return params
+
+
+_CREDENTIAL_HEADERS = frozenset({b"authorization", AUDIENCE_HEADER.encode(), b"signature-input", b"signature"})
+
+
+def _credential_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, list[str]]:
+    """The values of the header fields the check reads, by name and in order, from the request's raw
+    (lowercase) fields in one pass (as Starlette's Headers reads each: latin-1)."""
+    out: dict[str, list[str]] = {}
+    for name, value in raw:
+        if name in _CREDENTIAL_HEADERS:
+            out.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
+    return out
 
 
 @functools.lru_cache(maxsize=8192)
