@@ -31,7 +31,9 @@ from engram_index.engine.types import Document, Filters, Hit, SearchRequest
 from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.conversations import ConversationCodes, in_context, keyword_in_context, scores_in_context
 from engram_index.kindgi.errors import KindgiError
+from engram_index.kindgi import why_fewer
 from engram_index.kindgi.facts import Facts
+from engram_index.kindgi.join import Join
 from engram_index.kindgi.models import Intent
 from engram_index.kindgi.scope import reader_groups, scope_tags
 from engram_index.engine.analyzer import QueryWord, query_words
@@ -139,17 +141,31 @@ def _stable(index: SpaceIndex, hits: list[Hit]) -> list[Hit]:
     return sorted(hits, key=lambda h: (-float(h.score), order[h.document.id]))
 
 
+KEYWORD, SEMANTIC = 0, 1  # a pooled retrieve's legs, in the order a retrieve on one thread runs them
+Meaning = tuple[Any, list[Hit]]  # the query's vector and the vector search's hits
+
+
 @dataclass
 class Started:
     """A retrieve past its checks (`Retriever.start`): its intent, the tenant's collection (None: list
-    mode, or a tenant without facts), its filters, each leg's depth and its semantic leg under way."""
+    mode, or a tenant without facts), its filters, each leg's depth and its semantic leg under way.
+
+    A `pooled` retrieve (`join` set) searches on the threads its legs run on (the keyword leg's holds a
+    search pool slot, `Retriever.keyword_part`), each leg keeps its hits here, and the last leg to
+    finish forms the answer (`join.done`); otherwise `Retriever.finish` runs it all on its thread."""
 
     intent: Intent
     explain: bool = False
     name: str | None = None
     filters: Filters = field(default_factory=Filters)
     depth: int = 0
-    semantic: Future[tuple[Any, list[Hit]]] | None = None  # the query's vector and the vector search's hits
+    semantic: Future[Meaning] | None = None
+    join: Join[dict[str, Any]] | None = None
+    keyword: list[Hit] | None = None  # the keyword leg's hits, once it ran
+    meaning: Meaning | None = None  # the semantic leg's, once it ran (pooled)
+    asked: str = ""  # the query's content words (`content_query`) and their analysis, for both keyword legs
+    words: list[QueryWord] = field(default_factory=list)
+    neighbours: Conversations = field(default_factory=Conversations)
 
 
 class Retriever:
@@ -217,10 +233,11 @@ class Retriever:
                               f"this deployment embeds with {embedder.identity.model}, not {intent.embedding_model}",
                               {"embeddingModel": embedder.identity.model})
 
-    def start(self, principal: Principal, intent: Intent, explain: bool = False) -> Started:
+    def start(self, principal: Principal, intent: Intent, explain: bool = False, pooled: bool = False) -> Started:
         """Everything of a retrieve before its searches, its semantic leg set going at once (from the event
         loop: the query's embedding is the longest step of a semantic or both retrieve, so it starts before
-        the hop to a worker thread); its errors are the retrieve's, in the same order."""
+        the hop to a worker thread); its errors are the retrieve's, in the same order. `pooled`: its legs
+        search on their own threads and the last forms the answer (`Started.join`; not for list mode)."""
         self.check(intent)
         tenant = principal.tenant
         if intent.mode == "list" or not self.facts.has_space(tenant):
@@ -230,7 +247,10 @@ class Retriever:
         tags = ([f"t:{intent.type}"] if intent.type else []) + scope_tags(intent.scope or {})
         filters = Filters(tags=tuple(tags), any_tags=reader_groups(principal))
         depth = intent.limit if intent.mode != "both" else max(int(LEG_DEPTH_PER_LIMIT * intent.limit), MIN_LEG_DEPTH)
-        semantic: Future[tuple[Any, list[Hit]]] | None = None
+        started = Started(intent, explain, name, filters, depth)
+        if pooled:
+            absent = {"keyword": [SEMANTIC], "semantic": [KEYWORD]}.get(intent.mode, [])
+            started.join = Join(2, lambda: self.answer(principal, started), absent)
         if intent.mode in ("semantic", "both"):
             embedder = self.facts.embedder
             assert embedder is not None
@@ -239,56 +259,107 @@ class Retriever:
                 raise KindgiError("semantic-unavailable", f"this tenant's facts are embedded with {describe(held)}"
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
-            semantic = self._embedding.submit(self._semantic_leg, embedder, name, intent.query or "", depth,
-                                              filters, explain)
-        return Started(intent, explain, name, filters, depth, semantic)
+            if pooled:
+                self._embedding.submit(self._semantic_part, started, embedder)
+            else:
+                started.semantic = self._embedding.submit(self._semantic_leg, started, embedder)
+        return started
 
-    def _semantic_leg(self, embedder: Embedder, name: str, query: str, depth: int, filters: Filters,
-                      explain: bool) -> tuple[Any, list[Hit]]:
+    def _semantic_leg(self, started: Started, embedder: Embedder) -> Meaning:
         """The query's vector and the facts nearest it, on the embedding thread: the vector search starts
-        as soon as the embedding ends, while the keyword leg may still run."""
-        vector = self._queries.vector(embedder, query)
+        as soon as the embedding ends, while the keyword leg may still run (on this thread when pooled:
+        the retrieve's keyword leg holds its search slot)."""
+        vector = self._queries.vector(embedder, started.intent.query or "")
         # Without explanations a hit's id and tags are all a retrieve reads (its answer is the
         # revision's body): the engine reads no document from the store (`documents=False`).
-        hits = self.facts.collections.search(name, SearchRequest(
-            "vector", vector=vector, limit=depth, filters=filters, explain=False, documents=explain)).hits
-        return vector, hits
+        request = SearchRequest("vector", vector=vector, limit=started.depth, filters=started.filters, explain=False,
+                                documents=started.explain)
+        return vector, self._search(started, request)
 
-    def retrieve(self, principal: Principal, intent: Intent, explain: bool = False) -> list[dict[str, Any]]:
-        """The results of one intent: `{fact, score?, explanation?}` best first."""
+    def _search(self, started: Started, request: SearchRequest) -> list[Hit]:
+        """A search's hits: on this thread when the retrieve is pooled, else on the search pool."""
+        assert started.name is not None
+        if started.join is not None:
+            return self.facts.collections.index(started.name).search(request).hits
+        return self.facts.collections.search(started.name, request).hits
+
+    def _semantic_part(self, started: Started, embedder: Embedder) -> None:
+        """A pooled retrieve's semantic leg, on the embedding thread; then its arrival at the join."""
+        assert started.join is not None
+        try:
+            started.meaning = self._semantic_leg(started, embedder)
+        except BaseException as exc:  # the request's answer is this error (unless the keyword leg failed too)
+            started.join.arrive(SEMANTIC, exc)
+        else:
+            started.join.arrive(SEMANTIC)
+
+    def keyword_part(self, started: Started) -> None:
+        """A pooled retrieve's keyword leg (none in semantic mode), on a search pool thread holding a slot;
+        then its arrival at the join."""
+        assert started.join is not None
+        try:
+            if started.intent.mode != "semantic":
+                self._keyword_hits(started)
+        except BaseException as exc:
+            started.join.arrive(KEYWORD, exc)
+        else:
+            started.join.arrive(KEYWORD)
+
+    def _keyword_hits(self, started: Started) -> None:
+        """The query's content words (analysed once for both keyword legs) and the keyword leg's hits."""
+        assert started.name is not None
+        query = started.intent.query or ""
+        started.asked = content_query(query)
+        started.words = content_words(query_words(started.asked), started.asked)
+        if started.intent.mode in ("keyword", "both"):
+            index = self.facts.collections.index(started.name)
+            if index.keyword.pending_ords().size > PENDING_SCAN:
+                index.commit()  # more uncommitted writes than a search scores itself: commit them first
+            started.keyword = self._keyword_leg(started)
+
+    def retrieve(self, principal: Principal, intent: Intent, explain: bool = False) -> dict[str, Any]:
+        """The answer to one intent: its results `{fact, score?, explanation?}` best first (and whyFewer)."""
         return self.finish(principal, self.start(principal, intent, explain))
 
-    def finish(self, principal: Principal, started: Started) -> list[dict[str, Any]]:
-        """The results of a started retrieve (`start`): its searches, their fusion and the facts' bodies."""
-        intent, explain, name, semantic = started.intent, started.explain, started.name, started.semantic
+    def finish(self, principal: Principal, started: Started) -> dict[str, Any]:
+        """The answer of a retrieve started without `pooled`: its legs, one after the other, on this thread
+        (the searches on the search pool), then `answer`."""
+        if started.name is not None and started.intent.mode != "semantic":
+            self._keyword_hits(started)
+        if started.semantic is not None:
+            started.meaning = started.semantic.result()
+        return self.answer(principal, started)
+
+    def answer(self, principal: Principal, started: Started) -> dict[str, Any]:
+        """A retrieve's answer once its legs ran: `{"results": [...]}`, with `whyFewer` when short."""
+        intent = started.intent
+        results = self._results(principal, started)
+        out: dict[str, Any] = {"results": results}
+        if len(results) < intent.limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
+            out["whyFewer"] = why_fewer.explain(self.facts, principal, intent, len(results))
+        return out
+
+    def _results(self, principal: Principal, started: Started) -> list[dict[str, Any]]:
+        """The results of a retrieve whose legs ran: their fusion and the facts' bodies."""
+        intent, explain, name = started.intent, started.explain, started.name
         tenant = principal.tenant
         if intent.mode == "list":
             facts, _ = self.facts.page(principal, limit=intent.limit, type_=intent.type, scope=intent.scope)
             return [{"fact": f} for f in facts]
         if name is None:  # the tenant has no facts
             return []
-        filters, depth = started.filters, started.depth
-        query = intent.query or ""
+        filters = started.filters
         legs: dict[str, list[Hit]] = {}
-        # The query's content words, analysed once for both keyword legs (a semantic retrieve has none).
-        asked, words = query, []
-        if intent.mode != "semantic":
-            asked = content_query(query)
-            words = content_words(query_words(asked), asked)
-        neighbours = Conversations()
-        if intent.mode in ("keyword", "both"):
-            index = self.facts.collections.index(name)
-            if index.keyword.pending_ords().size > PENDING_SCAN:
-                index.commit()  # more uncommitted writes than a search scores itself: commit them first
-            legs["keyword"] = self._keyword_leg(name, asked, words, neighbours, depth, filters, explain)
-        if semantic is not None:
-            query_vector, legs["semantic"] = semantic.result()
+        if started.keyword is not None:
+            legs["keyword"] = started.keyword
+        if started.meaning is not None:
+            query_vector, legs["semantic"] = started.meaning
             found_by_meaning = legs["semantic"]
             if intent.mode == "both" and SEMANTIC_OVER_KEYWORD:
                 legs["semantic"] = self._by_meaning(name, query_vector, legs["semantic"], legs["keyword"], filters)
             if intent.mode == "both" and KEYWORD_OVER_SEMANTIC:
-                legs["keyword"] = self._by_words(name, asked, words, neighbours, legs["keyword"], found_by_meaning,
-                                                 filters, explain)
+                legs["keyword"] = self._by_words(name, started.asked, started.words, started.neighbours,
+                                                 legs["keyword"], found_by_meaning, filters, explain)
         index = self.facts.collections.index(name)
         for leg, leg_hits in legs.items():  # equal scores by insertion order, not by the facts' random ids
             legs[leg] = _stable(index, leg_hits)
@@ -305,14 +376,16 @@ class Retriever:
             out.append(result)
         return out
 
-    def _keyword_leg(self, name: str, asked: str, words: list[QueryWord], neighbours: Conversations, depth: int,
-                     filters: Filters, explain: bool) -> list[Hit]:
+    def _keyword_leg(self, started: Started) -> list[Hit]:
         """BM25 of the query's content words (`asked`, analysed as `words`), each fact with the fact before
         it in its conversation as context (ranking.context_keyword); the explanation's terms are the
         content words'."""
-        hits = self.facts.collections.search(name, SearchRequest(
-            "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False,
-            documents=explain)).hits
+        assert started.name is not None
+        name, asked, words, filters, explain = (started.name, started.asked, started.words, started.filters,
+                                                started.explain)
+        depth, neighbours = started.depth, started.neighbours
+        hits = self._search(started, SearchRequest(
+            "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False, documents=explain))
         if CONTEXT and explain:  # the explanation reads the turns around the hits from the store
             hits = context_keyword(self.facts.collections.index(name), asked, hits, filters, neighbours,
                                    depth, words=words)
