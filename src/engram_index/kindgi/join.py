@@ -24,8 +24,14 @@ class Join(Generic[T]):
         self._then = then
         self._waiting = legs - len(set(absent))
         self._errors: list[BaseException | None] = [None] * legs
+        self._arrived = [leg in set(absent) for leg in range(legs)]
         self._lock = threading.Lock()
         self.done: Future[T] = Future()
+
+    def arrived(self, leg: int) -> bool:
+        """Whether leg `leg` has finished (or is not run): a leg still to come leaves time for work ahead."""
+        with self._lock:
+            return self._arrived[leg]
 
     def arrive(self, leg: int, error: BaseException | None = None) -> None:
         """Leg `leg` has finished (or failed with `error`). The last leg runs `then` here and settles `done`
@@ -33,6 +39,7 @@ class Join(Generic[T]):
         (as a retrieve that runs its legs one after the other fails)."""
         with self._lock:
             self._errors[leg] = error
+            self._arrived[leg] = True
             self._waiting -= 1
             if self._waiting:
                 return
