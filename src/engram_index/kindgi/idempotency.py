@@ -23,6 +23,12 @@ decides inside its own transaction: an answer naming a fact that is no longer st
 written withheld. An erasure's deletion commits either before that transaction (the fact is gone
 there) or after it, and then its withhold step, queued behind the write, finds the answer written.
 A replay from memory checks the same.
+
+Nearly every key is new (the SDK sends a fresh one with each request). Once this process has read
+every key the store keeps (in the background, at start) and remembers each key it claims since,
+a key it has never seen is claimed without a store read (kindgi/seen_keys.py); the others are
+looked up as before. Over a shared store another node may keep an answer for any key, so there
+every key is looked up.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import orjson
 
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.models import format_ms
+from engram_index.kindgi.seen_keys import SeenKeys
 from engram_index.kindgi.wire import JSON, dumps
 from engram_index.store.base import RecordStore, Statement
 
@@ -117,10 +124,13 @@ class Replay:
 class Idempotency:
     """The kept answers (SQLite) and the keys held by running requests (memory)."""
 
-    def __init__(self, store: RecordStore, clock: Any = lambda: int(time.time() * 1000)) -> None:
-        """Keep answers in `store`; forget those older than 24 hours."""
+    def __init__(self, store: RecordStore, clock: Any = lambda: int(time.time() * 1000), shared: bool = False) -> None:
+        """Keep answers in `store`; forget those older than 24 hours. `shared`: other processes keep
+        answers in it too (a PostgreSQL store of several nodes), so every key is looked up in it."""
         self.store = store
         self.clock = clock
+        self._seen = SeenKeys()
+        self._knows = threading.Event()  # set once every key the store keeps is in `_seen`
         self._running: dict[str, str] = {}
         # Answers kept behind their response, not yet written, by key.
         self._unwritten: dict[str, _Behind] = {}
@@ -129,6 +139,32 @@ class Idempotency:
         self.purge()
         self._writer = threading.Thread(target=self._write_behind, daemon=True, name="idempotency")
         self._writer.start()
+        self._closing = threading.Event()
+        self._loader: threading.Thread | None = None
+        if not shared:
+            self._loader = threading.Thread(target=self._load_keys, daemon=True, name="idempotency-keys")
+            self._loader.start()
+
+    def _load_keys(self, chunk: int = 10_000) -> None:
+        """Remember every key the store keeps (those claimed meanwhile are remembered as they are)."""
+        after = ""
+        try:
+            while not self._closing.is_set():
+                rows = self.store.query("SELECT key FROM kindgi_idempotency WHERE key > ? ORDER BY key LIMIT ?",
+                                        (after, chunk))
+                with self._lock:
+                    for (key,) in rows:
+                        self._seen.add(str(key))
+                if len(rows) < chunk:
+                    self._knows.set()
+                    return
+                after = str(rows[-1][0])
+        except Exception:  # every key is then looked up in the store, as before
+            log.exception("reading the kept Idempotency-Keys failed")
+
+    def knows_every_key(self) -> bool:
+        """Whether a key this process has not seen is known not to be kept (no store read needed)."""
+        return self._knows.is_set()
 
     def purge(self) -> None:
         """Drop the answers kept longer than 24 hours."""
@@ -151,7 +187,9 @@ class Idempotency:
                 if gone is not None and self.store.query(f"SELECT {_GONE}", gone)[0][0]:
                     content_type = WITHHELD  # a fact it holds was erased after it was read
                 return _replay(sha, row[1], int(row[2]), content_type, bytes(row[4]), int(row[5]))
-            rows = self.store.query(
+            # A key never seen since every kept one was read cannot be kept (the store's read is skipped).
+            unseen = self._knows.is_set() and not self._seen.may_hold(key)
+            rows = [] if unseen else self.store.query(
                 "SELECT body_sha, status, content_type, body, created_ms FROM kindgi_idempotency"
                 " WHERE key=? AND created_ms >= ?", (key, self.clock() - KEEP_MS))
             if rows:
@@ -166,6 +204,7 @@ class Idempotency:
                     "A request with this Idempotency-Key is still running: retry after it.",
                     {"retryAfterSeconds": RETRY_AFTER_S})
             self._running[key] = sha
+            self._seen.add(key)  # before anything can keep an answer for it
         return Claim(key, sha)
 
     def seal(self, claim: Claim | None, status: int, payload: dict[str, Any]) -> list[Statement]:
@@ -256,7 +295,10 @@ class Idempotency:
                 return
 
     def close(self) -> None:
-        """Write every answer still held in memory, then stop the background writer."""
+        """Write every answer still held in memory, then stop the background threads."""
+        self._closing.set()
+        if self._loader is not None:
+            self._loader.join(30)
         self._queue.put(None)
         self._writer.join(30)
 
