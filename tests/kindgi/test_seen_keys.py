@@ -98,3 +98,4 @@ def test_over_a_shared_store_every_key_is_looked_up_in_it(store: Any) -> None:
         kept.release(claim)
     finally:
         kept.close()
+

@@ -83,6 +83,7 @@ class Claim:
     sealed: bool = False
     # The tenant and the facts the answer holds (a retrieve's), when it is kept behind the response.
     facts: tuple[str, tuple[str, ...]] | None = None
+    scrubs: int = 0  # erasures' withhold steps run before the request read any fact (Idempotency.scrubs)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class _Behind:
 
     row: tuple[Any, ...]
     facts: tuple[str, tuple[str, ...]] | None
+    checked: bool = True  # its write looks the facts it names up (see keep_behind)
 
     def gone(self) -> tuple[str, str] | None:
         """The parameters of _GONE for the facts it names (None when it names none)."""
@@ -100,7 +102,7 @@ class _Behind:
 
     def statement(self) -> Statement:
         """The statement that writes it (withheld when a fact it names is gone by then)."""
-        gone = self.gone()
+        gone = self.gone() if self.checked else None
         return (_INSERT, self.row) if gone is None else (_INSERT_NAMING, (*self.row, *gone))
 
 
@@ -129,6 +131,8 @@ class Idempotency:
         answers in it too (a PostgreSQL store of several nodes), so every key is looked up in it."""
         self.store = store
         self.clock = clock
+        self._shared = shared
+        self._scrubs = 0  # erasures' withhold steps run on the kept answers in memory
         self._seen = SeenKeys()
         self._knows = threading.Event()  # set once every key the store keeps is in `_seen`
         self._running: dict[str, str] = {}
@@ -175,8 +179,15 @@ class Idempotency:
         """The stored form of a caller's key for one route."""
         return hashlib.sha256("\0".join((tenant, caller, f"{method}:{path}", key)).encode()).hexdigest()
 
-    def begin(self, key: str, body: bytes) -> Claim | Replay:
-        """Hold the key for a request, or the kept answer to replay; 409 when it cannot be either."""
+    @property
+    def scrubs(self) -> int:
+        """How many erasures' withhold steps have run on the kept answers in memory: read it before a
+        request reads any fact, and give it to `begin` (see keep_behind)."""
+        return self._scrubs
+
+    def begin(self, key: str, body: bytes, scrubs: int | None = None) -> Claim | Replay:
+        """Hold the key for a request, or the kept answer to replay; 409 when it cannot be either.
+        `scrubs`: `self.scrubs` as it was before the request read any fact (now, when not given)."""
         sha = hashlib.sha256(body).hexdigest()
         with self._lock:
             unwritten = self._unwritten.get(key)
@@ -205,7 +216,7 @@ class Idempotency:
                     {"retryAfterSeconds": RETRY_AFTER_S})
             self._running[key] = sha
             self._seen.add(key)  # before anything can keep an answer for it
-        return Claim(key, sha)
+        return Claim(key, sha, scrubs=self._scrubs if scrubs is None else scrubs)
 
     def seal(self, claim: Claim | None, status: int, payload: dict[str, Any]) -> list[Statement]:
         """Render an answer and give the statements that keep it (to run in the change's transaction)."""
@@ -233,7 +244,12 @@ class Idempotency:
         if status >= 400 or claim.sealed:
             return
         with self._lock:
-            self._unwritten[claim.key] = _Behind(self._row(claim, status, body), claim.facts)
+            # An erasure whose withhold step ran before this (under this lock) has not seen this answer,
+            # which may have read a fact just before the erasure deleted it: its write checks the
+            # facts it names. Otherwise that step is still to come and finds it (in memory or stored),
+            # and the check is skipped, but over a shared store (another node's erasure is not counted).
+            checked = self._shared or self._scrubs != claim.scrubs
+            self._unwritten[claim.key] = _Behind(self._row(claim, status, body), claim.facts, checked)
         claim.sealed = True
         self._queue.put(claim.key)
 
@@ -255,10 +271,11 @@ class Idempotency:
         """Withhold the answers naming the scrub's ids, in memory and in the store."""
         needles = [i.encode() for i in scrub.ids]
         with self._lock:
+            self._scrubs += 1  # an answer kept from now on may have escaped it: see keep_behind
             for key, behind in list(self._unwritten.items()):
                 row = behind.row
                 if any(n in row[4] for n in needles):
-                    self._unwritten[key] = _Behind((*row[:3], WITHHELD, b"", *row[5:]), behind.facts)
+                    self._unwritten[key] = _Behind((*row[:3], WITHHELD, b"", *row[5:]), behind.facts, behind.checked)
         self.store.execute([(f"UPDATE kindgi_idempotency SET content_type='{WITHHELD}', body=x''"
                              " WHERE instr(body, ?) > 0", (n,)) for n in needles])
         scrub.done.set()

@@ -107,6 +107,8 @@ def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None 
             async with admission.admit(principal.key_id):
                 body = await read_body(request)
                 call = Call(request, face, principal, body, None)
+                # Before any fact is read (prepare may start reading): see Idempotency.keep_behind.
+                scrubs = face.idempotency.scrubs if face.idempotency is not None else 0
                 refused: Exception | None = None
                 if prepare is not None:
                     try:
@@ -118,7 +120,7 @@ def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None 
                     assert face.idempotency is not None
                     scoped = face.idempotency.scoped(principal.tenant, principal.ref, request.method,
                                                      request.url.path, key)
-                    started = face.idempotency.begin(scoped, body)
+                    started = face.idempotency.begin(scoped, body, scrubs)
                     if isinstance(started, Replay):
                         return Response(started.body, started.status, {"X-Request-Id": rid, REPLAY_HEADER: "true",
                                                                         "Content-Type": started.content_type})
