@@ -118,7 +118,7 @@ def main() -> None:
             proc.wait(30)
     print(f"\n{args.turns} turns of {args.batch} `{args.mode}` retrieves per server, interleaved; medians over the"
           f" turns (load average {os.getloadavg()[0]:.1f} at the end)")
-    print("| server | server CPU ms per both | wall p50 ms |\n|---|---|---|")
+    print("| server | server CPU ms per retrieve | wall p50 ms |\n|---|---|---|")
     for i, label in enumerate(labels):
         print(f"| {label} | {statistics.median(cpu[i]):.2f} | {statistics.median(wall[i]):.2f} |")
 
