@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import weakref
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,6 @@ from engram_index.kindgi.facts import Facts
 from engram_index.kindgi.join import Join
 from engram_index.kindgi.models import Intent
 from engram_index.kindgi.scope import reader_groups, scope_tags
-from engram_index.kindgi.wakes import LoopWakes, PipeThreads
 from engram_index.ranking import Pairs, content_query, content_words, context_keyword
 from engram_index.remodel import describe
 
@@ -96,15 +95,13 @@ class Retriever:
     def __init__(self, facts: Facts) -> None:
         """Retrieve from `facts` (its embedder embeds queries too)."""
         self.facts = facts
-        # The query's embedding runs here while the keyword leg searches (both release the GIL); the event
-        # loop wakes these threads without holding the GIL through the wake (kindgi/wakes.py).
-        self._embedding: Executor = PipeThreads(2, "kindgi-embed")
+        # The query's embedding runs here while the keyword leg searches (both release the GIL).
+        self._embedding = ThreadPoolExecutor(2, thread_name_prefix="kindgi-embed")
         self._queries = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         # Facts past their retention are closed here, off the read path (a retrieve never writes).
         self._expiry = ThreadPoolExecutor(1, thread_name_prefix="kindgi-expiry")
         self._expired: dict[str, float] = {}  # tenant → when its expiry last ran (monotonic)
         self._guard = threading.Lock()
-        self.wakes = LoopWakes()  # a pooled retrieve's answer is handed to its request's loop through these
         # Each loaded index's facts' conversations as codes (kept while the index is: a reload is another).
         self._codes: weakref.WeakKeyDictionary[SpaceIndex, ConversationCodes] = weakref.WeakKeyDictionary()
 
@@ -121,10 +118,9 @@ class Retriever:
         return lambda earlier, later: codes.same(columns, earlier, later)
 
     def close(self) -> None:
-        """Stop the embedding and expiry threads, and the loops' wakes."""
+        """Stop the embedding and expiry threads."""
         self._embedding.shutdown(wait=True)
         self._expiry.shutdown(wait=True)
-        self.wakes.close()
 
     def _expire_later(self, tenant: str) -> None:
         """Close the tenant's facts whose retention ended, on the expiry thread, at most once a second."""

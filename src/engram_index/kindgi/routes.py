@@ -323,8 +323,7 @@ async def run_retrieve(call: Call) -> tuple[int, dict[str, Any]]:
     if not done.done():
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[dict[str, Any]] = loop.create_future()
-        wake = face.retriever.wakes.of(loop)  # (not call_soon_threadsafe: see kindgi/wakes.py)
-        done.add_done_callback(lambda finished: wake.call(_settle, answer, finished))
+        done.add_done_callback(lambda finished: loop.call_soon_threadsafe(_settle, answer, finished))
         timer = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, answer, searches.deadline_s)
         try:
             out = await answer
