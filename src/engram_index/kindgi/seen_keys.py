@@ -1,7 +1,7 @@
 """Which Idempotency-Keys the store may keep an answer for: a Bloom filter, so that a key never seen
 (nearly every request's: the SDK sends a fresh one each time) is claimed without a store read.
 
-It never misses a key it was told of; of the others it takes about one in ten thousand for one
+It never misses a key it was told of; of the others it takes about one in six thousand for one
 (at a million keys; more as keys accumulate), and the store is then read as before. It holds no
 key itself, only bits (4 MiB), and lives in one process's memory.
 """
