@@ -1,7 +1,7 @@
 """Where a Kindgi `both` retrieve's thread CPU goes, step by step: bench/profile_faces.py with timers.
 
-Wraps the retrieve's steps (the searches, the context of each keyword leg, the fusion, the facts'
-bodies, the route's checks) with thread-CPU accumulators, runs `profile_faces.py --face kindgi`
+Wraps the retrieve's steps (the searches, the keyword leg's context, the cross-leg rankings and the
+fusion of kindgi/ranked.py, the facts' bodies, the route's checks) with thread-CPU accumulators, runs `profile_faces.py --face kindgi`
 (every hop inline, so one thread's CPU covers the request) with the arguments given after `--`,
 and prints each step's inclusive CPU per retrieve. `--src` picks the checkout whose code runs.
 
@@ -23,9 +23,10 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 STEPS = [("engram_index.kindgi.retrieve", "Retriever", n)
-         for n in ("finish", "_keyword_leg", "_by_words", "_by_meaning", "_rank", "_semantic_leg")] + [
+         for n in ("answer", "_keyword_leg", "_fused", "_semantic_leg")] + [
+    ("engram_index.kindgi.ranked", None, n) for n in ("by_words", "by_meaning", "stable", "fused")] + [
     ("engram_index.kindgi.retrieve", None, "keyword_in_context"), ("engram_index.kindgi.retrieve", None, "content_query"),
-    ("engram_index.kindgi.facts", "Facts", "retrievable"), ("engram_index.collections", "Collections", "search"),
+    ("engram_index.kindgi.facts", "Facts", "retrievable"), ("engram_index.engine.search", "SpaceIndex", "search"),
     ("engram_index.engine.keyword", "KeywordIndex", "word_scores"), ("engram_index.embed.query_cache", "QueryCache", "vector"),
     ("engram_index.kindgi.idempotency", "Idempotency", "begin"), ("engram_index.kindgi.routes", None, "authenticate")]
 spent: collections.Counter[str] = collections.Counter()
@@ -46,7 +47,7 @@ def timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def report() -> None:
     """Each step's inclusive thread CPU per retrieve, costliest first."""
-    n = calls["Retriever.finish"] or 1
+    n = calls["Retriever.answer"] or 1
     print(f"code of {Path(sys.modules['engram_index'].__file__ or '').parents[2]}")
     print("| step | µs per retrieve | calls per retrieve |\n|---|---:|---:|")
     for label, ns in spent.most_common():

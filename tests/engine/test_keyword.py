@@ -9,7 +9,7 @@ import tantivy
 
 from engram_index.engine.analyzer import QueryWord, query_words
 
-from engram_index.engine.keyword import KeywordIndex
+from engram_index.engine.keyword import KeywordIndex, query_terms
 from engram_index.engine.types import Document, Filters
 
 
@@ -231,3 +231,16 @@ def test_each_words_own_scores_at_once_equal_its_scores_alone_bit_for_bit(
     for j, word in enumerate(words):
         assert at_once[:, j].tobytes() == index.scores([word], ordinals).tobytes()
     assert index.word_scores([], np.array(ordinals, np.int64)).shape == (len(ordinals), 0)
+
+
+def test_a_queries_word_columns_are_worked_out_once_and_are_each_words_own() -> None:
+    from engram_index.engine import keyword_query
+
+    words = query_words("HTTPServer running the servers fast")
+    held = keyword_query.word_columns_of(words)
+    assert keyword_query.word_columns_of(list(words)) is held  # the same words: worked out once
+    column = {term: i for i, term in enumerate(query_terms(words))}
+    assert held.terms == tuple(query_terms(words))
+    for word, got in zip(words, held.columns, strict=True):
+        assert [a.tolist() for a in got] == [a.tolist() for a in keyword_query.word_columns(word, column)]
+        assert not any(a.flags.writeable for a in got)  # shared by every search of these words

@@ -10,7 +10,7 @@ from engram_index.engine.analyzer import query_words
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document, Filters, SearchRequest
 from engram_index.kindgi.conversations import ConversationCodes, in_context, keyword_in_context, scores_in_context
-from engram_index.kindgi.retrieve import Conversations
+from engram_index.kindgi.conversations import Conversations
 from engram_index.ranking import content_query, content_words, context_keyword, context_scores, with_context
 
 WORDS = "ana bob paris trip museum painting dinner pasta river boat coffee morning".split()
@@ -64,11 +64,12 @@ def test_the_context_from_the_columns_ranks_the_hits_and_their_turns_as_one_docu
     codes = ConversationCodes()
     for limit in (5, 20, 50):
         expected = context_keyword(index, asked, hits, filters, Conversations(), limit, words=words, columns=True)
-        got = keyword_in_context(index, words, hits, filters, limit,
-                                 lambda a, b: codes.same(index.columns, a, b))
-        assert [(h.document.id, h.document.tags, h.score, h.bm25, h.keyword_rank) for h in got] == \
-            [(h.document.id, h.document.tags, h.score, h.bm25, h.keyword_rank) for h in expected]
-        assert len(got) == min(limit, len(expected)) and got  # the queries' words are in the facts
+        ids, scores = keyword_in_context(index, words, hits, filters, limit,
+                                         lambda a, b: codes.same(index.columns, a, b))
+        assert scores.dtype == np.float64
+        assert list(zip(ids, scores.tolist())) == [(h.document.id, h.score) for h in expected]
+        assert all(h.bm25 == h.score for h in expected)  # a retrieve's keyword score is that BM25
+        assert len(ids) == min(limit, len(expected)) and ids  # the queries' words are in the facts
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -85,10 +86,11 @@ def test_the_retrieves_own_context_and_its_scores_are_ranking_s_general_ones_bit
     pairs = lambda a, b: codes.same(index.columns, a, b)  # noqa: E731
     with index.reading():
         expected = with_context(index, hits, filters, Conversations(), follow=follow, pairs=pairs)
-        got = in_context(index, hits, filters, pairs, follow=follow)
+        got = in_context(index, index.columns.ids_to_ords([h.document.id for h in hits]), filters, pairs,
+                         follow=follow)
         want, have = context_scores(index, words, expected), scores_in_context(index, words, got)
     for name in ("ords", "prev", "has_prev"):
         assert getattr(got, name).dtype == getattr(expected, name).dtype
         assert getattr(got, name).tolist() == getattr(expected, name).tolist()
-    assert got.docs == expected.docs and got.ords.size
+    assert got.ords.size
     assert have.dtype == want.dtype and have.tobytes() == want.tobytes() and (have > 0).any()

@@ -10,7 +10,7 @@ import numpy as np
 from engram_index.engine.columns import Columns
 from engram_index.engine.types import Document
 from engram_index.kindgi.conversations import ConversationCodes
-from engram_index.kindgi.retrieve import Conversations, same_conversation
+from engram_index.kindgi.conversations import Conversations, same_conversation
 
 
 def fact(*tags: str) -> Document:

@@ -241,7 +241,7 @@ def test_a_keyed_retrieve_that_read_a_fact_before_its_erasure_keeps_no_byte_of_i
         for i in range(20):
             writer.memory.write_fact(type="note", scope=SCOPE, content=f"kept neighbour number {i}")
         retriever = app.state.kindgi.retriever
-        real = retriever.finish
+        real = retriever.answer
         read, release = threading.Event(), threading.Event()
 
         def held(*args: Any, **kwargs: Any) -> Any:  # the answer is formed; keeping it waits for the erasure
@@ -250,7 +250,7 @@ def test_a_keyed_retrieve_that_read_a_fact_before_its_erasure_keeps_no_byte_of_i
             release.wait(30)
             return results
 
-        monkeypatch.setattr(retriever, "finish", held)
+        monkeypatch.setattr(retriever, "answer", held)
         answers: list[httpx.Response] = []
         reader = threading.Thread(target=lambda: answers.append(
             httpx.post(f"{url}/v1/memory/retrieve", json=query, headers=headers, timeout=60)))

@@ -68,6 +68,22 @@ def test_another_body_under_the_same_key_is_409_idempotency_key_body_mismatch(se
     assert err.value.status == 409 and err.value.server_code == "idempotency-key-body-mismatch"
 
 
+def test_a_retrieve_under_a_key_is_checked_against_the_key_before_its_own_body(server: Server) -> None:
+    # A retrieve's body is checked (and its query's embedding started) before its key is looked up, but
+    # what the key says comes first: another body is 409, the first body is replayed, as for any route.
+    token = server.token(user="alice", projects=["web"])
+    Kindgi(base_url=server.url, token=token).memory.write_fact(FACT)
+    path = "/v1/memory/retrieve"
+    first = _post(server.url, token, "r-1", {"mode": "both", "query": "idempotent words"}, path)
+    assert first.status_code == 200 and first.json()["results"]
+    for refused in ({"mode": "bogus", "query": "words"}, {"mode": "both"}, {"mode": "both", "query": "x", "limit": 0}):
+        other = _post(server.url, token, "r-1", refused, path)
+        assert other.status_code == 409 and other.json()["error"]["code"] == "idempotency-key-body-mismatch"
+        assert _post(server.url, token, "r-2", refused, path).status_code == 400  # without the key: its own error
+    replay = _post(server.url, token, "r-1", {"mode": "both", "query": "idempotent words"}, path)
+    assert replay.content == first.content and replay.headers["x-idempotent-replay"] == "true"
+
+
 def test_the_same_key_from_another_caller_is_their_own_request(server: Server) -> None:
     alice = server.client(user="alice", projects=["web"])
     bob = server.client(user="bob", projects=["web"])

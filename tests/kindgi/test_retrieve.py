@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -12,6 +14,7 @@ from kindgi.client import InvalidRequestError, Kindgi, ServerError
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.embed.text import embed_text
 from tests.kindgi.server import DIMS, NO_EMBEDDER, Server, kindgi_server
+from tests.limits import PATIENCE_S
 
 SCOPE = {"tenantId": "acme", "projectId": "web"}
 TEXTS = ["green tea in the morning", "black coffee at night", "tea ceremony in kyoto", "morning run by the river",
@@ -283,7 +286,7 @@ def test_a_retrieve_starts_on_the_event_loop_only_once_declared_and_never_over_a
     def call(declared: bool, shared: bool) -> SimpleNamespace:
         collections = SimpleNamespace(shared_store=lambda: object() if shared else None)
         facts = SimpleNamespace(collections=collections, declared=lambda tenant: declared)
-        retriever = SimpleNamespace(start=lambda principal, intent, explain: ("started", intent.mode))
+        retriever = SimpleNamespace(start=lambda principal, intent, explain, pooled: ("started", intent.mode))
         principal = SimpleNamespace(tenant="t1")
         return SimpleNamespace(body=b'{"mode": "keyword", "query": "tea"}', principal=principal,
                                face=SimpleNamespace(facts=facts, retriever=retriever),
@@ -296,3 +299,36 @@ def test_a_retrieve_starts_on_the_event_loop_only_once_declared_and_never_over_a
     ready = call(True, False)
     start_retrieve(ready)  # type: ignore[arg-type]
     assert ready.started == ("started", "keyword")
+
+
+class HeldEmbedder(HashingEmbedder):
+    """The hashing embedder whose query embeddings wait until `go` is set (documents embed at once)."""
+
+    def __init__(self) -> None:
+        super().__init__(DIMS)
+        self.go = threading.Event()
+        self.go.set()
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        assert self.go.wait(PATIENCE_S), "the test never let the embedding go"
+        return super().embed_queries(texts)
+
+
+def test_a_retrieve_past_the_search_deadline_answers_503_and_leaves_the_next_one_its_slot(tmp_path: Path) -> None:
+    # A retrieve's legs run on their own threads (the keyword leg on the search pool); the request
+    # waits for its answer until the search pool's deadline, counted from its arrival, as any search.
+    embedder = HeldEmbedder()
+    with kindgi_server(tmp_path / "data", embedder) as server:
+        client = server.client(user="alice", projects=["web"])
+        _seed(client)
+        server.app.state.spaces.searches.deadline_s = 0.5
+        embedder.go.clear()
+        try:
+            for mode in ("semantic", "both"):
+                with pytest.raises(ServerError) as err:
+                    client.memory.retrieve(mode=mode, query=f"tea at {mode} o'clock")
+                assert err.value.status == 503 and err.value.server_code == "service-unavailable"
+            assert client.memory.retrieve(mode="keyword", query="tea").results  # no slot was kept
+        finally:
+            embedder.go.set()
+        assert client.memory.retrieve(mode="both", query="tea").results

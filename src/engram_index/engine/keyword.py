@@ -436,12 +436,10 @@ class KeywordIndex:
         out = np.zeros((ords.size, len(words)), np.float32)
         if not words or not ords.size:
             return out
-        terms = query_terms(words)
-        parts = self.counts.term_scores(terms, ords)  # a term's part is its own, whichever terms are asked
-        column = {term: i for i, term in enumerate(terms)}
+        query = keyword_query.word_columns_of(words)  # once per query's words, while cached
+        parts = self.counts.term_scores(query.terms, ords)  # a term's part is its own, whichever terms are asked
         own = np.empty(ords.size, np.float32)
-        for j, word in enumerate(words):
-            plain, stems, exacts, part_columns = keyword_query.word_columns(word, column)
+        for j, (plain, stems, exacts, part_columns) in enumerate(query.columns):
             _kernels.combine_scores(parts, plain, stems, exacts, part_columns, keyword_query.PART_WEIGHT, own)
             out[:, j] = own
         return out

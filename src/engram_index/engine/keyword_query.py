@@ -117,3 +117,29 @@ def prepared(words: Sequence[QueryWord]) -> KeywordQuery:
         found = KeywordQuery(key)
         _remember(_prepared, key, found, _PREPARED_LIMIT)
     return found
+
+
+class WordColumns:
+    """Each word's own term columns (`word_columns`) over the terms of all the words (`query_terms`):
+    what `KeywordIndex.word_scores` sums per word. Immutable (shared by the calls of one query)."""
+
+    __slots__ = ("terms", "columns")
+
+    def __init__(self, words: Sequence[QueryWord]) -> None:
+        """Work them out for these words (as given: no searchable_words here)."""
+        self.terms: tuple[str, ...] = tuple(query_terms(words))
+        column = {term: i for i, term in enumerate(self.terms)}
+        self.columns = tuple(word_columns(word, column) for word in words)
+
+
+_word_columns: dict[tuple[QueryWord, ...], WordColumns] = {}
+
+
+def word_columns_of(words: Sequence[QueryWord]) -> WordColumns:
+    """The WordColumns of these words, made once while it is cached (a retrieve scores its words twice)."""
+    key = tuple(words)
+    found = _word_columns.get(key)
+    if found is None:
+        found = WordColumns(key)
+        _remember(_word_columns, key, found, _PREPARED_LIMIT)
+    return found

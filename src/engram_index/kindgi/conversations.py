@@ -1,7 +1,7 @@
 """Which conversation each fact is of, as integer codes per ordinal, so that a retrieve judges its
 pairs of turns (is the fact before a hit its context?) in numpy instead of one Python call each.
 
-A fact's conversation is its session tags, else its thread tags (`retrieve.same_conversation`). Each
+A fact's conversation is its session tags, else its thread tags (`same_conversation`). Each
 ordinal's codes are worked out once from its tags and kept until the ordinal's tags change: the
 index's columns hold one tags tuple per live ordinal and replace it when the ordinal is written, so
 the tuple kept beside the codes (the same object, held here, so never reused) says whether they are
@@ -25,8 +25,57 @@ SESSION, THREAD = "s:sessionId=", "s:threadId="
 WARM_STEP = 4096  # ordinals worked out per hold of the lock when an index's codes are made all at once
 
 
+Conversation = tuple[list[str], list[str]]  # a fact's session tags and thread tags
+
+
+def conversation(doc: Document) -> Conversation:
+    """The fact's session tags and thread tags (in its tags' order)."""
+    sessions: list[str] = []
+    threads: list[str] = []
+    for tag in doc.tags:
+        if tag.startswith("s:"):
+            if tag.startswith("s:sessionId="):
+                sessions.append(tag)
+            elif tag.startswith("s:threadId="):
+                threads.append(tag)
+    return sessions, threads
+
+
+def _same(a: Conversation, b: Conversation) -> bool:
+    """Whether two conversations are one: by session where either has one, else by thread."""
+    for mine, theirs in zip(a, b):
+        if mine or theirs:
+            return bool(mine) and mine == theirs
+    return False
+
+
+def same_conversation(earlier: Document, later: Document) -> bool:
+    """Whether `earlier` is the context of `later`: both facts of one session (else of one thread)."""
+    return _same(conversation(earlier), conversation(later))
+
+
+class Conversations:
+    """`same_conversation` with each fact's conversation worked out once (a retrieve asks about the
+    same facts many times: each is the later turn of one pair and the earlier of the next)."""
+
+    def __init__(self) -> None:
+        """No fact seen yet."""
+        self._seen: dict[str, Conversation] = {}
+
+    def _of(self, doc: Document) -> Conversation:
+        """The fact's conversation, remembered by its id (one retrieve reads one index state)."""
+        found = self._seen.get(doc.id)
+        if found is None:
+            found = self._seen[doc.id] = conversation(doc)
+        return found
+
+    def __call__(self, earlier: Document, later: Document) -> bool:
+        """As `same_conversation`."""
+        return _same(self._of(earlier), self._of(later))
+
+
 def conversation_keys(tags: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The fact's session tags and thread tags, in its tags' order (as `retrieve.conversation`)."""
+    """The fact's session tags and thread tags, in its tags' order (as `conversation`)."""
     sessions = tuple(t for t in tags if t.startswith(SESSION))
     threads = tuple(t for t in tags if t.startswith(THREAD))
     return sessions, threads
@@ -94,7 +143,7 @@ class ConversationCodes:
 
     def same(self, columns: Columns, earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
         """Whether each earlier ordinal is of its later one's conversation: by session where either has
-        one, else by thread (`retrieve.same_conversation`, judged for many pairs at once)."""
+        one, else by thread (`same_conversation`, judged for many pairs at once)."""
         sessions, threads = self.codes(columns, np.concatenate([earlier, later]))  # one pass for both sides
         k = earlier.size
         s_a, t_a, s_b, t_b = sessions[:k], threads[:k], sessions[k:], threads[k:]
@@ -130,14 +179,17 @@ def _usable(columns: Columns, mask: np.ndarray | None, ords: np.ndarray) -> np.n
     return ok
 
 
-def in_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, pairs: Pairs, follow: bool) -> Context:
-    """`ranking.with_context(..., pairs=pairs)`, the same context in fewer array steps (the filters'
-    mask looked up once, no `np.unique`). Call inside `index.reading()`."""
-    if NEXT_CONTEXT:  # the turn after as context too: only the general version knows it
-        return with_context(index, hits, filters, _asks_no_pair, follow=follow, pairs=pairs)
+def in_context(index: SpaceIndex, found: np.ndarray, filters: Filters, pairs: Pairs, follow: bool) -> Context:
+    """`ranking.with_context(..., pairs=pairs)` of the hits found at these ordinals (-1: no longer in the
+    index, left out), the same context in fewer array steps (the filters' mask looked up once, no
+    `np.unique`); its `docs` are none (the caller knows its hits by their ordinals). Call inside
+    `index.reading()`."""
     columns = index.columns
-    found = columns.ids_to_ords([h.document.id for h in hits])
-    known = {o: h.document for o, h in zip(found.tolist(), hits) if o >= 0}
+    if NEXT_CONTEXT:  # the turn after as context too: only the general version knows it
+        docs = columns.documents(found[found >= 0].tolist())
+        hits = [Hit(docs[o], 0.0) for o in found.tolist() if o in docs]
+        ctx = with_context(index, hits, filters, _asks_no_pair, follow=follow, pairs=pairs)
+        return Context(ctx.ords, ctx.prev, ctx.has_prev, {}, ctx.next, ctx.has_next)
     ords = found[found >= 0]
     mask = columns.mask(filters)
     if follow:  # and the turns just after the hits
@@ -148,7 +200,7 @@ def in_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, pairs: 
     has_prev = _usable(columns, mask, prev)
     if has_prev.any():
         has_prev[has_prev] = pairs(prev[has_prev], cands[has_prev])
-    return Context(cands, prev, has_prev, known, cands + 1, np.zeros(cands.size, bool))
+    return Context(cands, prev, has_prev, {}, cands + 1, np.zeros(cands.size, bool))
 
 
 def scores_in_context(index: SpaceIndex, words: Sequence[QueryWord], ctx: Context) -> np.ndarray:
@@ -169,27 +221,19 @@ def scores_in_context(index: SpaceIndex, words: Sequence[QueryWord], ctx: Contex
 
 
 def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], hits: Sequence[Hit], filters: Filters,
-                       limit: int, pairs: Pairs) -> list[Hit]:
+                       limit: int, pairs: Pairs) -> tuple[list[str], np.ndarray]:
     """`ranking.context_keyword`, judged from the columns: the hits and the turns after them, each word
     at its better BM25 part in the turn or in the turn before it when `pairs` says it is of its
-    conversation; best first, ties by insertion order, at most `limit`. The returned turns that are not
-    hits are documents of the columns (id, tags, time), as `column_documents` reads them: for a caller
-    that needs of them no more (Kindgi's answers are the revisions' bodies)."""
+    conversation; best first, ties by insertion order, at most `limit`, as (fact ids, scores): what a
+    retrieve needs of them (its answers are the revisions' bodies)."""
     with index.reading():
-        ctx = in_context(index, hits, filters, pairs, follow=True)
+        found = index.columns.ids_to_ords([h.document.id for h in hits])
+        ctx = in_context(index, found, filters, pairs, follow=True)
         total = scores_in_context(index, words, ctx)  # each word once, where it scores best
         scored = np.flatnonzero(total > 0)
         order = scored[np.lexsort((ctx.ords[scored], -total[scored]))]  # ties by ordinal, as context_keyword
-        out: list[Hit] = []
-        start = 0
-        while len(out) < limit and start < order.size:  # once: every candidate is live
-            page = order[start:start + limit - len(out)]
-            start += page.size
-            ords = ctx.ords[page].tolist()
-            unread = [o for o in ords if o not in ctx.docs]
-            docs = {**ctx.docs, **index.columns.documents(unread)} if unread else ctx.docs
-            for o, t in zip(ords, total[page].tolist()):
-                doc = docs.get(o)
-                if doc is not None:
-                    out.append(Hit(doc, t, bm25=t, keyword_rank=len(out) + 1))
-    return out
+        ids = index.columns.ids
+        # Every candidate is live (a hit, or a turn after one that `_usable` found live) under this lock.
+        named = [(i, ids[o]) for i, o in zip(order.tolist(), ctx.ords[order].tolist()) if ids[o] is not None]
+        top = named[:limit]
+    return [str(fid) for _, fid in top], total[[i for i, _ in top]].astype(np.float64)

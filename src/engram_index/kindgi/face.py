@@ -43,7 +43,7 @@ class KindgiFace:
                     pass
         facts = Facts(collections, embedder)
         facts.reembedding = reembed_all(collections, SPACE_PREFIX, embedder, embedding_text)  # tenants of another model move
-        idempotency = Idempotency(collections.store)
+        idempotency = Idempotency(collections.store, shared=collections.shared_store() is not None)
         erasures = Erasures(facts, idempotency)
         erasures.resume_pending()
         return cls(keys, facts, Retriever(facts), erasures, idempotency)

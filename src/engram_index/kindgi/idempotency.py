@@ -23,6 +23,12 @@ decides inside its own transaction: an answer naming a fact that is no longer st
 written withheld. An erasure's deletion commits either before that transaction (the fact is gone
 there) or after it, and then its withhold step, queued behind the write, finds the answer written.
 A replay from memory checks the same.
+
+Nearly every key is new (the SDK sends a fresh one with each request). Once this process has read
+every key the store keeps (in the background, at start) and remembers each key it claims since,
+a key it has never seen is claimed without a store read (kindgi/seen_keys.py); the others are
+looked up as before. Over a shared store another node may keep an answer for any key, so there
+every key is looked up.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import orjson
 
 from engram_index.kindgi.errors import KindgiError
 from engram_index.kindgi.models import format_ms
+from engram_index.kindgi.seen_keys import SeenKeys
 from engram_index.kindgi.wire import JSON, dumps
 from engram_index.store.base import RecordStore, Statement
 
@@ -76,6 +83,7 @@ class Claim:
     sealed: bool = False
     # The tenant and the facts the answer holds (a retrieve's), when it is kept behind the response.
     facts: tuple[str, tuple[str, ...]] | None = None
+    scrubs: int = 0  # erasures' withhold steps run before the request read any fact (Idempotency.scrubs)
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,7 @@ class _Behind:
 
     row: tuple[Any, ...]
     facts: tuple[str, tuple[str, ...]] | None
+    checked: bool = True  # its write looks the facts it names up (see keep_behind)
 
     def gone(self) -> tuple[str, str] | None:
         """The parameters of _GONE for the facts it names (None when it names none)."""
@@ -93,7 +102,7 @@ class _Behind:
 
     def statement(self) -> Statement:
         """The statement that writes it (withheld when a fact it names is gone by then)."""
-        gone = self.gone()
+        gone = self.gone() if self.checked else None
         return (_INSERT, self.row) if gone is None else (_INSERT_NAMING, (*self.row, *gone))
 
 
@@ -117,10 +126,15 @@ class Replay:
 class Idempotency:
     """The kept answers (SQLite) and the keys held by running requests (memory)."""
 
-    def __init__(self, store: RecordStore, clock: Any = lambda: int(time.time() * 1000)) -> None:
-        """Keep answers in `store`; forget those older than 24 hours."""
+    def __init__(self, store: RecordStore, clock: Any = lambda: int(time.time() * 1000), shared: bool = False) -> None:
+        """Keep answers in `store`; forget those older than 24 hours. `shared`: other processes keep
+        answers in it too (a PostgreSQL store of several nodes), so every key is looked up in it."""
         self.store = store
         self.clock = clock
+        self._shared = shared
+        self._scrubs = 0  # erasures' withhold steps run on the kept answers in memory
+        self._seen = SeenKeys()
+        self._knows = threading.Event()  # set once every key the store keeps is in `_seen`
         self._running: dict[str, str] = {}
         # Answers kept behind their response, not yet written, by key.
         self._unwritten: dict[str, _Behind] = {}
@@ -129,6 +143,32 @@ class Idempotency:
         self.purge()
         self._writer = threading.Thread(target=self._write_behind, daemon=True, name="idempotency")
         self._writer.start()
+        self._closing = threading.Event()
+        self._loader: threading.Thread | None = None
+        if not shared:
+            self._loader = threading.Thread(target=self._load_keys, daemon=True, name="idempotency-keys")
+            self._loader.start()
+
+    def _load_keys(self, chunk: int = 10_000) -> None:
+        """Remember every key the store keeps (those claimed meanwhile are remembered as they are)."""
+        after = ""
+        try:
+            while not self._closing.is_set():
+                rows = self.store.query("SELECT key FROM kindgi_idempotency WHERE key > ? ORDER BY key LIMIT ?",
+                                        (after, chunk))
+                with self._lock:
+                    for (key,) in rows:
+                        self._seen.add(str(key))
+                if len(rows) < chunk:
+                    self._knows.set()
+                    return
+                after = str(rows[-1][0])
+        except Exception:  # every key is then looked up in the store, as before
+            log.exception("reading the kept Idempotency-Keys failed")
+
+    def knows_every_key(self) -> bool:
+        """Whether a key this process has not seen is known not to be kept (no store read needed)."""
+        return self._knows.is_set()
 
     def purge(self) -> None:
         """Drop the answers kept longer than 24 hours."""
@@ -139,8 +179,15 @@ class Idempotency:
         """The stored form of a caller's key for one route."""
         return hashlib.sha256("\0".join((tenant, caller, f"{method}:{path}", key)).encode()).hexdigest()
 
-    def begin(self, key: str, body: bytes) -> Claim | Replay:
-        """Hold the key for a request, or the kept answer to replay; 409 when it cannot be either."""
+    @property
+    def scrubs(self) -> int:
+        """How many erasures' withhold steps have run on the kept answers in memory: read it before a
+        request reads any fact, and give it to `begin` (see keep_behind)."""
+        return self._scrubs
+
+    def begin(self, key: str, body: bytes, scrubs: int | None = None) -> Claim | Replay:
+        """Hold the key for a request, or the kept answer to replay; 409 when it cannot be either.
+        `scrubs`: `self.scrubs` as it was before the request read any fact (now, when not given)."""
         sha = hashlib.sha256(body).hexdigest()
         with self._lock:
             unwritten = self._unwritten.get(key)
@@ -151,7 +198,9 @@ class Idempotency:
                 if gone is not None and self.store.query(f"SELECT {_GONE}", gone)[0][0]:
                     content_type = WITHHELD  # a fact it holds was erased after it was read
                 return _replay(sha, row[1], int(row[2]), content_type, bytes(row[4]), int(row[5]))
-            rows = self.store.query(
+            # A key never seen since every kept one was read cannot be kept (the store's read is skipped).
+            unseen = self._knows.is_set() and not self._seen.may_hold(key)
+            rows = [] if unseen else self.store.query(
                 "SELECT body_sha, status, content_type, body, created_ms FROM kindgi_idempotency"
                 " WHERE key=? AND created_ms >= ?", (key, self.clock() - KEEP_MS))
             if rows:
@@ -166,7 +215,8 @@ class Idempotency:
                     "A request with this Idempotency-Key is still running: retry after it.",
                     {"retryAfterSeconds": RETRY_AFTER_S})
             self._running[key] = sha
-        return Claim(key, sha)
+            self._seen.add(key)  # before anything can keep an answer for it
+        return Claim(key, sha, scrubs=self._scrubs if scrubs is None else scrubs)
 
     def seal(self, claim: Claim | None, status: int, payload: dict[str, Any]) -> list[Statement]:
         """Render an answer and give the statements that keep it (to run in the change's transaction)."""
@@ -194,7 +244,12 @@ class Idempotency:
         if status >= 400 or claim.sealed:
             return
         with self._lock:
-            self._unwritten[claim.key] = _Behind(self._row(claim, status, body), claim.facts)
+            # An erasure whose withhold step ran before this (under this lock) has not seen this answer,
+            # which may have read a fact just before the erasure deleted it: its write checks the
+            # facts it names. Otherwise that step is still to come and finds it (in memory or stored),
+            # and the check is skipped, but over a shared store (another node's erasure is not counted).
+            checked = self._shared or self._scrubs != claim.scrubs
+            self._unwritten[claim.key] = _Behind(self._row(claim, status, body), claim.facts, checked)
         claim.sealed = True
         self._queue.put(claim.key)
 
@@ -216,10 +271,11 @@ class Idempotency:
         """Withhold the answers naming the scrub's ids, in memory and in the store."""
         needles = [i.encode() for i in scrub.ids]
         with self._lock:
+            self._scrubs += 1  # an answer kept from now on may have escaped it: see keep_behind
             for key, behind in list(self._unwritten.items()):
                 row = behind.row
                 if any(n in row[4] for n in needles):
-                    self._unwritten[key] = _Behind((*row[:3], WITHHELD, b"", *row[5:]), behind.facts)
+                    self._unwritten[key] = _Behind((*row[:3], WITHHELD, b"", *row[5:]), behind.facts, behind.checked)
         self.store.execute([(f"UPDATE kindgi_idempotency SET content_type='{WITHHELD}', body=x''"
                              " WHERE instr(body, ?) > 0", (n,)) for n in needles])
         scrub.done.set()
@@ -256,7 +312,10 @@ class Idempotency:
                 return
 
     def close(self) -> None:
-        """Write every answer still held in memory, then stop the background writer."""
+        """Write every answer still held in memory, then stop the background threads."""
+        self._closing.set()
+        if self._loader is not None:
+            self._loader.join(30)
         self._queue.put(None)
         self._writer.join(30)
 

@@ -7,7 +7,11 @@ handler in a worker thread, and every error as the envelope.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from functools import partial
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +21,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from engram_index.admission import Admission
+from engram_index.search_pool import SearchTimedOut
 from engram_index import endpoints
 from engram_index.endpoints import Endpoint, in_thread
-from engram_index.kindgi import models, why_fewer
+from engram_index.kindgi import models
 from engram_index.kindgi.auth import Principal, authenticate
 from engram_index.kindgi.errors import KindgiError, unsupported
 from engram_index.kindgi.face import KindgiFace
@@ -67,14 +72,23 @@ class Call:
 
 Handler = Callable[[Call], tuple[int, dict[str, Any]]]
 Prepare = Callable[[Call], None]
+Runner = Callable[[Call], Awaitable[tuple[int, dict[str, Any]]]]
 
 
-def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None = None) -> Endpoint:
+async def on_worker(handler: Handler, call: Call) -> tuple[int, dict[str, Any]]:
+    """A handler on a worker thread (every route's, but a started retrieve's: `run_retrieve`)."""
+    return await in_thread(handler, call)
+
+
+def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None = None,
+             run: Runner | None = None) -> Endpoint:
     """A route: everything but the handler's own work, done the same way for each.
 
     A route that `changes` nothing (retrieve) keeps its idempotent answer behind the response.
-    `prepare`, when given, runs on the event loop just before the handler's hop to a worker thread:
-    cheap checks that start work which then overlaps the hop (retrieve's query embedding).
+    `prepare`, when given, runs on the event loop before the Idempotency-Key is looked up and the
+    handler's hop to a worker thread: cheap checks that start work which then overlaps both (retrieve's
+    query embedding); what it raises is answered after the key's checks, as the handler's errors are.
+    `run`, when given, runs the handler instead of a worker thread (retrieve: on its own threads).
     """
 
     async def work(request: Request) -> Response:
@@ -91,20 +105,28 @@ def endpoint(handler: Handler, *, changes: bool = True, prepare: Prepare | None 
             admission: Admission = request.app.state.key_limits
             async with admission.admit(principal.key_id):
                 body = await read_body(request)
+                call = Call(request, face, principal, body, None)
+                # Before any fact is read (prepare may start reading): see Idempotency.keep_behind.
+                scrubs = face.idempotency.scrubs if face.idempotency is not None else 0
+                refused: Exception | None = None
+                if prepare is not None:
+                    try:
+                        prepare(call)
+                    except Exception as exc:  # answered once the key is known not to replay an answer
+                        refused = exc
                 key = request.headers.get(HEADER)
                 if key and request.method in METHODS:
                     assert face.idempotency is not None
                     scoped = face.idempotency.scoped(principal.tenant, principal.ref, request.method,
                                                      request.url.path, key)
-                    started = face.idempotency.begin(scoped, body)
+                    started = face.idempotency.begin(scoped, body, scrubs)
                     if isinstance(started, Replay):
                         return Response(started.body, started.status, {"X-Request-Id": rid, REPLAY_HEADER: "true",
                                                                         "Content-Type": started.content_type})
-                    claim = started
-                call = Call(request, face, principal, body, claim)
-                if prepare is not None:
-                    prepare(call)
-                status, payload = await in_thread(handler, call)
+                    claim = call.claim = started
+                if refused is not None:
+                    raise refused
+                status, payload = await (run or partial(on_worker, handler))(call)
                 if claim is not None and claim.answer is not None:
                     answer = claim.answer[1]
                 else:
@@ -233,18 +255,19 @@ def delete_fact(call: Call) -> tuple[int, dict[str, Any]]:
 PREPARE_MAX_BYTES = 64 * 1024
 
 
-def _start_retrieve(call: Call) -> None:
+def _start_retrieve(call: Call, pooled: bool = False) -> None:
     """A retrieve's body checked and its searches' start (`Retriever.start`: the query's embedding)."""
     intent = models.retrieve_intent(parse_object(call.body))
     check_tenant(intent.scope, call.principal)
     assert call.face.retriever is not None
     explain = call.request.headers.get(EXPLAIN_HEADER, "").lower() in ("1", "true", "yes")
-    call.started = call.face.retriever.start(call.principal, intent, explain)
+    call.started = call.face.retriever.start(call.principal, intent, explain, pooled=pooled)
 
 
 def start_retrieve(call: Call) -> None:
-    """On the event loop: a small retrieve's checks, and its query's embedding set going before the hop
-    to the worker thread (the embedding is the longest step of `both`: all else overlaps it)."""
+    """On the event loop: a small retrieve's checks, and its query's embedding set going before the
+    Idempotency-Key's lookup and the hop to a search thread (the embedding is the longest step of
+    `both`: all else overlaps it)."""
     # A tenant's first retrieve in this process declares its collection's model (a write, or a whole
     # re-embedding when the deployment's model changed): never on the event loop, but on the worker.
     # Over a shared PostgreSQL store every collection read is a round trip that an outage can hold
@@ -252,20 +275,62 @@ def start_retrieve(call: Call) -> None:
     facts = call.face.facts
     if (len(call.body) <= PREPARE_MAX_BYTES and facts is not None and facts.collections.shared_store() is None
             and facts.declared(call.principal.tenant)):
-        _start_retrieve(call)
+        _start_retrieve(call, pooled=True)
 
 
 def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
-    """POST /v1/memory/retrieve: seed 004."""
+    """POST /v1/memory/retrieve: seed 004 (on a worker thread: a retrieve not started on the event loop,
+    or one in list mode or of a tenant without facts)."""
     if call.started is None:
         _start_retrieve(call)
     assert call.face.retriever is not None
-    intent = call.started.intent
-    results = call.face.retriever.finish(call.principal, call.started)
-    call.names(call.principal.tenant, [str(r["fact"]["id"]) for r in results])
-    out: dict[str, Any] = {"results": results}
-    if len(results) < intent.limit:  # only a short answer pays for saying why (an extra field the SDK keeps)
-        out["whyFewer"] = why_fewer.explain(call.face.retriever.facts, call.principal, intent, len(results))
+    out = call.face.retriever.finish(call.principal, call.started)
+    call.names(call.principal.tenant, [str(r["fact"]["id"]) for r in out["results"]])
+    return 200, out
+
+
+def _settle(answer: asyncio.Future[dict[str, Any]], done: Future[dict[str, Any]]) -> None:
+    """Hand a joined retrieve's answer (or error) to its waiting request, unless it stopped waiting."""
+    if answer.done():
+        return
+    error = done.exception()
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(done.result())
+
+
+def _expire(answer: asyncio.Future[dict[str, Any]], seconds: float) -> None:
+    """The retrieve's deadline: its request stops waiting (its legs run on)."""
+    if not answer.done():
+        answer.set_exception(SearchTimedOut(f"the retrieve did not finish within {seconds:g} s"))
+
+
+async def run_retrieve(call: Call) -> tuple[int, dict[str, Any]]:
+    """A retrieve started on the event loop with its legs on their own threads (`Started.join`): its keyword
+    leg on the search pool (a slot, the pool's deadline), its semantic leg already on the embedding
+    thread, the answer formed by the last of them to finish; any other on a worker thread."""
+    started, face = call.started, call.face
+    if started is None or started.join is None:
+        return await on_worker(retrieve, call)
+    assert face.retriever is not None and face.facts is not None
+    searches = face.facts.collections.searches
+    limit = time.monotonic() + searches.deadline_s
+    done = started.join.done
+    if started.intent.mode != "semantic":
+        await searches.run(face.retriever.keyword_part, started)
+    if not done.done():
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+        done.add_done_callback(lambda finished: loop.call_soon_threadsafe(_settle, answer, finished))
+        timer = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, answer, searches.deadline_s)
+        try:
+            out = await answer
+        finally:
+            timer.cancel()
+    else:
+        out = done.result()
+    call.names(call.principal.tenant, [str(r["fact"]["id"]) for r in out["results"]])
     return 200, out
 
 
@@ -337,7 +402,7 @@ def routes() -> list[Route]:
         _route(f"{PREFIX}/facts/{{factId}}/revisions", e(list_revisions), "GET"),
         _route(f"{PREFIX}/facts/{{factId}}/supersede", e(supersede_fact), "POST"),
         _route(f"{PREFIX}/facts/{{factId}}/verify", e(verify_fact), "POST"),
-        _route(f"{PREFIX}/retrieve", e(retrieve, changes=False, prepare=start_retrieve), "POST"),
+        _route(f"{PREFIX}/retrieve", e(retrieve, changes=False, prepare=start_retrieve, run=run_retrieve), "POST"),
         _route(f"{PREFIX}/erasures", e(list_erasures), "GET"),
         _route(f"{PREFIX}/erasures", e(create_erasure), "POST"),
         _route(f"{PREFIX}/erasures/export", e(export_erasures), "GET"),

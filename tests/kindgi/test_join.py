@@ -1,0 +1,58 @@
+"""The legs of a retrieve on their own threads: the last to finish forms the answer (kindgi/join.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engram_index.kindgi.join import Join
+from tests.limits import PATIENCE_S
+
+
+def test_the_last_leg_to_arrive_forms_the_answer_on_its_own_thread() -> None:
+    ran_on: list[str] = []
+
+    def form() -> str:
+        ran_on.append(threading.current_thread().name)
+        return "answer"
+
+    join = Join(2, form)
+    join.arrive(1)
+    assert not join.done.done() and not ran_on
+    last = threading.Thread(target=join.arrive, args=(0,), name="the keyword leg")
+    last.start()
+    last.join(PATIENCE_S)
+    assert join.done.result(PATIENCE_S) == "answer" and ran_on == ["the keyword leg"]
+
+
+def test_a_leg_this_retrieve_does_not_run_is_not_waited_for() -> None:
+    join = Join(2, lambda: "answer", absent=[1])
+    join.arrive(0)
+    assert join.done.result(0) == "answer"
+
+
+def test_a_failed_leg_is_the_answer_the_first_legs_error_before_the_seconds() -> None:
+    formed: list[bool] = []
+    join = Join(2, lambda: formed.append(True))
+    join.arrive(1, ValueError("the semantic leg"))
+    assert not join.done.done()  # the first leg's error, if any, comes first: it is awaited
+    join.arrive(0, KeyError("the keyword leg"))
+    with pytest.raises(KeyError):
+        join.done.result(0)
+    only_second = Join(2, lambda: formed.append(True))
+    only_second.arrive(0)
+    only_second.arrive(1, ValueError("the semantic leg"))
+    with pytest.raises(ValueError):
+        only_second.done.result(0)
+    assert not formed  # no answer is formed from a failed leg
+
+
+def test_an_error_while_forming_the_answer_is_the_answer() -> None:
+    def fails() -> str:
+        raise RuntimeError("forming failed")
+
+    join = Join(1, fails)
+    join.arrive(0)
+    with pytest.raises(RuntimeError, match="forming failed"):
+        join.done.result(0)
