@@ -57,6 +57,7 @@ def serve(port: int, data: Path, out: Path) -> None:
     """The child: `engram-index serve` with the stamps installed; medians written to `out` on SIGTERM."""
     import importlib
 
+    import engram_index.exchange as exchange
     import engram_index.protocol as protocol
     from engram_index.engine.search import SpaceIndex
     from engram_index.kindgi.facts import Facts
@@ -89,7 +90,7 @@ def serve(port: int, data: Path, out: Path) -> None:
     search = SpaceIndex.search
     SpaceIndex.search = lambda self, req: stamp(f"{req.mode} search", search)(self, req)  # type: ignore[method-assign]
 
-    received = protocol.JsonH11Protocol.data_received
+    received = protocol.JsonHttpProtocol.data_received
 
     def data_received(self: Any, data: bytes) -> None:
         if b"POST /v1/memory/retrieve" in data[:64]:
@@ -100,16 +101,16 @@ def serve(port: int, data: Path, out: Path) -> None:
                 now["arrival"] = clock()
         received(self, data)
 
-    write = protocol._LingeringTransport.write
+    send = exchange.Exchange.send
 
-    def written(self: Any, data: Any) -> None:
-        write(self, data)
-        if data and self._head == b"":  # the response's head and body went out
+    async def sent(self: Any, message: Any) -> None:
+        await send(self, message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):  # its last bytes went out
             with lock:
                 now["response written"] = clock()
 
-    protocol.JsonH11Protocol.data_received = data_received  # type: ignore[method-assign]
-    protocol._LingeringTransport.write = written  # type: ignore[method-assign]
+    protocol.JsonHttpProtocol.data_received = data_received  # type: ignore[method-assign]
+    exchange.Exchange.send = sent  # type: ignore[method-assign]
 
     def report(*_: Any) -> None:
         with lock:
