@@ -247,11 +247,13 @@ def in_process(data: Path, ns: str, queries: Sequence[str],
 
 
 def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None = None,
-          face_specs: Sequence[str] = ("auto",)) -> list[dict[str, Any]]:
+          face_specs: Sequence[str] = ("auto",), rounds: int = 1) -> list[dict[str, Any]]:
     """Part 2: search p50/p99 over HTTP at each size of chunks + memories (`keep`: a data directory to
     fill once and reuse), per face embedder, beside the engine's in-process p50 and the query
     embedding's. The server runs as its own process, as an operator runs it, so that the client's
-    work is not on the server's interpreter."""
+    work is not on the server's interpreter. With `rounds` > 1 each face embedder is measured that
+    many times in turn (a fresh server each round, so no answer comes from the query cache, then the
+    in-process figures right after it): one row per round."""
     queries = [json.loads(line)["text"] for line in (scifact / "queries.jsonl").open()][:n_queries]
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -259,7 +261,7 @@ def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None
         for size in sizes:
             added, fill_s, count = fill(scifact, data, size)
             key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
-            for spec in face_specs:
+            for spec in [spec for _ in range(rounds) for spec in face_specs]:
                 model = face_model(spec)
                 relabel(data, "scale", model.identity)
                 proc, url = served(data, spec)
@@ -303,6 +305,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--data", type=Path, help="fill this data directory once and reuse it (part 2)")
     parser.add_argument("--skip-ingest", action="store_true", help="part 2 only")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure part 2 this many times in turn, each with a fresh server and its in-process"
+                             " figures right after: the host's speed drifts between minutes, a median of rounds less")
     parser.add_argument("--face-embedders", default="auto",
                         help="--face-embedder specs to compare in this run, e.g. local,auto (float32, int8)")
     shared = Path(os.environ.get("ENGRAM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -324,11 +329,19 @@ def main() -> None:
               " p99 ms | engine in-process p50 ms | query embedding p50 ms | p50 / (engine + embedding) |"
               " server CPU ms per search | engine CPU ms | embedding CPU ms | CPU / (engine + embedding) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for row in scale(args.scifact, sizes, args.queries, args.data, specs):
+        rows = scale(args.scifact, sizes, args.queries, args.data, specs, args.rounds)
+        for row in rows:
             print(f"| {row['items']} | {row['docs']} | {row['fill_s']:.0f} | {row['embedder']} | {row['p50_ms']:.2f} |"
                   f" {row['p99_ms']:.2f} | {row['engine_p50_ms']:.2f} | {row['embed_p50_ms']:.2f} |"
                   f" {row['ratio']:.2f} | {row['server_cpu_ms']:.2f} | {row['engine_cpu_ms']:.2f} |"
                   f" {row['embed_cpu_ms']:.2f} | {row['cpu_ratio']:.2f} |", flush=True)
+        if args.rounds > 1:
+            print("\n| chunks + memories | face embedder | rounds | median p50 / (engine + embedding) |"
+                  " median CPU / (engine + embedding) |\n|---|---|---|---|---|")
+            for items_, model_ in dict.fromkeys((r["items"], r["embedder"]) for r in rows):
+                mine = [r for r in rows if (r["items"], r["embedder"]) == (items_, model_)]
+                print(f"| {items_} | {model_} | {len(mine)} | {statistics.median(r['ratio'] for r in mine):.2f} |"
+                      f" {statistics.median(r['cpu_ratio'] for r in mine):.2f} |")
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
