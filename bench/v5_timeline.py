@@ -163,9 +163,12 @@ def main() -> None:
                     raise RuntimeError("the server did not start") from None
                 time.sleep(0.1)
         print(f"load average {os.getloadavg()[0]:.1f} at start")
+        client_ms: list[float] = []
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
             for q in queries:
+                began = time.perf_counter()
                 assert client.post("/ns/scale/search", json={"query": q, "limit": 10}).status_code == 200
+                client_ms.append((time.perf_counter() - began) * 1000)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
     rows = [r for r in json.loads(out.decode().strip().splitlines()[-1])
@@ -183,7 +186,12 @@ def main() -> None:
     overlapped = loop + max(cpu_of["embed>"], cpu_of["job"]) + cpu_of["woken"]
     one_by_one = loop + cpu_of["embed>"] + cpu_of["job"] + cpu_of["woken"]
     total = statistics.median((r["sent"][0] - r["call"][0]) * 1e6 for r in rows)
-    print(f"\nthe app's first call to its last send, wall p50: {total:.0f} µs")
+    print("\n| point | median µs since the app's first call |\n|---|---:|")
+    points = sorted({k for r in rows for k in r}, key=lambda k: statistics.median((r[k][0] - r["call"][0]) for r in rows))
+    for point in points:
+        print(f"| {point} | {statistics.median((r[point][0] - r['call'][0]) * 1e6 for r in rows):.0f} |")
+    print(f"\nthe app's first call to its last send, wall p50: {total:.0f} µs;"
+          f" the client's round trip p50: {statistics.median(client_ms[20:]) * 1000:.0f} µs")
     print(f"CPU along the path, the embedding beside the job's work before the vector: {overlapped:.0f} µs;"
           f" one step after another: {one_by_one:.0f} µs (hops and hand-overs not counted)")
 

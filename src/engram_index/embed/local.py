@@ -41,6 +41,7 @@ import numpy as np
 
 from engram_index.engine.types import ModelIdentity
 from engram_index.embed.base import DEFAULT_BATCH_SIZE, BatchedEmbedder, EmbedderError, ModelFilesError, finish
+from engram_index.embed.pass_start import pass_begins
 
 if TYPE_CHECKING:
     from engram_index.embed.minilm_graph import MiniLMGraph
@@ -223,5 +224,6 @@ class MiniLMEmbedder(BatchedEmbedder):
         for i, row in enumerate(batch):  # padded on the right, as the graph expects
             tokens[i, :len(row)] = row
             mask[i, :len(row)] = 1
+        pass_begins()  # the work beside a query's embedding waits for this moment (pass_start.py)
         pooled: np.ndarray = session.run(["pooled"], {"input_ids": tokens, "attention_mask": mask})[0]
         return pooled

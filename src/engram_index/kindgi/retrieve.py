@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_index.embed.base import Embedder
+from engram_index.embed.pass_start import PassStart
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.search import PENDING_SCAN, SpaceIndex
@@ -87,6 +88,8 @@ class Started:
     # Bodies read ahead (`Facts.retrievable`) while the query is still being embedded: of the keyword
     # leg's best facts, which most answers hold.
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # When the semantic leg's embedding began its pass (pooled): the keyword leg lets it take the GIL first.
+    began: PassStart | None = None
 
 
 class Retriever:
@@ -181,6 +184,7 @@ class Retriever:
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
             if pooled:
+                started.began = PassStart()
                 self._embedding.submit(self._semantic_part, started, embedder)
             else:
                 started.semantic = self._embedding.submit(self._semantic_leg, started, embedder)
@@ -206,9 +210,10 @@ class Retriever:
 
     def _semantic_part(self, started: Started, embedder: Embedder) -> None:
         """A pooled retrieve's semantic leg, on the embedding thread; then its arrival at the join."""
-        assert started.join is not None
+        assert started.join is not None and started.began is not None
         try:
-            started.meaning = self._semantic_leg(started, embedder)
+            with started.began.signalled():
+                started.meaning = self._semantic_leg(started, embedder)
         except BaseException as exc:  # the request's answer is this error (unless the keyword leg failed too)
             started.join.arrive(SEMANTIC, exc)
         else:
@@ -218,6 +223,8 @@ class Retriever:
         """A pooled retrieve's keyword leg (none in semantic mode), on a search pool thread holding a slot;
         then its arrival at the join."""
         assert started.join is not None
+        if started.began is not None:  # the embedding, which the answer waits for, takes the GIL first
+            started.began.wait()
         try:
             if started.intent.mode != "semantic":
                 self._keyword_hits(started)

@@ -14,6 +14,7 @@ import numpy as np
 
 from engram_index.collections import Collections
 from engram_index.embed.base import Embedder, document_text, embed_weighted
+from engram_index.embed.pass_start import embed_on
 from engram_index.embed.query_cache import EMBED_CONCURRENT, EMBED_QUEUE, EmbedSlots, QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import UnknownSpace
@@ -354,7 +355,7 @@ class Face:
         held = self.query_cache.get(embedder.identity, text)
         if held is not None:
             return held
-        return self.embedding_threads.submit(self.query_cache.vector, embedder, text)
+        return embed_on(self.embedding_threads, lambda: self.query_cache.vector(embedder, text))
 
     def close(self) -> None:
         """Let the query embeddings under way finish (before the embedder closes)."""

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from engram_index.embed.pass_start import wait_for_pass
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.types import Filters, SearchRequest, SearchResult
 from engram_index.engine.analyzer import QueryWord
@@ -181,6 +182,7 @@ def found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, 
 def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
            at_ms: int, vector: Any, meanwhile: Callable[[], object] | None) -> Found:
     """`found`, on a search pool thread."""
+    wait_for_pass(vector)  # the embedding takes the GIL first: the answer waits for it, not for this
     try:
         legs = _legs(face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
         started = face.collections.start_many([(leg.name, leg.request) for leg in legs])

@@ -1,0 +1,78 @@
+"""The moment a query's forward pass begins, told to the work beside it (embed/pass_start.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from engram_index.embed.pass_start import Embedding, PassStart, embed_on, pass_begins, wait_for_pass
+
+
+def test_an_embedding_tells_when_its_pass_begins_before_it_ends() -> None:
+    release = threading.Event()
+    seen: list[bool] = []
+
+    def make() -> np.ndarray:
+        pass_begins()
+        release.wait(5)
+        return np.ones(3, np.float32)
+
+    with ThreadPoolExecutor(1) as pool:
+        vector = embed_on(pool, make)
+        assert vector.began.event.wait(5)
+        seen.append(vector.done())
+        release.set()
+        assert vector.result(5).tolist() == [1.0, 1.0, 1.0]
+    assert seen == [False]
+
+
+def test_an_embedding_that_fails_passes_its_error_and_still_sets_the_moment() -> None:
+    def make() -> np.ndarray:
+        raise RuntimeError("the model is gone")
+
+    with ThreadPoolExecutor(1) as pool:
+        vector = embed_on(pool, make)
+        with pytest.raises(RuntimeError, match="the model is gone"):
+            vector.result(5)
+    assert vector.began.event.is_set()
+
+
+def test_an_embedder_that_never_says_sets_the_moment_when_it_ends() -> None:
+    with ThreadPoolExecutor(1) as pool:
+        vector = embed_on(pool, lambda: np.zeros(2, np.float32))
+        vector.result(5)
+    assert vector.began.event.is_set()
+
+
+def test_pass_begins_outside_an_embedding_does_nothing() -> None:
+    pass_begins()  # no PassStart handed to this thread: no error, nothing set
+
+
+def test_a_pass_start_signals_only_its_own_threads_first_pass() -> None:
+    start = PassStart()
+    with start.signalled():
+        pass_begins()
+        assert start.event.is_set()
+        start.event.clear()
+        pass_begins()  # a second pass of the same embedding: the moment was told already
+        assert not start.event.is_set()
+    assert start.event.is_set()  # the end sets it in any case
+
+
+def test_waiting_for_a_moment_that_never_comes_is_bounded() -> None:
+    vector: Embedding[np.ndarray] = Embedding()
+    began = time.monotonic()
+    wait_for_pass(vector, timeout=0.05)
+    assert time.monotonic() - began < 5
+
+
+def test_waiting_is_skipped_for_a_vector_at_hand_or_a_finished_embedding() -> None:
+    wait_for_pass(np.zeros(3, np.float32), timeout=60)
+    wait_for_pass(None, timeout=60)
+    done: Embedding[np.ndarray] = Embedding()
+    done.set_result(np.zeros(3, np.float32))
+    wait_for_pass(done, timeout=60)  # returns at once: a finished embedding's pass needs no waiting for
