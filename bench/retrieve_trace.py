@@ -3,7 +3,8 @@
 Serves a data directory filled by bench/retrieve.py (`--data DIR/n100000`, tenant `bench`; give it a
 copy: the server locks it and writes) in a child process of this script that stamps, with
 perf_counter, the points of the served path as each request passes them (the first bytes read, the
-route's prepare step, the Idempotency-Key's lookup, the query embedding, each search, the cross-leg
+credential check, the body's bytes when they come apart from the head, the route's prepare step, the
+Idempotency-Key's lookup, the query embedding and its forward pass, each search, the cross-leg
 rankings, the fusion, the facts' bodies, the answer's keeping, the response's last write), then
 sends it `--requests` retrieves of queries none repeats over one keep-alive connection and prints,
 per point, the median over the requests (the first 20 left out) of its time since the first bytes,
@@ -38,11 +39,15 @@ sys.path.insert(0, str(_HERE.parent / "src"))
 # than once per request keeps its first entry, its last exit and the sum of its thread CPU (but the
 # bodies' read: its last call alone, the one the answer waits for).
 STEPS = [
+    ("engram_index.kindgi.routes", None, "authenticate", "credential check"),
     ("engram_index.kindgi.routes", None, "start_retrieve", "prepare (body checks, embedding submitted)"),
+    ("engram_index.kindgi.retrieve", "Retriever", "start", "Retriever.start (in prepare)"),
     ("engram_index.kindgi.idempotency", "Idempotency", "begin", "Idempotency-Key lookup"),
     ("engram_index.kindgi.retrieve", "Retriever", "keyword_part", "keyword leg (search pool thread)"),
+    ("engram_index.kindgi.retrieve", "Retriever", "_keyword_hits", "keyword leg's query analysis and hits"),
     ("engram_index.kindgi.retrieve", "Retriever", "_semantic_leg", "semantic leg (embedding thread)"),
     ("engram_index.embed.query_cache", "QueryCache", "vector", "query embedding"),
+    ("engram_index.embed.local", "MiniLMEmbedder", "forward", "forward pass (inputs, then onnxruntime)"),
     ("engram_index.kindgi.ranked", None, "by_meaning", "keyword leg's facts by meaning"),
     ("engram_index.kindgi.ranked", None, "by_words", "semantic leg's facts by words"),
     ("engram_index.kindgi.ranked", None, "fused", "fusion"),
@@ -99,6 +104,10 @@ def serve(port: int, data: Path, out: Path) -> None:
                     rows.append(dict(now))
                 now.clear()
                 now["arrival"] = clock()
+        else:  # the client wrote its body apart from its head (httpx does): when that came
+            with lock:
+                if "arrival" in now:
+                    now.setdefault("the body's bytes (apart from the head)", clock())
         received(self, data)
 
     send = exchange.Exchange.send
