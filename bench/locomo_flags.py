@@ -19,6 +19,7 @@ from pathlib import Path
 from engram_index.embed.local import MiniLMEmbedder
 from engram_index.locomo import Scores, load
 from engram_index.locomo_faces import import_garden, serve, wait_loaded
+from machine import print_machine
 
 ASKED = (("kindgi", "both"), ("kindgi", "keyword"), ("garden.engram", "hybrid"), ("garden.engram", "keyword"),
          ("supermemory", "hybrid"), ("supermemory", "chunks"), ("supermemory", "memories"))
@@ -32,6 +33,7 @@ def main() -> None:
     ap.add_argument("--values", default="False,True", help="comma-separated Python literals to set it to")
     ap.add_argument("--faces", default="kindgi,garden.engram", help="comma-separated: kindgi, garden.engram, supermemory")
     args = ap.parse_args()
+    print_machine()
     values = [ast.literal_eval(v) for v in args.values.split(",")]
     asked = [(face, mode) for face, mode in ASKED if face in args.faces.split(",")]
     module_name, _, flag = args.flag.rpartition(".")

@@ -23,6 +23,7 @@ from engram_index.engine.types import Document, SearchRequest
 from engram_index.locomo import Conversation, load, recall_at
 from engram_index.ranking import CONTENT_STOPWORDS
 from engram_index.store.sqlite import StoredDocument
+from machine import print_machine
 
 _WORD = re.compile(r"[\w']+")
 
@@ -53,6 +54,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, required=True)
     ap.add_argument("--cache", type=Path, default=None, help="where to keep the turn vectors between runs")
     args = ap.parse_args()
+    print_machine()
     convs = load(args.data_dir)
     plain = vectors(convs, args.cache, lambda c: [t.text for t in c.turns], "plain")
     emb = MiniLMEmbedder()

@@ -20,6 +20,7 @@ sys.path.insert(0, str(_HERE.parent / "src"))
 from engram_index.collections import Collections  # noqa: E402
 from engram_index.engine.types import Document, SearchRequest  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
+from machine import print_machine  # noqa: E402
 
 URI = "at://did:plc:bench234bench234bench234be/space/garden.engram.space/s"
 
@@ -30,6 +31,7 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=500)
     parser.add_argument("--searches", type=int, default=300)
     args = parser.parse_args()
+    print_machine()
     with tempfile.TemporaryDirectory(prefix="engram-sqlite-path-") as tmp:
         spaces = Collections(Path(tmp))
         spaces.ensure_collection(URI)
