@@ -11,7 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from engram_index.errors import EngramError
+from engram_index.search_pool import settle
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
@@ -39,22 +40,8 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # One loop future settled from the thread (run_in_executor chains a second one to the executor's).
     answer: asyncio.Future[T] = loop.create_future()
     _handlers.submit(fn, *args, **kwargs).add_done_callback(
-        lambda done: loop.call_soon_threadsafe(_settle, answer, done))
+        lambda done: loop.call_soon_threadsafe(settle, answer, done))
     return await answer
-
-
-def _settle(answer: asyncio.Future[T], done: Future[T]) -> None:
-    """Hand a finished call's result (or error) to its waiting caller, unless it stopped waiting."""
-    if answer.done():
-        return
-    if done.cancelled():  # the pool shut down before it ran
-        answer.cancel()
-        return
-    error = done.exception()
-    if error is not None:
-        answer.set_exception(error)
-    else:
-        answer.set_result(done.result())
 
 
 class JSONAnswer(JSONResponse):

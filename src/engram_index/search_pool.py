@@ -69,8 +69,9 @@ class _Expired(Exception):
     """A search's deadline passed while its caller waited on the event loop."""
 
 
-def _settle(answer: asyncio.Future[T], done: Future[T]) -> None:
-    """Hand a finished search's result (or error) to its waiting caller, unless it stopped waiting."""
+def settle(answer: asyncio.Future[T], done: Future[T]) -> None:
+    """Hand a finished call's result (or error) to its caller waiting on the event loop, unless it stopped
+    waiting (on the loop's thread: `loop.call_soon_threadsafe(settle, answer, done)`)."""
     if answer.done():
         return
     if done.cancelled():  # the executor shut down before it ran
@@ -204,7 +205,7 @@ class SearchPool:
         # wait_for(shield(wrap_future())) did with three futures and their callbacks, for less CPU.
         answer: asyncio.Future[T] = loop.create_future()
         future = self.executor.submit(fn, *args)
-        future.add_done_callback(lambda done: loop.call_soon_threadsafe(_settle, answer, done))
+        future.add_done_callback(lambda done: loop.call_soon_threadsafe(settle, answer, done))
         timer = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, answer)
         try:
             result = await answer

@@ -11,7 +11,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from engram_index.admission import Admission
-from engram_index.search_pool import SearchTimedOut
+from engram_index.search_pool import SearchTimedOut, settle
 from engram_index import endpoints
 from engram_index.endpoints import Endpoint, in_thread
 from engram_index.kindgi import models
@@ -289,17 +288,6 @@ def retrieve(call: Call) -> tuple[int, dict[str, Any]]:
     return 200, out
 
 
-def _settle(answer: asyncio.Future[dict[str, Any]], done: Future[dict[str, Any]]) -> None:
-    """Hand a joined retrieve's answer (or error) to its waiting request, unless it stopped waiting."""
-    if answer.done():
-        return
-    error = done.exception()
-    if error is not None:
-        answer.set_exception(error)
-    else:
-        answer.set_result(done.result())
-
-
 def _expire(answer: asyncio.Future[dict[str, Any]], seconds: float) -> None:
     """The retrieve's deadline: its request stops waiting (its legs run on)."""
     if not answer.done():
@@ -322,7 +310,7 @@ async def run_retrieve(call: Call) -> tuple[int, dict[str, Any]]:
     if not done.done():
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[dict[str, Any]] = loop.create_future()
-        done.add_done_callback(lambda finished: loop.call_soon_threadsafe(_settle, answer, finished))
+        done.add_done_callback(lambda finished: loop.call_soon_threadsafe(settle, answer, finished))
         timer = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, answer, searches.deadline_s)
         try:
             out = await answer
