@@ -8,12 +8,15 @@ nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from engram_index.engine.analyzer import STOPWORDS, QueryWord, _remember
 from engram_index.engine.termcounts import QueryPlan
+
+T = TypeVar("T")
 
 
 def searchable_words(words: Sequence[QueryWord]) -> list[QueryWord]:
@@ -109,14 +112,20 @@ _PREPARED_LIMIT = 4096
 _prepared: dict[tuple[QueryWord, ...], KeywordQuery] = {}
 
 
+def _made_once(cache: dict[tuple[QueryWord, ...], T], make: Callable[[tuple[QueryWord, ...]], T],
+               words: Sequence[QueryWord]) -> T:
+    """`make(words)`, made once while `cache` (bounded, started over when full) holds it."""
+    key = tuple(words)
+    found = cache.get(key)
+    if found is None:
+        found = make(key)
+        _remember(cache, key, found, _PREPARED_LIMIT)
+    return found
+
+
 def prepared(words: Sequence[QueryWord]) -> KeywordQuery:
     """The KeywordQuery of these words, made once while it is cached."""
-    key = tuple(words)
-    found = _prepared.get(key)
-    if found is None:
-        found = KeywordQuery(key)
-        _remember(_prepared, key, found, _PREPARED_LIMIT)
-    return found
+    return _made_once(_prepared, KeywordQuery, words)
 
 
 class WordColumns:
@@ -137,9 +146,4 @@ _word_columns: dict[tuple[QueryWord, ...], WordColumns] = {}
 
 def word_columns_of(words: Sequence[QueryWord]) -> WordColumns:
     """The WordColumns of these words, made once while it is cached (a retrieve scores its words twice)."""
-    key = tuple(words)
-    found = _word_columns.get(key)
-    if found is None:
-        found = WordColumns(key)
-        _remember(_word_columns, key, found, _PREPARED_LIMIT)
-    return found
+    return _made_once(_word_columns, WordColumns, words)
