@@ -7,47 +7,11 @@ import numpy as np
 import pytest
 
 from engram_index.engine.analyzer import query_words
-from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Document, Filters, SearchRequest
+from engram_index.engine.types import Filters, SearchRequest
 from engram_index.kindgi.conversations import ConversationCodes, in_context, keyword_in_context, scores_in_context
 from engram_index.kindgi.conversations import Conversations
 from engram_index.ranking import content_query, content_words, context_keyword, context_scores, with_context
-
-WORDS = "ana bob paris trip museum painting dinner pasta river boat coffee morning".split()
-
-
-def _space(seed: int) -> SpaceIndex:
-    """Facts of a few sessions and threads (and some of none), interleaved, of a small vocabulary
-    (many equal scores), some of them written again at the same ordinal, some removed."""
-    rng = np.random.default_rng(seed)
-    docs: dict[int, Document] = {}
-    index = SpaceIndex(None, None, lambda ords: {o: docs[o] for o in ords if o in docs})
-
-    def fact(ord_: int) -> Document:
-        tags = ["t:turn", "v:org:-"]
-        kind = rng.integers(4)
-        if kind == 1:
-            tags.append(f"s:sessionId=s{rng.integers(3)}")
-        elif kind == 2:
-            tags.append(f"s:threadId=t{rng.integers(3)}")
-        elif kind == 3:
-            tags += [f"s:sessionId=s{rng.integers(3)}", f"s:threadId=t{rng.integers(3)}"]
-        text = " ".join(rng.choice(WORDS, int(rng.integers(2, 7))).tolist())
-        return Document(id=f"f{ord_}-{rng.integers(1000)}", author="", text=text, tags=tuple(tags),
-                        created_ms=ord_)
-
-    changes: list[tuple[int, Document | None]] = [(o, fact(o)) for o in range(300)]
-    docs.update((o, d) for o, d in changes if d is not None)
-    index.apply(changes, seq=1)
-    again = [(int(o), fact(int(o))) for o in rng.choice(300, 40, replace=False)]
-    gone = [(int(o), None) for o in rng.choice(300, 20, replace=False)]
-    for o, d in again:
-        docs[o] = d
-    for o, _ in gone:
-        docs.pop(o, None)
-    index.apply([*again, *gone], seq=2)
-    index.commit()
-    return index
+from tests.kindgi.conversation_space import conversation_space
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -56,7 +20,7 @@ def _space(seed: int) -> SpaceIndex:
 @pytest.mark.parametrize("filters", [Filters(), Filters(tags=("t:turn",), any_tags=(("v:org:-",),))])
 def test_the_context_from_the_columns_ranks_the_hits_and_their_turns_as_one_document_per_turn_does(
         seed: int, query: str, filters: Filters) -> None:
-    index = _space(seed)
+    index, _ = conversation_space(seed)
     asked = content_query(query)
     words = content_words(query_words(asked), asked)
     hits = index.search(SearchRequest("keyword", q=asked, limit=50, filters=filters, explain=False,
@@ -77,7 +41,7 @@ def test_the_context_from_the_columns_ranks_the_hits_and_their_turns_as_one_docu
 @pytest.mark.parametrize("filters", [Filters(), Filters(tags=("t:turn",), any_tags=(("v:org:-",),))])
 def test_the_retrieves_own_context_and_its_scores_are_ranking_s_general_ones_bit_for_bit(
         seed: int, follow: bool, filters: Filters) -> None:
-    index = _space(seed)
+    index, _ = conversation_space(seed)
     asked = content_query("what did Ana eat at the river on her Paris trip?")
     words = content_words(query_words(asked), asked)
     hits = index.search(SearchRequest("keyword", q=asked, limit=50, filters=filters, explain=False,

@@ -7,50 +7,13 @@ import numpy as np
 import pytest
 
 from engram_index.engine.analyzer import query_words
-from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Document, Filters, SearchRequest
+from engram_index.engine.types import Filters, SearchRequest
 from engram_index.kindgi import explained, ranked
 from engram_index.kindgi.conversations import ConversationCodes, Conversations, keyword_in_context
 from engram_index.ranking import content_query, content_words, context_keyword
+from tests.kindgi.conversation_space import conversation_space
 
-WORDS = "ana bob paris trip museum painting dinner pasta river boat coffee morning".split()
 DIMS = 8
-
-
-def _space(seed: int) -> tuple[SpaceIndex, np.random.Generator]:
-    """Facts of a few sessions and threads (and some of none), of a small vocabulary (many equal
-    scores) and few distinct vectors (many equal cosines), some written again, some removed."""
-    rng = np.random.default_rng(seed)
-    docs: dict[int, Document] = {}
-    index = SpaceIndex(None, DIMS, lambda ords: {o: docs[o] for o in ords if o in docs})
-    vectors = rng.standard_normal((6, DIMS)).astype(np.float16)
-
-    def fact(ord_: int) -> Document:
-        tags = ["t:turn", "v:org:-"]
-        kind = rng.integers(4)
-        if kind == 1:
-            tags.append(f"s:sessionId=s{rng.integers(3)}")
-        elif kind == 2:
-            tags.append(f"s:threadId=t{rng.integers(3)}")
-        elif kind == 3:
-            tags += [f"s:sessionId=s{rng.integers(3)}", f"s:threadId=t{rng.integers(3)}"]
-        text = " ".join(rng.choice(WORDS, int(rng.integers(2, 7))).tolist())
-        vector = None if rng.integers(10) == 0 else vectors[rng.integers(len(vectors))].tobytes()
-        return Document(id=f"f{ord_}-{rng.integers(1000)}", author="", text=text, tags=tuple(tags),
-                        created_ms=ord_, vector=vector)
-
-    changes: list[tuple[int, Document | None]] = [(o, fact(o)) for o in range(300)]
-    docs.update((o, d) for o, d in changes if d is not None)
-    index.apply(changes, seq=1)
-    again = [(int(o), fact(int(o))) for o in rng.choice(300, 40, replace=False)]
-    gone = [(int(o), None) for o in rng.choice(300, 20, replace=False)]
-    for o, d in again:
-        docs[o] = d
-    for o, _ in gone:
-        docs.pop(o, None)
-    index.apply([*again, *gone], seq=2)
-    index.commit()
-    return index, rng
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -58,7 +21,7 @@ def _space(seed: int) -> tuple[SpaceIndex, np.random.Generator]:
 @pytest.mark.parametrize("filters", [Filters(), Filters(tags=("t:turn",), any_tags=(("v:org:-",),))])
 def test_the_legs_as_ids_and_scores_rank_and_fuse_as_the_explained_hits_do(
         seed: int, context: bool, filters: Filters) -> None:
-    index, rng = _space(seed)
+    index, rng = conversation_space(seed, DIMS)
     codes = ConversationCodes()
     pairs = lambda a, b: codes.same(index.columns, a, b)  # noqa: E731
     crossed = [0, 0]  # retrieves whose legs each took facts of the other leg in
