@@ -131,6 +131,19 @@ def wait_quiet(pid: int, timeout: float = 300) -> None:
         before = now
 
 
+def wait_listening(url: str, proc: subprocess.Popen[bytes], what: str = "the server", timeout: float = 300) -> None:
+    """Wait until the server `proc` started answers at `url` (its health route); raise if it exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(f"{url}/xrpc/_health")
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.1)
+
+
 def serve(data: Path, port: int, face_spec: str = "auto") -> subprocess.Popen[bytes]:
     """`engram-index serve` on a loopback port, answering once it listens (wait_idle: once loaded)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -140,15 +153,8 @@ def serve(data: Path, port: int, face_spec: str = "auto") -> subprocess.Popen[by
                              # one client measures latency: no per-key admission in the way
                              "--key-rate", "1000000", "--key-burst", "1000000"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/xrpc/_health")
-            return proc
-        except httpx.TransportError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the server did not start") from None
-            time.sleep(0.1)
+    wait_listening(f"http://127.0.0.1:{port}", proc)
+    return proc
 
 
 def face_model(spec: str) -> MiniLMEmbedder:

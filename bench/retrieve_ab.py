@@ -29,7 +29,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from retrieve import PROJECTS, TENANT, USERS, server_cpu_s, wait_idle, wait_quiet  # noqa: E402
+from retrieve import PROJECTS, TENANT, USERS, server_cpu_s, wait_idle, wait_listening, wait_quiet  # noqa: E402
 from synth import make_queries, make_space  # noqa: E402
 
 from engram_index.keys import KeyStore  # noqa: E402
@@ -43,15 +43,8 @@ def serve_tree(tree: Path, data: Path, port: int) -> subprocess.Popen[bytes]:
                              str(port), "--insecure-open", "--no-access-log", "--embedder", "local",
                              "--face-embedder", "auto", "--key-rate", "1000000", "--key-burst", "1000000"],
                             env=env, cwd=str(tree), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/xrpc/_health")
-            return proc
-        except httpx.TransportError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the server did not start") from None
-            time.sleep(0.1)
+    wait_listening(f"http://127.0.0.1:{port}", proc)
+    return proc
 
 
 def turn(servers: list[tuple[subprocess.Popen[bytes], str, httpx.Client]], queries: list[str],

@@ -166,7 +166,7 @@ def main() -> None:
         return
     import httpx
     import orjson
-    from retrieve import PROJECTS, TENANT, USERS, wait_idle, wait_quiet
+    from retrieve import PROJECTS, TENANT, USERS, wait_idle, wait_listening, wait_quiet
     from synth import make_queries, make_space
 
     from engram_index.keys import KeyStore
@@ -179,15 +179,7 @@ def main() -> None:
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                httpx.get(f"{url}/xrpc/_health")
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.1)
+        wait_listening(url, proc)
         wait_idle(url, token, proc.pid)
         queries, _ = make_queries(make_space(1000, scifact_dir=args.scifact, seed=1), args.requests + 60, seed=4)
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}

@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from retrieve import server_cpu_s, wait_quiet  # noqa: E402
+from retrieve import face_model, server_cpu_s, wait_listening, wait_quiet  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
 
 from engram_index.admission import Admission  # noqa: E402
@@ -122,19 +122,21 @@ def items(face: object, ns: str) -> int:
     return int(chunks) + int(memories)
 
 
-def face_model(spec: str) -> MiniLMEmbedder:
-    """The local model the v5 face embeds with under `--face-embedder spec` (auto: the int8 graph)."""
-    return MiniLMEmbedder(int8=spec in ("auto", "local-int8"))
+def local_app(data: Path, face_spec: str = "auto") -> tuple[Any, str]:
+    """An app over `data` with the local model (the v5 face's under `--face-embedder face_spec`), no
+    admission in the way, and a key to every namespace."""
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=QueryEmbedding(MiniLMEmbedder()), key_limits=UNLIMITED,
+                     face_embedder=face_model(face_spec))
+    key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
+    return app, key
 
 
 def ingest(scifact: Path, n_docs: int, samples: int, face_spec: str = "auto") -> dict[str, float]:
     """Part 1: docs/s for 1 KB documents with the local embedder, and done → searchable."""
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                         embedding=QueryEmbedding(MiniLMEmbedder()), key_limits=UNLIMITED,
-                         face_embedder=face_model(face_spec))
-        key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
+        app, key = local_app(data, face_spec)
         with serving(app) as url:
             client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=120)
             docs = documents(scifact)
@@ -195,15 +197,8 @@ def served(data: Path, face_spec: str = "auto") -> tuple[subprocess.Popen[bytes]
          "--key-burst", "1000000", "--face-embedder", face_spec],
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            httpx.get(f"{url}/xrpc/_health")
-            return proc, url
-        except httpx.TransportError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the server did not start") from None
-            time.sleep(0.1)
+    wait_listening(url, proc)
+    return proc, url
 
 
 def relabel(data: Path, ns: str, model: ModelIdentity) -> None:

@@ -26,14 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from machine import print_machine  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
-from v5 import UNLIMITED, face_model, wait_all_done  # noqa: E402
+from v5 import local_app, wait_all_done  # noqa: E402
 
-from engram_index.app import create_app  # noqa: E402
-from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
-from engram_index.engram.api.embedding import QueryEmbedding  # noqa: E402
-from engram_index.engram.auth import InsecureOpen  # noqa: E402
 from engram_index.evaluation import load_scifact, ndcg_at, recall_at  # noqa: E402
-from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.testkit.serve import serving  # noqa: E402
 
 NS = "scifact"
@@ -58,10 +53,7 @@ def run(scifact: Path, face_spec: str, modes: list[str], n_queries: int) -> list
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="engram-v5-scifact-") as tmp:
         data = Path(tmp)
-        app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                         embedding=QueryEmbedding(MiniLMEmbedder()), key_limits=UNLIMITED,
-                         face_embedder=face_model(face_spec))
-        key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
+        app, key = local_app(data, face_spec)
         with serving(app) as url:
             client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=300)
             began = time.perf_counter()

@@ -30,7 +30,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "src"))
 
-from retrieve import server_cpu_s, wait_quiet  # noqa: E402
+from retrieve import server_cpu_s, wait_listening, wait_quiet  # noqa: E402
 
 from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.testkit.serve import free_port  # noqa: E402
@@ -47,15 +47,8 @@ def serve(src: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
          "--key-burst", "1000000", "--face-embedder", "auto"],
         env={**os.environ, "PYTHONPATH": str(src)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            httpx.get(f"{url}/xrpc/_health")
-            return proc, url
-        except httpx.TransportError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"the server of {src} did not start") from None
-            time.sleep(0.1)
+    wait_listening(url, proc, f"the server of {src}")
+    return proc, url
 
 
 def main() -> None:

@@ -135,6 +135,8 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "src"))
     import httpx
 
+    from retrieve import wait_listening
+
     from engram_index.keys import KeyStore
     from engram_index.testkit.serve import free_port
 
@@ -153,15 +155,7 @@ def main() -> None:
              "1000000", "--face-embedder", "auto"],
             env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                httpx.get(f"{url}/xrpc/_health")
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.1)
+        wait_listening(url, proc)
         print(f"load average {os.getloadavg()[0]:.1f} at start")
         client_ms: list[float] = []
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
