@@ -149,3 +149,41 @@ def test_a_read_only_opening_reads_the_declaration_each_time(tmp_path: Path, mon
     finally:
         reader.close()
         writer.close()
+
+
+def _memory_coverage(results: list[dict[str, Any]], memory: str) -> float:
+    """The keyword coverage of the result whose memory is `memory`."""
+    found = [r for r in results if r.get("memory") == memory]
+    assert found, results
+    coverage: float = found[0]["explanation"]["keywordCoverage"]
+    return coverage
+
+
+def test_a_memory_holds_the_words_of_the_memory_before_it_until_a_new_date_parts_them(
+        server: Server, client: Supermemory, ns: str) -> None:
+    _add_dated(server, client, ns, "Ana adopted a puppy named Rex.", "2023-05-01")
+    later = _add_dated(server, client, ns, "That is wonderful news for the family.", "2023-05-01")
+    body = {"query": "puppy wonderful", "searchMode": "memories", "threshold": 0, "limit": 10}
+    # One session (one date): the second turn's memory holds "puppy" through the memory before it.
+    assert _memory_coverage(_search(server, ns, body), "That is wonderful news for the family.") == 1.0
+    patched = httpx.patch(f"{server.url}/ns/{ns}/document/{later}", json={"date": "2023-06-09"},
+                          headers={"Authorization": f"Bearer {server.key}"})
+    assert patched.status_code == 200, patched.text
+    wait_done(client, ns, later)
+    # Another date: another session, and the next search sees it.
+    assert _memory_coverage(_search(server, ns, body), "That is wonderful news for the family.") < 1.0
+
+
+def test_memories_in_context_are_judged_without_reading_a_record_of_the_index(
+        server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _add_dated(server, client, ns, "Ana adopted a puppy named Rex.", "2023-05-01")
+    _add_dated(server, client, ns, "That is wonderful news for the family.", "2023-05-01")
+    face = server.app.state.supermemory
+    index = face.collections.index(f"supermemory:{ns}:memories")
+
+    def no_fetch(ords: Any) -> Any:
+        raise AssertionError(f"read the records of {ords}")
+
+    monkeypatch.setattr(index, "fetch", no_fetch)
+    body = {"query": "puppy wonderful", "searchMode": "memories", "threshold": 0, "limit": 10}
+    assert _memory_coverage(_search(server, ns, body), "That is wonderful news for the family.") == 1.0

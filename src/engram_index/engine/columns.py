@@ -31,6 +31,7 @@ class Columns:
         self.ids: list[str | None] = []
         self._by_id: dict[str, int] = {}
         self._author_codes: dict[str, int] = {}
+        self._author_names: list[str] = []  # each code's author (`authors`)
         self._source_codes: dict[str, int] = {}
         self._tags: dict[str, set[int]] = {}
         self._tag_cache: dict[str, np.ndarray] = {}
@@ -63,7 +64,11 @@ class Columns:
             self.count += 1
         self.live[ord_] = True
         self.created[ord_] = doc.created_ms
-        self.author[ord_] = self._author_codes.setdefault(doc.author, len(self._author_codes))
+        code = self._author_codes.get(doc.author)
+        if code is None:
+            code = self._author_codes[doc.author] = len(self._author_names)
+            self._author_names.append(doc.author)
+        self.author[ord_] = code
         self.sourced -= bool(self.source[ord_])  # (0 unless it replaces a live document with a source)
         self.source[ord_] = self._source_codes.setdefault(doc.source, len(self._source_codes) + 1) if doc.source else 0
         self.sourced += bool(self.source[ord_])
@@ -95,6 +100,11 @@ class Columns:
     def tags_of(self, ord_: int) -> tuple[str, ...]:
         """The tags of the live document at this ordinal (deduplicated, in order; () when none)."""
         return self._doc_tags.get(ord_, ())
+
+    def authors(self, ords: np.ndarray) -> list[str]:
+        """The author of each (live) ordinal."""
+        names = self._author_names
+        return [names[c] for c in self.author[ords].tolist()]
 
     def same_source(self, earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
         """Whether each pair of (live) ordinals names one source, as `Document.source` equality of

@@ -7,7 +7,7 @@ A chunk holds a word when it or the chunk just before it in its conversation doe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,6 @@ from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document, Filters, Hit
 from engram_index.ranking import with_context
 from engram_index.supermemory.face import Face
-from engram_index.supermemory.tables import chunk_document
 
 IDF_COVERAGE = True
 
@@ -41,12 +40,9 @@ def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | 
     return weights
 
 
-def document_of(kind: str, doc: Document) -> str:
-    """The v5 document a chunk's or memory's record is of: its metadata's when it was read, else a chunk's
-    from its id, else unknown until its row is read (page.Rows)."""
-    if doc.metadata:
-        return str(doc.metadata.get("doc", ""))
-    return chunk_document(doc.id) if kind == "chunk" else ""
+def _unread(earlier: Document, later: Document) -> bool:
+    """with_context's `neighbours`, never asked: `pairs` judges every pair from the columns."""
+    raise AssertionError("judged from the columns")
 
 
 def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -60,47 +56,38 @@ def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tu
 
 
 def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
-                topic: Sequence[QueryWord], vector: Any, stored: bool = False) -> tuple[list[Hit], np.ndarray, list[int]]:
-    """Chunks with their conversation context (ranking.with_context): a chunk holds a content word when
-    it or the chunk just before it does, when that one is of the same document or of a document of the
-    same date (a conversation's turns of one session); the chunks just after the hits join them. The
-    chunks around the hits come from the index's columns (a chunk's document is in its id) unless
-    `stored` (memories, whose documents are in their records). The chunks, each one's coverage and its
-    ordinal."""
-    kind = "memory" if stored else "chunk"
-    dates: dict[str, str | None] = {}
+               topic: Sequence[QueryWord], vector: Any, kind: str = "chunk") -> tuple[list[Hit], np.ndarray, list[int]]:
+    """Chunks or memories (`kind`) with their conversation context (ranking.with_context): one holds a
+    content word when it or the one just before it does, when that one is of the same document or of a
+    document of the same date (a conversation's turns of one session); the ones just after the hits
+    join them. Neither they nor the ones around them are read from the store: a chunk's document is in
+    its id, a memory's is its record's author (`document_codes`). The candidates, each one's coverage
+    and its ordinal."""
 
-    def prepare(chunks: Iterable[Document]) -> None:
-        """Read the dates of every chunk's document at once (Face.dates keeps them until a write)."""
-        dates.update(face.dates(ns, list(dict.fromkeys(document_of(kind, c) for c in chunks))))
-
-    def date(doc_id: str) -> str | None:
-        if doc_id not in dates:
-            dates[doc_id] = face.dates(ns, [doc_id]).get(doc_id)
-        return dates[doc_id]
-
-    def neighbours(earlier: Document, later: Document) -> bool:
-        a, b = document_of(kind, earlier), document_of(kind, later)
-        return a == b or (date(a) is not None and date(a) == date(b))
-
-    def pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
-        """`neighbours` judged from the chunks' ids in the columns (a chunk's document is in its id)."""
+    def documents_of(ords: np.ndarray) -> list[str]:
+        if kind == "memory":
+            return index.columns.authors(ords)
         column = index.columns.ids
         # (chunk_document's own rpartition inline: two hundred ids a search)
-        a = [(column[o] or "").rpartition("c")[0] for o in earlier.tolist()]
-        b = [(column[o] or "").rpartition("c")[0] for o in later.tolist()]
-        # Only chunks of two documents ask their dates (most context is a chunk of the same document).
-        apart = [d for x, y in zip(a, b) if x != y for d in (x, y)]
+        return [(column[o] or "").rpartition("c")[0] for o in ords.tolist()]
+
+    def pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """Whether each pair is of one document, or of two of one date (judged from the columns)."""
+        a, b = documents_of(earlier), documents_of(later)
+        # Only two documents ask their dates (most context is of the same document). A record without
+        # its document (a memory written before records named it) has no neighbours.
+        apart = [d for x, y in zip(a, b) if x != y and x and y for d in (x, y)]
         known_dates = face.dates(ns, apart) if apart else {}
-        return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
+        return np.fromiter((bool(x) and (x == y or (bool(y) and known_dates[x] is not None
+                                                   and known_dates[x] == known_dates[y]))
                             for x, y in zip(a, b)), bool, len(a))
 
     known = {h.document.id: h for h in hits}
     with index.reading():
-        ctx = with_context(index, hits, filters, neighbours, prepare, pairs=None if stored else pairs)
+        ctx = with_context(index, hits, filters, _unread, pairs=pairs)
         ords = ctx.ords.tolist()
-        if not stored:  # the chunks after the hits, from the columns (the hits' own are at hand)
-            ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
+        # the ones after the hits, from the columns (the hits' own are at hand)
+        ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
         column_ids = index.columns.ids
         cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
                    if vector is not None and index.vectors is not None else None)

@@ -131,7 +131,7 @@ def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[Stored
             " forgotten_ms, forget_after_ms, version, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, 1, NULL, ?, ?,"
             " ?, ?)", (ns, mid, doc.id, memory.text, int(memory.is_static), int(memory.is_inference), expiry, version,
                        now, now)))
-        puts.append(StoredDocument(Document(mid, "", memory.text, face.memory_tags(row), None, now,
+        puts.append(StoredDocument(Document(mid, doc.id, memory.text, face.memory_tags(row), None, now,
                                             metadata={"doc": doc.id}, vector=f16(vector))))
     retired = face.memories(ns, [*formed.retire, *[i for i in superseded if i not in formed.retire]])
     for old in retired.values():
@@ -147,5 +147,6 @@ def _retagged(face: Face, ns: str, memory: MemoryRow, now: int) -> StoredDocumen
     found = face.store.document_by_id(info.id, memory.id)
     vector = found[1].vector if found is not None else None
     metadata: dict[str, Any] = {"doc": memory.doc_id}
-    return StoredDocument(Document(memory.id, "", memory.memory, face.memory_tags(memory), None, memory.created_ms,
+    return StoredDocument(Document(memory.id, memory.doc_id, memory.memory, face.memory_tags(memory), None,
+                                   memory.created_ms,
                                    metadata=metadata, vector=vector))

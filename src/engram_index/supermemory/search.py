@@ -54,7 +54,7 @@ CONTEXT = True  # chunks count the words of the chunk before them in their conve
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
 RUN_BESIDE = True  # the memories' search's compiled rest run on the embedding's thread, beside the chunks' here
-MEMORY_CONTEXT = False  # memories too: the memory before them (of their document, or of one of the same date)
+MEMORY_CONTEXT = True  # memories too: the memory before them (of their document, or of one of the same date)
 LAST = int(np.iinfo(np.int64).max)  # the insertion order of a hit no longer in its collection: after every other
 
 
@@ -236,14 +236,12 @@ def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, 
         want = min(max(3 * limit, 30), 300) + len(skip)
         in_context = CONTEXT and (kind == "chunk" or MEMORY_CONTEXT)
         # The hits come from the engine's columns (id, tags: nothing read from the store): a candidate's
-        # document is known from its id (a chunk) or its tags (page.Rows reads a memory's), its text where
-        # it is needed (page.Rows). Memories in context read theirs: their neighbours are judged by date.
-        stored = kind == "memory" and in_context
+        # document is known from its id (a chunk) or its author (a memory: page.Rows reads its row), its
+        # text where it is needed (page.Rows).
         request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
-                                explain=False, documents=stored)
-        legs.append(_Leg(kind, name, use_vector, engine_filters, skip, in_context, stored, request, topic,
-                         explainer))
+                                explain=False, documents=False)
+        legs.append(_Leg(kind, name, use_vector, engine_filters, skip, in_context, request, topic, explainer))
     return legs
 
 
@@ -268,7 +266,7 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
     index = face.collections.index(leg.name)
     if leg.in_context:
         hits, held, orders = context.in_context(face, ns, index, hits, engine_filters, leg.topic,
-                                                vector if leg.use_vector else None, leg.stored)
+                                                vector if leg.use_vector else None, leg.kind)
         if skip:  # a joined memory may be expired
             kept = [i for i, h in enumerate(hits) if h.document.id not in skip]
             hits, held, orders = [hits[i] for i in kept], held[kept], [orders[i] for i in kept]
@@ -304,7 +302,6 @@ class _Leg:
     filters: Filters
     skip: set[str]  # expired memories' ids
     in_context: bool
-    stored: bool  # its hits' documents read from the store
     request: SearchRequest
     topic: Sequence[QueryWord]  # the query's content words (its keyword coverage)
     explainer: QueryExplainer
