@@ -19,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,8 +47,10 @@ def ranked_documents(results: list[object]) -> list[str]:
     return out
 
 
-def run(scifact: Path, face_spec: str, modes: list[str], n_queries: int) -> list[dict[str, object]]:
-    """Fill a namespace with SciFact through the SDK under one face embedder; each mode's scores."""
+def run(scifact: Path, face_spec: str, modes: list[str], n_queries: int,
+        asked: Sequence[Callable[[], None]] = ()) -> list[dict[str, object]]:
+    """Fill a namespace with SciFact through the SDK under one face embedder; each mode's scores (once
+    after each of `asked`, a setting made before asking, when given: row key `asked`, its index)."""
     corpus, queries, qrels = load_scifact(scifact)
     queries = [q for q in queries if q["_id"] in qrels][:n_queries]
     rows: list[dict[str, object]] = []
@@ -66,7 +69,9 @@ def run(scifact: Path, face_spec: str, modes: list[str], n_queries: int) -> list
             wait_all_done(app.state.supermemory, NS, len(corpus))
             fill_s = time.perf_counter() - began
             print(f"\r{face_spec}: {len(corpus)} documents done in {fill_s:.0f} s", file=sys.stderr)
-            for mode in modes:
+            for setting, mode in [(k, m) for k in range(max(1, len(asked))) for m in modes]:
+                if asked:
+                    asked[setting]()
                 ndcg, recall, took = [], [], []
                 for q in queries:
                     t = time.perf_counter()
@@ -77,7 +82,7 @@ def run(scifact: Path, face_spec: str, modes: list[str], n_queries: int) -> list
                     recall.append(recall_at(docs, qrels[q["_id"]]))
                 rows.append({"embedder": app.state.face_embedder.identity.model, "mode": mode,
                              "ndcg@10": statistics.fmean(ndcg), "recall@100": statistics.fmean(recall),
-                             "p50_ms": statistics.median(took), "fill_s": fill_s})
+                             "p50_ms": statistics.median(took), "fill_s": fill_s, "asked": setting})
                 print(f"{face_spec} {mode}: nDCG@10 {rows[-1]['ndcg@10']:.4f}", file=sys.stderr)
     return rows
 

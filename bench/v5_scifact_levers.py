@@ -1,0 +1,149 @@
+"""Why SciFact scores lower through the v5 face than on the engine's path: its candidates re-ranked other ways.
+
+Fills a namespace with SciFact through the official SDK (as bench/v5_scifact.py does; kept in
+`--data` to run again without filling), then, in process, takes each query's hybrid candidates as
+the face finds them (limit 100, threshold 0.3) and ranks them with the face's own ranking
+(`found.rank`) under other per-candidate scores: the vector's weight, and keyword coverage taken
+over more of the candidate's document (its whole document; its document's first chunk, which holds
+the title). A document counts at its first result, as in bench/v5_scifact.py. Each line is one
+score; the first is the face's.
+
+    python bench/v5_scifact_levers.py --data DIR [--queries 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from machine import print_machine  # noqa: E402
+from supermemory import Supermemory  # noqa: E402
+from v5 import local_app, wait_all_done  # noqa: E402
+
+from engram_index.engine.analyzer import query_words  # noqa: E402
+from engram_index.engine.types import Filters  # noqa: E402
+from engram_index.evaluation import load_scifact, ndcg_at  # noqa: E402
+from engram_index.ranking import content_words  # noqa: E402
+from engram_index.supermemory import context  # noqa: E402
+from engram_index.supermemory import search as v5search  # noqa: E402
+from engram_index.supermemory.face import Face, stamp  # noqa: E402
+from engram_index.supermemory.found import Found, rank  # noqa: E402
+from engram_index.supermemory.page import Rows  # noqa: E402
+from engram_index.supermemory.tables import chunk_document, chunks_collection  # noqa: E402
+from engram_index.testkit.serve import serving  # noqa: E402
+
+NS = "scifact"
+Score = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # cosine, own, document, lead
+
+
+def fill(scifact: Path, data: Path) -> None:
+    """Add every abstract through the SDK unless `data` holds them already."""
+    corpus, _, _ = load_scifact(scifact)
+    if (data / "filled").exists():
+        return
+    app, key = local_app(data, "auto")
+    with serving(app) as url:
+        client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=300)
+        began = time.perf_counter()
+        for start in range(0, len(corpus), 100):
+            client.documents.batch_add(NS, documents=[
+                {"content": (d["title"] + "\n\n" + d["text"]).strip(), "metadata": {"scifact": d["_id"]}}
+                for d in corpus[start:start + 100]])
+        wait_all_done(app.state.supermemory, NS, len(corpus))
+        print(f"filled in {time.perf_counter() - began:.0f} s", file=sys.stderr)
+    (data / "filled").write_text("")
+
+
+def doc_coverage(face: Face, query: str, docs: list[str], chunks: dict[str, int], lead: bool) -> dict[str, float]:
+    """Each document's keyword coverage over all its chunks (or its first only, `lead`)."""
+    index = face.collections.index(chunks_collection(NS))
+    topic = content_words(query_words(query), query)
+    out: dict[str, float] = {}
+    with index.reading():
+        weights = context.word_weights(index, topic)
+        for d in docs:
+            ords = index.columns.ids_to_ords([f"{d}c{p}" for p in range(1 if lead else chunks.get(d, 0))])
+            whole, part = context.holds(index, topic, ords)
+            out[d] = float(context.coverages(whole.any(0, keepdims=True), part.any(0, keepdims=True), weights)[0])
+    return out
+
+
+def main() -> None:
+    """Print nDCG@10 per score."""
+    shared = Path(os.environ.get("ENGRAM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
+    args = parser.parse_args()
+    print_machine()
+    args.data.mkdir(parents=True, exist_ok=True)
+    fill(args.scifact, args.data)
+    _, queries, qrels = load_scifact(args.scifact)
+    queries = [q for q in queries if q["_id"] in qrels][:args.queries]
+    app, _ = local_app(args.data, "auto")
+    taken: list[tuple[str, Found, list[int], list[str | None], np.ndarray, np.ndarray, np.ndarray]] = []
+    with serving(app):
+        face: Face = app.state.supermemory
+        sci = {i: json.loads(m or "{}").get("scifact") for i, m in
+               face.store.query("SELECT id, metadata FROM sm_documents WHERE ns=?", (NS,))}
+        mem_doc = dict(face.store.query("SELECT id, doc_id FROM sm_memories WHERE ns=?", (NS,)))
+        chunks = {d: int(n) for d, n in face.store.query(
+            "SELECT doc_id, count(*) FROM sm_chunks WHERE ns=? GROUP BY doc_id", (NS,))}
+        for q in queries:
+            cols = v5search.found(face, NS, q["text"], "hybrid", 100, Filters(), False, stamp())
+            sharing = cols.sharing_a_document()
+            Rows(face, NS).read_found(cols, sharing)
+            docs = [chunk_document(i) if k == 0 else mem_doc.get(i, "") for k, i in zip(cols.kinds.tolist(), cols.ids)]
+            whole = doc_coverage(face, q["text"], list(dict.fromkeys(docs)), chunks, lead=False)
+            lead = doc_coverage(face, q["text"], list(dict.fromkeys(docs)), chunks, lead=True)
+            cosine = np.maximum(np.array([h.similarity or 0.0 for h in cols.hits]), 0.0)
+            taken.append((q["_id"], cols, sharing, [sci.get(d) for d in docs], cosine,
+                          np.array([whole[d] for d in docs]), np.array([lead[d] for d in docs])))
+
+    def ndcg(score: Score) -> float:
+        out = []
+        for qid, cols, sharing, scifact_ids, cosine, whole, lead in taken:
+            own = cols.own.copy()
+            cols.own = np.clip(score(cosine, cols.coverage, whole, lead), 0.0, 1.0)
+            ranked: list[str] = []
+            for p in rank(cols, sharing, 100, 0.3).places:
+                d = scifact_ids[p]
+                if d and d not in ranked:
+                    ranked.append(d)
+            cols.own = own
+            out.append(ndcg_at(ranked, qrels[qid]))
+        return statistics.fmean(out)
+
+    def weighted(w: float, keyword: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Score:
+        return lambda c, own, whole, lead: w * c + (1 - w) * keyword(own, whole, lead)
+
+    rows: list[tuple[str, Score]] = [("the face's: 0.7 × cosine + 0.3 × coverage (its own, in context)",
+                                      lambda c, own, whole, lead: 0.7 * c + 0.3 * own)]
+    rows += [(f"{w} × cosine + {1 - w:.1f} × coverage", weighted(w, lambda own, whole, lead: own))
+             for w in (0.5, 0.6, 0.8, 0.9, 1.0)]
+    rows.append(("coverage alone", lambda c, own, whole, lead: own))
+    rows += [(f"{w} × cosine + {1 - w:.1f} × the whole document's coverage", weighted(w, lambda own, whole, lead: whole))
+             for w in (0.7, 0.8)]
+    rows += [(f"{w} × cosine + {1 - w:.1f} × (own + whole document's) / 2",
+              weighted(w, lambda own, whole, lead: (own + whole) / 2)) for w in (0.6, 0.7, 0.8)]
+    rows += [(f"{w} × cosine + {1 - w:.1f} × the better of its coverage and its document's first chunk's",
+              weighted(w, lambda own, whole, lead: np.maximum(own, lead))) for w in (0.7,)]
+    print("\n| candidate score (hybrid, limit 100, threshold 0.3) | SciFact nDCG@10 |\n|---|---:|")
+    for label, score in rows:
+        print(f"| {label} | {ndcg(score):.4f} |")
+
+
+if __name__ == "__main__":
+    main()
