@@ -16,3 +16,13 @@ def test_each_ordinal_names_the_author_it_was_put_with_including_a_replacement()
     cols.put(2, Document("m2", "d3", "text"))
     assert cols.authors(np.array([3, 2, 0])) == ["d1", "d3", "d1"]
     assert cols.authors(np.array([], np.int64)) == []
+
+
+def test_an_authors_code_is_known_once_an_ordinal_had_it_and_stays_after_it_is_replaced() -> None:
+    cols = Columns()
+    assert cols.author_code("d1") is None
+    cols.put(0, Document("m0", "d1", "text"))
+    code = cols.author_code("d1")
+    assert code is not None and int(cols.author[0]) == code
+    cols.put(0, Document("m0", "d2", "text"))
+    assert cols.author_code("d1") == code and cols.author_code("d2") != code

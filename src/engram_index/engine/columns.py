@@ -101,6 +101,10 @@ class Columns:
         """The tags of the live document at this ordinal (deduplicated, in order; () when none)."""
         return self._doc_tags.get(ord_, ())
 
+    def author_code(self, author: str) -> int | None:
+        """The code `author` holds in the `author` column, None when no ordinal ever had it."""
+        return self._author_codes.get(author)
+
     def authors(self, ords: np.ndarray) -> list[str]:
         """The author of each (live) ordinal."""
         names = self._author_names

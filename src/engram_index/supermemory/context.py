@@ -61,30 +61,40 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters:
     content word when it or the one just before it does, when that one is of the same document or of a
     document of the same date (a conversation's turns of one session); the ones just after the hits
     join them. Neither they nor the ones around them are read from the store: a chunk's document is in
-    its id, a memory's is its record's author (`document_codes`). The candidates, each one's coverage
+    its id, a memory's is its record's author (`Columns.authors`). The candidates, each one's coverage
     and its ordinal."""
 
-    def documents_of(ords: np.ndarray) -> list[str]:
-        if kind == "memory":
-            return index.columns.authors(ords)
+    def chunk_pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """Whether each pair of chunks is of one document, or of two of one date (a chunk's document is
+        in its id)."""
         column = index.columns.ids
         # (chunk_document's own rpartition inline: two hundred ids a search)
-        return [(column[o] or "").rpartition("c")[0] for o in ords.tolist()]
-
-    def pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
-        """Whether each pair is of one document, or of two of one date (judged from the columns)."""
-        a, b = documents_of(earlier), documents_of(later)
-        # Only two documents ask their dates (most context is of the same document). A record without
-        # its document (a memory written before records named it) has no neighbours.
-        apart = [d for x, y in zip(a, b) if x != y and x and y for d in (x, y)]
+        a = [(column[o] or "").rpartition("c")[0] for o in earlier.tolist()]
+        b = [(column[o] or "").rpartition("c")[0] for o in later.tolist()]
+        # Only chunks of two documents ask their dates (most context is a chunk of the same document).
+        apart = [d for x, y in zip(a, b) if x != y for d in (x, y)]
         known_dates = face.dates(ns, apart) if apart else {}
-        return np.fromiter((bool(x) and (x == y or (bool(y) and known_dates[x] is not None
-                                                   and known_dates[x] == known_dates[y]))
+        return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
                             for x, y in zip(a, b)), bool, len(a))
+
+    def memory_pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """The same of memories, whose record names its document as its author: one document is one
+        author code; only the pairs of two documents ask their names and dates."""
+        codes = index.columns.author
+        a, b = codes[earlier], codes[later]
+        unnamed = index.columns.author_code("")  # written before records named their document: no neighbours
+        named = np.ones(a.size, bool) if unnamed is None else (a != unnamed) & (b != unnamed)
+        out: np.ndarray = named & (a == b)
+        apart = np.flatnonzero(named & (a != b))
+        if apart.size:
+            x, y = index.columns.authors(earlier[apart]), index.columns.authors(later[apart])
+            dates = face.dates(ns, x + y)
+            out[apart] = [dates[p] is not None and dates[p] == dates[q] for p, q in zip(x, y)]
+        return out
 
     known = {h.document.id: h for h in hits}
     with index.reading():
-        ctx = with_context(index, hits, filters, _unread, pairs=pairs)
+        ctx = with_context(index, hits, filters, _unread, pairs=memory_pairs if kind == "memory" else chunk_pairs)
         ords = ctx.ords.tolist()
         # the ones after the hits, from the columns (the hits' own are at hand)
         ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
