@@ -3,6 +3,7 @@ documents' dates kept until a write, the texts read where ranking and the page n
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,21 @@ def test_memories_in_context_are_judged_without_reading_a_record_of_the_index(
     monkeypatch.setattr(index, "fetch", no_fetch)
     body = {"query": "puppy wonderful", "searchMode": "memories", "threshold": 0, "limit": 10}
     assert _memory_coverage(_search(server, ns, body), "That is wonderful news for the family.") == 1.0
+
+
+def test_memories_written_before_records_named_their_document_have_no_neighbours(
+        server: Server, client: Supermemory, ns: str) -> None:
+    _add_dated(server, client, ns, "Ana adopted a puppy named Rex.", "2023-05-01")
+    _add_dated(server, client, ns, "That is wonderful news for the family.", "2023-05-01")
+    face = server.app.state.supermemory
+    name = f"supermemory:{ns}:memories"
+    info = face.collections.info(name)
+    ids = [row[0] for row in face.store.query("SELECT id FROM sm_memories WHERE ns=?", (ns,))]
+    older = []
+    for memory_id in ids:  # the records as an older version wrote them: no author
+        found = face.store.document_by_id(info.id, memory_id)
+        assert found is not None and found[1].author
+        older.append(StoredDocument(dataclasses.replace(found[1], author="")))
+    face.collections.write(name, older)
+    body = {"query": "puppy wonderful", "searchMode": "memories", "threshold": 0, "limit": 10}
+    assert _memory_coverage(_search(server, ns, body), "That is wonderful news for the family.") < 1.0
