@@ -30,14 +30,9 @@ _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "src"))
 
-from profile_search import Inline  # noqa: E402
-from v5 import UNLIMITED  # noqa: E402
+from v5_parts import inline_face  # noqa: E402
 
 import engram_index.supermemory.search as new_search  # noqa: E402
-from engram_index.app import create_app  # noqa: E402
-from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
-from engram_index.engram.api.embedding import QueryEmbedding  # noqa: E402
-from engram_index.engram.auth import InsecureOpen  # noqa: E402
 
 # The modules a face-side change touches, in import order: the old tree's are loaded as these names
 # for the moment of loading, so that its search.py imports its own ranking, candidates and page.
@@ -80,19 +75,11 @@ def main() -> None:
     args = parser.parse_args()
     old = old_search(args.old)
     texts = [json.loads(line)["text"] for line in (args.scifact / "queries.jsonl").open()][:args.queries + 10]
-    app = create_app(args.data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(None),
-                     key_limits=UNLIMITED, face_embedder=MiniLMEmbedder(int8=True))
-
     def body(q: str) -> dict[str, Any]:
         return {"query": q, "limit": 10, "searchMode": args.mode}
 
     async def run() -> None:
-        async with app.router.lifespan_context(app):
-            face = app.state.supermemory
-            app.state.spaces.searches.executor = Inline()
-            face.embedding_threads = Inline()
-            for q in texts:
-                face.embed_query(q)  # in the query cache: neither side embeds
+        async with inline_face(args.data, texts) as face:  # the queries in its cache: neither side embeds
             for q in texts[:10]:  # warm: masks, dates, caches
                 old.search(face, "scale", body(q), False)
                 new_search.search(face, "scale", body(q), False)

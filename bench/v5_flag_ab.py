@@ -29,13 +29,8 @@ sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "src"))
 
 from machine import print_machine  # noqa: E402
-from profile_search import Inline  # noqa: E402
-from v5 import UNLIMITED  # noqa: E402
+from v5_parts import inline_face  # noqa: E402
 
-from engram_index.app import create_app  # noqa: E402
-from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
-from engram_index.engram.api.embedding import QueryEmbedding  # noqa: E402
-from engram_index.engram.auth import InsecureOpen  # noqa: E402
 from engram_index.supermemory import search  # noqa: E402
 
 
@@ -56,9 +51,6 @@ def main() -> None:
     module = importlib.import_module(f"engram_index.{module_name}")
     values = [ast.literal_eval(v) for v in args.values.split(",")]
     texts = [json.loads(line)["text"] for line in (args.scifact / "queries.jsonl").open()][:args.queries + 10]
-    app = create_app(args.data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(None),
-                     key_limits=UNLIMITED, face_embedder=MiniLMEmbedder(int8=True))
-
     def one(face: Any, value: object, query: str) -> float:
         setattr(module, flag, value)
         began = time.thread_time_ns()
@@ -66,12 +58,7 @@ def main() -> None:
         return (time.thread_time_ns() - began) / 1e6
 
     async def run() -> None:
-        async with app.router.lifespan_context(app):
-            face = app.state.supermemory
-            app.state.spaces.searches.executor = Inline()
-            face.embedding_threads = Inline()
-            for q in texts:
-                face.embed_query(q)
+        async with inline_face(args.data, texts) as face:
             for q in texts[:10]:  # warm: masks, dates, caches
                 for v in values:
                     one(face, v, q)

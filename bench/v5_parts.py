@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,21 @@ def wrap(owner: Any, name: str, label: str) -> None:
     setattr(owner, name, timed)
 
 
+@contextlib.asynccontextmanager
+async def inline_face(data: Path, texts: Sequence[str]) -> AsyncIterator[Any]:
+    """The v5 face over a bench/v5.py data directory in process, its search pool and embedding run inline
+    (one thread's CPU covers a search), with `texts` in its query cache (no search embeds)."""
+    app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(None),
+                     key_limits=UNLIMITED, face_embedder=MiniLMEmbedder(int8=True))
+    async with app.router.lifespan_context(app):
+        face = app.state.supermemory
+        app.state.spaces.searches.executor = Inline()
+        face.embedding_threads = Inline()
+        for q in texts:
+            face.embed_query(q)
+        yield face
+
+
 def main() -> None:
     """Run the searches with the parts wrapped and print each part's share."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -87,16 +103,8 @@ def main() -> None:
     for owner, name, label in PARTS:
         wrap(owner, name, label)
     texts = [json.loads(line)["text"] for line in (args.scifact / "queries.jsonl").open()][:args.queries + 10]
-    app = create_app(args.data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(None),
-                     key_limits=UNLIMITED, face_embedder=MiniLMEmbedder(int8=True))
-
     async def run() -> None:
-        async with app.router.lifespan_context(app):
-            face = app.state.supermemory
-            app.state.spaces.searches.executor = Inline()
-            face.embedding_threads = Inline()
-            for q in texts:
-                face.embed_query(q)
+        async with inline_face(args.data, texts) as face:
             for q in texts[:10]:  # warm: masks, dates, caches
                 search.search(face, "scale", {"query": q, "limit": 10}, False)
             SPENT.clear()
