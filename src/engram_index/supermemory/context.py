@@ -2,7 +2,7 @@
 
 Keyword coverage is the share of the query's content words a result holds (an exact or stemmed
 match counts 1, an identifier part 0.5), each word weighted by its idf (search.py's module doc).
-A chunk holds a word when it or the chunk just before it in its conversation does (`in_context`).
+A chunk or a memory holds a word when it or the one just before it in its conversation does (`in_context`).
 """
 
 from __future__ import annotations

@@ -131,6 +131,8 @@ def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[Stored
             " forgotten_ms, forget_after_ms, version, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, 1, NULL, ?, ?,"
             " ?, ?)", (ns, mid, doc.id, memory.text, int(memory.is_static), int(memory.is_inference), expiry, version,
                        now, now)))
+        # Its document as its author: a column the keyword index does not tokenise, so that a search judges
+        # whether two memories are of one document without reading either (context.in_context).
         puts.append(StoredDocument(Document(mid, doc.id, memory.text, face.memory_tags(row), None, now,
                                             metadata={"doc": doc.id}, vector=f16(vector))))
     retired = face.memories(ns, [*formed.retire, *[i for i in superseded if i not in formed.retire]])
@@ -148,5 +150,4 @@ def _retagged(face: Face, ns: str, memory: MemoryRow, now: int) -> StoredDocumen
     vector = found[1].vector if found is not None else None
     metadata: dict[str, Any] = {"doc": memory.doc_id}
     return StoredDocument(Document(memory.id, memory.doc_id, memory.memory, face.memory_tags(memory), None,
-                                   memory.created_ms,
-                                   metadata=metadata, vector=vector))
+                                   memory.created_ms, metadata=metadata, vector=vector))

@@ -201,6 +201,10 @@ def embedded_text(metadata: dict[str, Any] | None, text: str) -> str:
     return embed_text("", text, tags)
 
 
+# A key naming an identifier, as JSON and Python spell them (diaId, source_id, docID, user-id).
+_IDENTIFIER_ENDINGS = ("Id", "ID", "_id", "-id", "_ID", "-ID")
+
+
 def _says_something(key: str, value: Any) -> bool:
     """Whether a metadata entry is words the model can read: a string holding a letter, under a key that
     does not name an identifier. Identifiers, numbers and dates are noise to the embedding: LoCoMo dev's
@@ -211,10 +215,6 @@ def _says_something(key: str, value: Any) -> bool:
     if not isinstance(value, str) or not any(c.isalpha() for c in value):
         return False
     return key.lower() != "id" and not key.endswith(_IDENTIFIER_ENDINGS)
-
-
-# A key naming an identifier, as JSON and Python spell them (diaId, source_id, docID, user-id).
-_IDENTIFIER_ENDINGS = ("Id", "ID", "_id", "-id", "_ID", "-ID")
 
 
 def _embed_whole(face: Face, jobs: Sequence[Job]) -> None:
