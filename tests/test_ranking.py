@@ -22,6 +22,7 @@ from engram_index.ranking import (
     same_source,
     search,
     stable_order,
+    with_context,
 )
 from engram_index.store.sqlite import StoredDocument
 
@@ -188,3 +189,15 @@ def test_a_space_whose_memories_name_no_source_gets_the_engines_hybrid_answer_at
         assert spaces.index(SPACE).columns.sourced == 1  # one memory with a source: the context pass runs again
     finally:
         spaces.close()
+
+
+def test_with_context_judges_pairs_without_neighbours_and_refuses_to_go_without_either(talk: Collections) -> None:
+    index = talk.index(SPACE)
+    hits = search(index, SearchRequest("keyword", q="research", limit=10), same_source).hits
+    with index.reading():
+        judged = with_context(index, hits, Filters(), None, pairs=lambda a, b: index.columns.same_source(a, b))
+        expected = with_context(index, hits, Filters(), same_source)
+        assert judged.ords.tolist() == expected.ords.tolist()
+        assert judged.has_prev.tolist() == expected.has_prev.tolist()
+        with pytest.raises(ValueError, match="neighbours"):
+            with_context(index, hits, Filters(), None)

@@ -176,7 +176,7 @@ def column_documents(index: SpaceIndex) -> Fetch:
     return index.columns.documents
 
 
-def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours,
+def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neighbours: Neighbours | None,
                  prepare: Callable[[Iterable[Document]], None] | None = None, follow: bool = True,
                  fetch: Fetch | None = None, pairs: Pairs | None = None) -> Context:
     """The hits and (with `follow`) the turns just after them (an answer often holds none of the
@@ -184,8 +184,9 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
     `neighbours` says it is its context. `prepare`, when given, sees every document before
     `neighbours` is asked (to read what it needs of them at once); `fetch` reads the documents not
     at hand (the store's, `index.fetch`, by default). With `pairs` (what `neighbours` says, judged
-    from the columns) no document is read and `prepare` is not called: the context's `docs` are the
-    hits' own, and the caller reads those of the others it returns. Call inside `index.reading()`."""
+    from the columns) no document is read, and neither `neighbours` (None will do) nor `prepare` is
+    called: the context's `docs` are the hits' own, and the caller reads those of the others it
+    returns. Call inside `index.reading()`."""
     found = index.columns.ids_to_ords([h.document.id for h in hits])
     # The hits' documents are at hand: only their neighbours are read from the store.
     known = {o: h.document for o, h in zip(found.tolist(), hits) if o >= 0}  # (Python ints, made at once)
@@ -206,6 +207,8 @@ def with_context(index: SpaceIndex, hits: Sequence[Hit], filters: Filters, neigh
         if has_next.any():
             has_next[has_next] = pairs(cands[has_next], nxt[has_next])
         return Context(cands, prev, has_prev, known, nxt, has_next)
+    if neighbours is None:
+        raise ValueError("with_context needs `neighbours` or `pairs`")
     wanted = {int(o) for o in cands} | {int(o) for o in prev[has_prev]} | {int(o) for o in nxt[has_next]}
     docs = (fetch or index.fetch)(sorted(wanted - known.keys()))
     docs.update((o, known[o]) for o in wanted & known.keys())

@@ -152,11 +152,6 @@ class ConversationCodes:
         return out
 
 
-def _asks_no_pair(earlier: Document, later: Document) -> bool:
-    """Never asked: `with_context` judges the pairs it is given instead of documents' (`pairs`)."""
-    raise AssertionError("with_context asked about documents although it was given pairs")
-
-
 def _distinct(values: np.ndarray) -> np.ndarray:
     """`np.unique(values)` (ascending, each once) in two array steps: its general machinery costs more
     than the sort on arrays of a retrieve's size."""
@@ -188,7 +183,7 @@ def in_context(index: SpaceIndex, found: np.ndarray, filters: Filters, pairs: Pa
     if NEXT_CONTEXT:  # the turn after as context too: only the general version knows it
         docs = columns.documents(found[found >= 0].tolist())
         hits = [Hit(docs[o], 0.0) for o in found.tolist() if o in docs]
-        ctx = with_context(index, hits, filters, _asks_no_pair, follow=follow, pairs=pairs)
+        ctx = with_context(index, hits, filters, None, follow=follow, pairs=pairs)
         return Context(ctx.ords, ctx.prev, ctx.has_prev, {}, ctx.next, ctx.has_next)
     ords = found[found >= 0]
     mask = columns.mask(filters)

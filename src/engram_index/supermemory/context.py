@@ -14,7 +14,7 @@ import numpy as np
 
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Document, Filters, Hit
+from engram_index.engine.types import Filters, Hit
 from engram_index.ranking import with_context
 from engram_index.supermemory.face import Face
 
@@ -38,11 +38,6 @@ def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | 
         return None
     weights: np.ndarray = index.keyword.counts.idf([w.exact for w in words])
     return weights
-
-
-def _unread(earlier: Document, later: Document) -> bool:
-    """with_context's `neighbours`, never asked: `pairs` judges every pair from the columns."""
-    raise AssertionError("judged from the columns")
 
 
 def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +89,7 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters:
 
     known = {h.document.id: h for h in hits}
     with index.reading():
-        ctx = with_context(index, hits, filters, _unread, pairs=memory_pairs if kind == "memory" else chunk_pairs)
+        ctx = with_context(index, hits, filters, None, pairs=memory_pairs if kind == "memory" else chunk_pairs)
         ords = ctx.ords.tolist()
         # the ones after the hits, from the columns (the hits' own are at hand)
         ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
