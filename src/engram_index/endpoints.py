@@ -22,7 +22,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from engram_index.errors import EngramError
-from engram_index.search_pool import settle
+from engram_index.search_pool import on_loop
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
@@ -38,10 +38,7 @@ async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """fn(*args, **kwargs) on one of the handler threads, from the event loop (a face's synchronous work)."""
     loop = asyncio.get_running_loop()
     # One loop future settled from the thread (run_in_executor chains a second one to the executor's).
-    answer: asyncio.Future[T] = loop.create_future()
-    _handlers.submit(fn, *args, **kwargs).add_done_callback(
-        lambda done: loop.call_soon_threadsafe(settle, answer, done))
-    return await answer
+    return await on_loop(_handlers.submit(fn, *args, **kwargs), loop)
 
 
 class JSONAnswer(JSONResponse):

@@ -69,9 +69,17 @@ class _Expired(Exception):
     """A search's deadline passed while its caller waited on the event loop."""
 
 
-def settle(answer: asyncio.Future[T], done: Future[T]) -> None:
+def on_loop(done: Future[T], loop: asyncio.AbstractEventLoop) -> asyncio.Future[T]:
+    """A future of `loop` that a thread's `done` settles (its result or error), unless its waiter left:
+    one loop future and one callback, where `wrap_future` chains more."""
+    answer: asyncio.Future[T] = loop.create_future()
+    done.add_done_callback(lambda finished: loop.call_soon_threadsafe(_settle, answer, finished))
+    return answer
+
+
+def _settle(answer: asyncio.Future[T], done: Future[T]) -> None:
     """Hand a finished call's result (or error) to its caller waiting on the event loop, unless it stopped
-    waiting (on the loop's thread: `loop.call_soon_threadsafe(settle, answer, done)`)."""
+    waiting (on the loop's thread)."""
     if answer.done():
         return
     if done.cancelled():  # the executor shut down before it ran
@@ -203,9 +211,8 @@ class SearchPool:
                 queued.cancel()
         # One loop future settled from the search's thread and one timer for the deadline: what
         # wait_for(shield(wrap_future())) did with three futures and their callbacks, for less CPU.
-        answer: asyncio.Future[T] = loop.create_future()
         future = self.executor.submit(fn, *args)
-        future.add_done_callback(lambda done: loop.call_soon_threadsafe(settle, answer, done))
+        answer = on_loop(future, loop)
         timer = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, answer)
         try:
             result = await answer

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from engram_index.admission import Admission
-from engram_index.search_pool import SearchTimedOut, settle
+from engram_index.search_pool import SearchTimedOut, on_loop
 from engram_index import endpoints
 from engram_index.endpoints import Endpoint, in_thread
 from engram_index.kindgi import models
@@ -309,8 +309,7 @@ async def run_retrieve(call: Call) -> tuple[int, dict[str, Any]]:
         await searches.run(face.retriever.keyword_part, started)
     if not done.done():
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
-        done.add_done_callback(lambda finished: loop.call_soon_threadsafe(settle, answer, finished))
+        answer = on_loop(done, loop)
         timer = loop.call_later(max(limit - time.monotonic(), 0.0), _expire, answer, searches.deadline_s)
         try:
             out = await answer
