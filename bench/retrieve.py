@@ -50,7 +50,7 @@ from engram_index.kindgi.facts import space_name  # noqa: E402
 from engram_index.kindgi.models import format_ms  # noqa: E402
 from engram_index.kindgi.schema import migrate  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
-from engram_index.testkit.serve import free_port  # noqa: E402
+from engram_index.testkit.serve import free_port, wait_answering  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TENANT = "bench"
@@ -133,15 +133,7 @@ def wait_quiet(pid: int, timeout: float = 300) -> None:
 
 def wait_listening(url: str, proc: subprocess.Popen[bytes], what: str = "the server", timeout: float = 300) -> None:
     """Wait until the server `proc` started answers at `url` (its health route); raise if it exits first."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            httpx.get(f"{url}/xrpc/_health")
-            return
-        except httpx.TransportError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"{what} did not start") from None
-            time.sleep(0.1)
+    wait_answering(url, timeout, proc, poll_s=0.1, what=what)
 
 
 def serve(data: Path, port: int, face_spec: str = "auto") -> subprocess.Popen[bytes]:

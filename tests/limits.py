@@ -11,14 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from starlette.applications import Starlette
 
 from engram_index.admission import Admission
@@ -26,7 +24,7 @@ from engram_index.app import create_app
 from engram_index.embed.base import Embedder
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
-from engram_index.testkit.serve import free_port
+from engram_index.testkit.serve import free_port, wait_answering
 
 # Where each served process of the running test writes its stderr: a failing test's report shows their
 # ends (tests/conftest.py), since a 500's traceback is only in the server's log.
@@ -116,14 +114,7 @@ class ServeProcess:
     def wait_ready(self) -> None:
         """Wait until the launched server answers."""
         assert self.proc is not None, "launch it first"
-        deadline = time.monotonic() + PATIENCE_S
-        while True:
-            try:
-                httpx.get(f"{self.url}/xrpc/_health")
-                return
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and self.proc.poll() is None, "the server did not start"
-                time.sleep(0.05)
+        wait_answering(self.url, PATIENCE_S, self.proc)
 
     def stop(self) -> None:
         """Stop the server as an operator would (SIGTERM: workers shut down) and reap it."""

@@ -9,7 +9,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from engram_index.cli import main
-from engram_index.testkit.serve import free_port
+from engram_index.testkit.serve import free_port, wait_answering
 
 SPACE = "at://did:plc:demo2demo2demo2demo2demo/space/garden.engram.space/demo"
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo-space.jsonl"
@@ -65,14 +64,7 @@ def test_dev_network_serves_members_only_and_prints_a_working_request(tmp_path: 
             line = proc.stdout.readline()
             assert line, "dev-network stopped before printing a request"
         url, params, headers = curl_args(line)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/xrpc/_health")
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the service never came up"
-                time.sleep(0.1)
+        wait_answering(f"http://127.0.0.1:{port}", 60, poll_s=0.1, what="the service")
         answered = httpx.get(url, params=params, headers=headers, timeout=30)
         assert answered.status_code == 200, answered.text
         assert answered.json()["memories"] and params["space"] == SPACE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_answering(url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None, poll_s: float = 0.05,
+                   what: str = "the server") -> None:
+    """Wait until the server at `url` answers its health route; RuntimeError when `timeout_s` pass first or
+    `proc` (the server's process, when given) exits."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            httpx.get(f"{url}/xrpc/_health")
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(poll_s)
 
 
 @contextmanager
