@@ -5,8 +5,9 @@ Fills a namespace with SciFact through the official SDK (as bench/v5_scifact.py 
 the face finds them (limit 100, threshold 0.3) and ranks them with the face's own ranking
 (`found.rank`) under other per-candidate scores: the vector's weight, and keyword coverage taken
 over more of the candidate's document (its whole document; its document's first chunk, which holds
-the title). A document counts at its first result, as in bench/v5_scifact.py. Each line is one
-score; the first is the face's.
+the title), and the face's score with each result backed by the best other result of its document
+(a document found several times ranks higher). A document counts at its first result, as in
+bench/v5_scifact.py. Each line is one score; the first is the face's.
 
     python bench/v5_scifact_levers.py --data DIR [--queries 300]
 """
@@ -93,7 +94,7 @@ def main() -> None:
     _, queries, qrels = load_scifact(args.scifact)
     queries = [q for q in queries if q["_id"] in qrels][:args.queries]
     app, _ = local_app(args.data, "auto")
-    taken: list[tuple[str, Found, list[int], list[str | None], np.ndarray, np.ndarray, np.ndarray]] = []
+    taken: list[tuple[str, Found, list[int], list[str | None], np.ndarray, np.ndarray, np.ndarray, list[str]]] = []
     with serving(app):
         face: Face = app.state.supermemory
         sci = {i: json.loads(m or "{}").get("scifact") for i, m in
@@ -110,13 +111,15 @@ def main() -> None:
             lead = doc_coverage(face, q["text"], list(dict.fromkeys(docs)), chunks, lead=True)
             cosine = np.maximum(np.array([h.similarity or 0.0 for h in cols.hits]), 0.0)
             taken.append((q["_id"], cols, sharing, [sci.get(d) for d in docs], cosine,
-                          np.array([whole[d] for d in docs]), np.array([lead[d] for d in docs])))
+                          np.array([whole[d] for d in docs]), np.array([lead[d] for d in docs]), docs))
 
-    def ndcg(score: Score) -> float:
+    def ndcg(score: Score, backing: float = 0.0) -> float:
         out = []
-        for qid, cols, sharing, scifact_ids, cosine, whole, lead in taken:
+        for qid, cols, sharing, scifact_ids, cosine, whole, lead, docs in taken:
             own = cols.own.copy()
             cols.own = np.clip(score(cosine, cols.coverage, whole, lead), 0.0, 1.0)
+            if backing:
+                cols.own = by_document(cols.own, docs, backing)
             ranked: list[str] = []
             for p in rank(cols, sharing, 100, 0.3).places:
                 d = scifact_ids[p]
@@ -125,6 +128,19 @@ def main() -> None:
             cols.own = own
             out.append(ndcg_at(ranked, qrels[qid]))
         return statistics.fmean(out)
+
+    def by_document(own: np.ndarray, docs: list[str], weight: float) -> np.ndarray:
+        """Each candidate backed by `weight` × the best other candidate of its document (ranking.either)."""
+        best: dict[str, list[float]] = {}
+        for d, s in zip(docs, own.tolist()):
+            best.setdefault(d, []).append(s)
+        out = own.copy()
+        for i, (d, s) in enumerate(zip(docs, own.tolist())):
+            others = sorted(best[d], reverse=True)
+            others.remove(s)
+            if others:
+                out[i] = 1.0 - (1.0 - s) * (1.0 - weight * others[0])
+        return out
 
     def weighted(w: float, keyword: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Score:
         return lambda c, own, whole, lead: w * c + (1 - w) * keyword(own, whole, lead)
@@ -143,6 +159,10 @@ def main() -> None:
     print("\n| candidate score (hybrid, limit 100, threshold 0.3) | SciFact nDCG@10 |\n|---|---:|")
     for label, score in rows:
         print(f"| {label} | {ndcg(score):.4f} |")
+    face_score = rows[0][1]
+    for weight in (0.1, 0.2, 0.3, 0.5):
+        print(f"| the face's, each backed by {weight} × the best other result of its document | "
+              f"{ndcg(face_score, weight):.4f} |")
 
 
 if __name__ == "__main__":
