@@ -110,6 +110,18 @@ class Tally:
     violations: list[str] = field(default_factory=list)
 
 
+# The web page's own files (console/web.py): the one answer that is not JSON, served as what it is.
+PAGE_FILES = {"/": "text/html", "/console/app.js": "text/javascript", "/console/app.css": "text/css"}
+
+
+def _a_page(call: Call, status: int, headers: httpx.Headers | None) -> bool:
+    """Whether the answer is one of the web page's files, fetched and served with the file's type."""
+    kind = PAGE_FILES.get(call.path)
+    if kind is None or call.method not in ("GET", "HEAD") or not 200 <= status < 300 or headers is None:
+        return False
+    return headers.get("content-type", "").split(";")[0].strip() == kind
+
+
 def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally,
           headers: httpx.Headers | None = None) -> list[str]:
     """Every way one answer breaks the rules (empty when it keeps them), counted in the tally."""
@@ -119,7 +131,7 @@ def judge(face: Face, call: Call, status: int, raw: bytes, tally: Tally,
     if status >= 500 and status not in face.temporary:
         problems.append(f"status {status}")
     body: Any = None
-    if call.method != "HEAD" and status != 204:
+    if call.method != "HEAD" and status != 204 and not _a_page(call, status, headers):
         try:
             body = json.loads(raw)
         except ValueError:
@@ -166,7 +178,7 @@ def fuzz(face: Face, served: Served, tally: Tally, examples: int, seed: int | No
         problems = judge(face, call, status, raw, tally, headers)
         assert status != 0, f"no answer to {call}: the server is down?"
         assert not problems, f"{call} -> {status} {raw[:300]!r}: {problems}"
-        if 200 <= status < 300 and raw:
+        if 200 <= status < 300 and raw and not _a_page(call, status, headers):
             face.remember(served, call, json.loads(raw))
 
     try:
