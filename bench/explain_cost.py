@@ -71,4 +71,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()

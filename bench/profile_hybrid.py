@@ -115,4 +115,7 @@ def answers(index: Any, work: Any, path: Path) -> None:
 
 
 if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
     main()
