@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -177,6 +178,11 @@ def in_process(data: Path, queries: Sequence[str], model: MiniLMEmbedder) -> tup
         index = spaces.index(space_name(TENANT))
         reader = Principal(TENANT, "bench", user=USERS[0], projects=frozenset(PROJECTS[:3]))
         flt = Filters(any_tags=reader_groups(reader))
+
+        def legs(q: str, v: np.ndarray) -> None:
+            index.search(SearchRequest("keyword", q=q, limit=20, filters=flt, explain=False))
+            index.search(SearchRequest("vector", vector=v, limit=20, filters=flt, explain=False))
+
         vectors, embed_cpu, engine_cpu = [], [], []
         for q in queries:
             t = time.thread_time()
@@ -184,15 +190,12 @@ def in_process(data: Path, queries: Sequence[str], model: MiniLMEmbedder) -> tup
             embed_cpu.append((time.thread_time() - t) * 1000)
         for q, v in zip(queries, vectors):
             t = time.thread_time()
-            index.search(SearchRequest("keyword", q=q, limit=20, filters=flt, explain=False))
-            index.search(SearchRequest("vector", vector=v, limit=20, filters=flt, explain=False))
+            legs(q, v)
             engine_cpu.append((time.thread_time() - t) * 1000)
         in_sequence = []
         for q in queries:
             t = time.thread_time()
-            v = model.embed_queries([q])[0]
-            index.search(SearchRequest("keyword", q=q, limit=20, filters=flt, explain=False))
-            index.search(SearchRequest("vector", vector=v, limit=20, filters=flt, explain=False))
+            legs(q, model.embed_queries([q])[0])
             in_sequence.append((time.thread_time() - t) * 1000)
     finally:
         spaces.close()

@@ -39,7 +39,7 @@ from engram_index.ranking import content_words  # noqa: E402
 from engram_index.supermemory import context  # noqa: E402
 from engram_index.supermemory import search as v5search  # noqa: E402
 from engram_index.supermemory.face import Face, stamp  # noqa: E402
-from engram_index.supermemory.found import Found, rank  # noqa: E402
+from engram_index.supermemory.found import Found, either, rank  # noqa: E402
 from engram_index.supermemory.page import Rows  # noqa: E402
 from engram_index.supermemory.tables import chunk_document, chunks_collection  # noqa: E402
 from engram_index.testkit.serve import serving  # noqa: E402
@@ -130,16 +130,16 @@ def main() -> None:
         return statistics.fmean(out)
 
     def by_document(own: np.ndarray, docs: list[str], weight: float) -> np.ndarray:
-        """Each candidate backed by `weight` × the best other candidate of its document (ranking.either)."""
-        best: dict[str, list[float]] = {}
+        """Each candidate backed by `weight` × the best other candidate of its document (found.either)."""
+        top: dict[str, list[float]] = {}  # each document's best two scores
         for d, s in zip(docs, own.tolist()):
-            best.setdefault(d, []).append(s)
+            top[d] = sorted([*top.get(d, []), s], reverse=True)[:2]
+        # The best other: its document's best unless this is it, else the second best (its equal on a tie).
+        other = np.array([t[0] if s < t[0] else (t[1] if len(t) > 1 else np.nan)
+                          for s, t in zip(own.tolist(), (top[d] for d in docs))])
+        backed = ~np.isnan(other)
         out = own.copy()
-        for i, (d, s) in enumerate(zip(docs, own.tolist())):
-            others = sorted(best[d], reverse=True)
-            others.remove(s)
-            if others:
-                out[i] = 1.0 - (1.0 - s) * (1.0 - weight * others[0])
+        out[backed] = either(own[backed], weight * other[backed])
         return out
 
     def weighted(w: float, keyword: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Score:
