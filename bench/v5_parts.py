@@ -31,6 +31,7 @@ from profile_search import Inline  # noqa: E402
 from v5 import UNLIMITED  # noqa: E402
 
 import engram_index.collections as core  # noqa: E402
+import engram_index.context_columns as context_columns  # noqa: E402
 import engram_index.engine.columns as columns  # noqa: E402
 import engram_index.engine.keyword as keyword  # noqa: E402
 import engram_index.engine.search as search_engine  # noqa: E402
@@ -50,7 +51,7 @@ SPENT: collections.Counter[str] = collections.Counter()
 PARTS: list[tuple[Any, str, str]] = [
     (search, "found", "found (the candidates)"), (core.Collections, "start_many", "  engine keyword passes (start_many)"),
     (search_engine.StartedSearch, "finish", "  engine searches' rest (StartedSearch.finish)"),
-    (context, "in_context", "  in_context"), (context, "with_context", "    ranking.with_context"),
+    (context, "in_context", "  in_context"), (context_columns, "in_context", "    context_columns.in_context"),
     (search, "query_words", "  query_words"), (face_module.Face, "expired_ids", "  Face.expired_ids"),
     (keyword.KeywordIndex, "holds", "  KeywordIndex.holds (engine, face's calls and its own)"),
     (columns.Columns, "documents", "  Columns.documents (engine, face's calls and its own)"),

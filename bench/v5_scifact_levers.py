@@ -109,7 +109,7 @@ def main() -> None:
             docs = [chunk_document(i) if k == 0 else mem_doc.get(i, "") for k, i in zip(cols.kinds.tolist(), cols.ids)]
             whole = doc_coverage(face, q["text"], list(dict.fromkeys(docs)), chunks, lead=False)
             lead = doc_coverage(face, q["text"], list(dict.fromkeys(docs)), chunks, lead=True)
-            cosine = np.maximum(np.array([h.similarity or 0.0 for h in cols.hits]), 0.0)
+            cosine = np.maximum(np.nan_to_num(cols.sims, nan=0.0), 0.0)
             taken.append((q["_id"], cols, sharing, [sci.get(d) for d in docs], cosine,
                           np.array([whole[d] for d in docs]), np.array([lead[d] for d in docs]), docs))
 

@@ -8,7 +8,8 @@ import pytest
 
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.types import Filters, SearchRequest
-from engram_index.kindgi.conversations import ConversationCodes, in_context, keyword_in_context, scores_in_context
+from engram_index.context_columns import in_context, scores_in_context
+from engram_index.kindgi.conversations import ConversationCodes, keyword_in_context
 from engram_index.kindgi.conversations import Conversations
 from engram_index.ranking import content_query, content_words, context_keyword, context_scores, with_context
 from tests.kindgi.conversation_space import conversation_space

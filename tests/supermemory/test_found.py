@@ -6,7 +6,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram_index.engine.types import Document, Hit
 from engram_index.supermemory import search, why_fewer
 from engram_index.supermemory.candidates import QueryExplainer
 from engram_index.supermemory.found import Found, rank, ranked_candidates
@@ -23,14 +22,16 @@ STATEMENTS = ["ana adopted a puppy", "rex  is\\na dog", "the river is wide", ""]
 def candidates(kind: str, draw: st.DrawFn, n: int, vector: bool) -> Found:
     """n random candidates of one kind (unique ids; memories may share the order of one no longer found)."""
     ids = [f"{kind[0]}{i}" for i in range(n)]
-    hits = [Hit(Document(i, "", "", tags=()), 0.0, similarity=draw(st.sampled_from(COSINES))) for i in ids]
+    cosines = [draw(st.sampled_from(COSINES)) for _ in ids]
+    sims = np.array([np.nan if c is None else c for c in cosines], np.float64)
     coverage = np.array([draw(st.sampled_from(COVERAGES)) for _ in ids])
     if kind == "memory":
         order = np.array([draw(st.sampled_from([LAST, *range(6)])) for _ in ids], np.int64)
     else:
         order = np.array(draw(st.permutations(range(16)))[:n], np.int64)
     groups = [draw(st.sampled_from(GROUPS)) for _ in ids]
-    found = Found.of(kind, ids, [None] * n, hits, EXPLAINER, vector, coverage, order, groups)
+    found = Found.of(kind, ids, [None] * n, sims, np.full(n, np.nan), [()] * n, EXPLAINER, vector, coverage, order,
+                     groups)
     for i in range(n):  # texts: statements, some held by chunks (whitespace apart), some not
         statement = draw(st.sampled_from(STATEMENTS))
         found.texts[i] = statement if kind == "memory" else draw(st.sampled_from(

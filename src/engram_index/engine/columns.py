@@ -101,6 +101,11 @@ class Columns:
         """The tags of the live document at this ordinal (deduplicated, in order; () when none)."""
         return self._doc_tags.get(ord_, ())
 
+    def tags_many(self, ords: Sequence[int]) -> list[tuple[str, ...]]:
+        """`tags_of` of each of these ordinals, in order."""
+        tags = self._doc_tags
+        return [tags.get(o, ()) for o in ords]
+
     def author_code(self, author: str) -> int | None:
         """The code `author` holds in the `author` column, None when no ordinal ever had it."""
         return self._author_codes.get(author)

@@ -20,8 +20,8 @@ from engram_index.engine.explain import Explainer
 from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
 from engram_index.engine.started import StartedSearch as StartedSearch  # (re-exported: Collections.start_many's)
-from engram_index.engine.started import Fused, Starting
-from engram_index.engine.types import Document, Filters, Hit, SearchRequest, SearchResult
+from engram_index.engine.started import Starting
+from engram_index.engine.types import Document, Filters, Fused, Hit, SearchRequest, SearchResult, explainable
 from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex, vector_problem
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
@@ -190,14 +190,28 @@ class SpaceIndex(Starting):
 
     def search(self, req: SearchRequest) -> SearchResult:
         """Run one search as the request asks; the result's mode says what ran."""
-        if req.explain and not req.documents:
-            raise ValueError("an explained search needs the documents' text: documents=False cannot explain")
+        explainable(req)
         with self._lock.read():
             if req.mode == "keyword":
-                return self._keyword_search(req)
+                return self._in_columns(req, self._keyword_search(req))
             if req.mode == "vector" or not req.q:
-                return self._vector_search(req)
+                return self._in_columns(req, self._vector_search(req))
             return self._hybrid_search(req)
+
+    def _in_columns(self, req: SearchRequest, result: SearchResult) -> SearchResult:
+        """A keyword or vector search's hits as columns when the request asks for them (`hits=False`): these
+        searches make their few hits anyway; the hybrid search, the one faces run, makes none
+        (`_hits`). Inside the read lock."""
+        if req.hits:
+            return result
+        hits = result.hits
+        nan = float("nan")
+        ords = self.columns.ids_to_ords([h.document.id for h in hits])
+        columns = Fused(ords, np.array([h.score for h in hits], np.float64),
+                        np.array([0.0 if h.similarity is None else h.similarity for h in hits], np.float32),
+                        np.array([nan if h.bm25 is None else h.bm25 for h in hits], np.float32),
+                        np.array([h.similarity is not None for h in hits], np.bool_), result.approximate)
+        return SearchResult([], result.mode, result.approximate, columns)
 
     def holds(self, words: Sequence[QueryWord], ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Which of the documents (by id; unknown ids hold nothing) hold each query word, whole or by an
@@ -336,7 +350,15 @@ class SpaceIndex(Starting):
         return Fused(ords[:got], fused[:got], sims[:got], bm25[:got], has_sim[:got], vec.approximate)
 
     def _hits(self, req: SearchRequest, words: Sequence[QueryWord], fused: Fused) -> SearchResult:
-        """The fused ordinals' hits, with their documents (those gone since are left out)."""
+        """The fused ordinals' hits, with their documents (those gone since are left out); with
+        `hits=False`, the fused columns of those still live, no hit made."""
+        if not req.hits:
+            ids = self.columns.ids
+            live = np.fromiter((ids[o] is not None for o in fused.ords.tolist()), np.bool_, fused.ords.size)
+            if not live.all():
+                fused = Fused(fused.ords[live], fused.scores[live], fused.sims[live], fused.bm25[live],
+                              fused.has_sim[live], fused.approximate)
+            return SearchResult([], "hybrid", fused.approximate, fused)
         found = fused.ords.tolist()
         docs = self._documents(req)(found)
         out: list[Hit] = []

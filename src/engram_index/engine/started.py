@@ -25,7 +25,7 @@ from engram_index.engine import keyword_pass
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.columns import Columns
 from engram_index.engine.keyword import KeywordIndex
-from engram_index.engine.types import SearchRequest, SearchResult
+from engram_index.engine.types import Fused, SearchRequest, SearchResult, explainable
 from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex
 
 class Starting:
@@ -53,8 +53,7 @@ class Starting:
         search's keyword pass runs now, the rest in `StartedSearch.finish`, which waits for the vector;
         any other search runs whole there. `start(req).finish()` answers as `search` with the vector,
         bit for bit, as of the finish: a write applied in between makes it run its keyword pass again."""
-        if req.explain and not req.documents:
-            raise ValueError("an explained search needs the documents' text: documents=False cannot explain")
+        explainable(req)
         if not isinstance(req.vector, Future) or req.mode != "hybrid" or not req.q or self.vectors is None:
             return StartedSearch(self, req, None)
         with self.reading():
@@ -136,19 +135,6 @@ class StartedSearch:
                 beside.set_result(self.index._run_beside(self))
 
         vector.add_done_callback(run)
-
-
-@dataclass(frozen=True, slots=True)
-class Fused:
-    """A hybrid search's fused best: ordinals, scores, similarities (where `has_sim`), BM25; whether the
-    vector side was approximate (its re-rank cut by a deadline)."""
-
-    ords: np.ndarray
-    scores: np.ndarray
-    sims: np.ndarray
-    bm25: np.ndarray
-    has_sim: np.ndarray
-    approximate: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 Mode = Literal["hybrid", "vector", "keyword"]
 Fusion = Literal["convex", "rrf"]
 TermKind = Literal["exact", "stem", "part"]
@@ -88,6 +90,9 @@ class SearchRequest:
     # source, metadata or vector) and the store is not read, for callers that use only ids and
     # tags (Columns.documents); such a search cannot explain (it has no text).
     documents: bool = True
+    # False: the answer is in `SearchResult.columns` (ordinals, scores, similarities, BM25), with no
+    # Hit or Document made, for callers that work on ordinals; such a search cannot explain.
+    hits: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,10 +128,34 @@ class Hit:
     fusion: Fusion | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A search's best in columns: ordinals, scores, similarities (float32, where `has_sim`), BM25
+    (float32; NaN where the search had none: a vector search's); whether the vector side was
+    approximate (its re-rank cut by a deadline)."""
+
+    ords: np.ndarray
+    scores: np.ndarray
+    sims: np.ndarray
+    bm25: np.ndarray
+    has_sim: np.ndarray
+    approximate: bool
+
+
 @dataclass(slots=True)
 class SearchResult:
-    """What a search returns: the hits, the mode that ran, and whether ranking was approximate."""
+    """What a search returns: the hits (or, asked with `hits=False`, their columns), the mode that
+    ran, and whether ranking was approximate."""
 
     hits: list[Hit]
     mode: Mode
     approximate: bool = False
+    columns: Fused | None = None
+
+
+def explainable(req: SearchRequest) -> None:
+    """Refuse a search asked to explain without what explaining needs: the documents' text, its hits."""
+    if req.explain and not req.documents:
+        raise ValueError("an explained search needs the documents' text: documents=False cannot explain")
+    if req.explain and not req.hits:
+        raise ValueError("an explained search needs its hits: a search in columns (hits=False) cannot explain")

@@ -17,7 +17,8 @@ from engram_index.engine.fusion import RRF_K
 from engram_index.engine.keyword import searchable_words
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, Hit
-from engram_index.kindgi.conversations import Conversations, same_conversation, scores_in_context
+from engram_index.context_columns import scores_in_context
+from engram_index.kindgi.conversations import Conversations, same_conversation
 from engram_index.ranking import column_documents, rrf, with_context
 
 LEGS = ("keyword", "semantic")

@@ -17,7 +17,7 @@ from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.fusion import RRF_K
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, Hit
-from engram_index.kindgi.conversations import in_context, scores_in_context
+from engram_index.context_columns import in_context, scores_in_context
 from engram_index.ranking import Pairs, rrf
 
 # A leg: its facts' ids, best first, and their scores (float64: each the float the explained path holds).

@@ -8,14 +8,15 @@ A chunk or a memory holds a word when it or the one just before it in its conver
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Filters, Hit
-from engram_index.ranking import with_context
+from engram_index import context_columns
+from engram_index.engine.types import Filters, Fused
 from engram_index.supermemory.face import Face
 
 IDF_COVERAGE = True
@@ -50,14 +51,54 @@ def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tu
     return whole, part
 
 
-def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters: Filters,
-               topic: Sequence[QueryWord], vector: Any, kind: str = "chunk") -> tuple[list[Hit], np.ndarray, list[int]]:
-    """Chunks or memories (`kind`) with their conversation context (ranking.with_context): one holds a
-    content word when it or the one just before it does, when that one is of the same document or of a
-    document of the same date (a conversation's turns of one session); the ones just after the hits
-    join them. Neither they nor the ones around them are read from the store: a chunk's document is in
-    its id, a memory's is its record's author (`Columns.authors`). The candidates, each one's coverage
-    and its ordinal."""
+@dataclass(slots=True)
+class Taken:
+    """One collection's candidates by column: ordinal, id, the index's tags, the engine's cosine and BM25
+    (NaN: none), and keyword coverage (set once worked out)."""
+
+    ords: np.ndarray
+    ids: list[str]
+    tags: list[tuple[str, ...]]
+    sims: np.ndarray
+    bm25: np.ndarray
+    held: np.ndarray
+
+    def only(self, keep: Sequence[int]) -> Taken:
+        """These places alone, in this order."""
+        return Taken(self.ords[keep], [self.ids[i] for i in keep], [self.tags[i] for i in keep], self.sims[keep],
+                     self.bm25[keep], self.held[keep] if self.held.size else self.held)
+
+
+def taken(index: SpaceIndex, found: Fused, skip: set[str], excluded: set[str],
+          required: frozenset[str] | None) -> Taken:
+    """The engine's answer in columns (`SearchRequest.hits=False`) less what is gone since, what `skip` names
+    and what the tags now keep out (every write applied changes them at once, before the keyword index's
+    next commit: the filters are checked again). Call inside `index.reading()`."""
+    ords = found.ords.tolist()
+    named, tags = index.columns.ids, index.columns.tags_many(ords)
+    ids = [named[o] for o in ords]
+    # (isdisjoint: a test that makes no set per hit)
+    keep = [i for i, (d, t) in enumerate(zip(ids, tags))
+            if d is not None and d not in skip and excluded.isdisjoint(t) and (required is None or not required.isdisjoint(t))]
+    sims = np.where(found.has_sim, found.sims, np.nan).astype(np.float64)
+    out = Taken(found.ords, ids, tags, sims, found.bm25.astype(np.float64), np.zeros(0))
+    return out if len(keep) == len(ids) else out.only(keep)
+
+
+def coverage_alone(index: SpaceIndex, got: Taken, topic: Sequence[QueryWord]) -> np.ndarray:
+    """Each candidate's keyword coverage of its own words. Call inside `index.reading()`."""
+    return coverages(*holds(index, topic, got.ords), word_weights(index, topic))
+
+
+def in_context(face: Face, ns: str, index: SpaceIndex, hits: Taken, filters: Filters,
+               topic: Sequence[QueryWord], vector: Any, kind: str = "chunk") -> Taken:
+    """Chunks or memories (`kind`) with their conversation context (`context_columns.in_context`, as
+    ranking.with_context): one holds a content word when it or the one just before it does, when that one
+    is of the same document or of a document of the same date (a conversation's turns of one session);
+    the ones just after the hits join them, with their cosine to `vector`. Nothing is read from the store
+    but the dates of the documents of pairs of two: a chunk's document is in its id, a memory's is its
+    record's author (`Columns.authors`). The candidates (ascending ordinals) with their coverage. Call
+    inside `index.reading()`."""
 
     def chunk_pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
         """Whether each pair of chunks is of one document, or of two of one date (a chunk's document is
@@ -87,40 +128,24 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: list[Hit], filters:
             out[apart] = [dates[p] is not None and dates[p] == dates[q] for p, q in zip(x, y)]
         return out
 
-    known = {h.document.id: h for h in hits}
-    with index.reading():
-        ctx = with_context(index, hits, filters, None, pairs=memory_pairs if kind == "memory" else chunk_pairs)
-        ords = ctx.ords.tolist()
-        # the ones after the hits, from the columns (the hits' own are at hand)
-        ctx.docs.update(index.columns.documents([o for o in ords if o not in ctx.docs]))
-        column_ids = index.columns.ids
-        cosines = (index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ctx.ords)
-                   if vector is not None and index.vectors is not None else None)
-        docs = [ctx.docs.get(o) for o in ords]
-        # The ordinals of the chunks read (a chunk whose document is gone holds nothing) and of those before
-        # them: what SpaceIndex.holds would find from their ids, without looking the ids up again.
-        own = np.array([o if d is not None else -1 for o, d in zip(ords, docs)], np.int64)
-        if ctx.has_prev.any():  # the chunks and the chunks before them in one pass over the term counts
-            prev = np.where(ctx.has_prev, ctx.prev, -1)
-            prev[prev >= 0] = [o if column_ids[o] is not None else -1 for o in prev[prev >= 0].tolist()]
-            both_whole, both_part = holds(index, topic, np.concatenate([own, prev]))
-            n = own.size
-            whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
-        else:
-            whole, part = holds(index, topic, own)
-        held = coverages(whole, part, word_weights(index, topic))
-    sims = cosines.tolist() if cosines is not None else None  # (floats: NaN where a chunk has no vector)
-    out: list[Hit] = []
-    kept: list[int] = []
-    for i, doc in enumerate(docs):
-        if doc is None:
-            continue
-        hit = known.get(doc.id)
-        if hit is None:
-            sim = None if sims is None or sims[i] != sims[i] else sims[i]
-            hit = Hit(doc, 0.0, similarity=sim)
-        out.append(hit)
-        kept.append(i)
-    if len(kept) < len(docs):
-        held, ords = held[kept], [ords[i] for i in kept]
-    return out, held, ords
+    ctx = context_columns.in_context(index, hits.ords, filters, memory_pairs if kind == "memory" else chunk_pairs,
+                                     follow=True)
+    ords = ctx.ords  # the hits and the ones after them, ascending, each live and passing the filters
+    at = np.searchsorted(ords, hits.ords)  # (every hit is among them)
+    sims = np.full(ords.size, np.nan)
+    bm25 = np.full(ords.size, np.nan)
+    joined = np.ones(ords.size, bool)
+    joined[at] = False
+    if vector is not None and index.vectors is not None and joined.any():  # a joined one's cosine (NaN: none)
+        sims[joined] = index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ords[joined])
+    sims[at], bm25[at] = hits.sims, hits.bm25  # a hit's own, as the engine worked them out
+    if ctx.has_prev.any():  # the candidates and the ones before them in one pass over the term counts
+        both_whole, both_part = holds(index, topic, np.concatenate([ords, np.where(ctx.has_prev, ctx.prev, -1)]))
+        n = ords.size
+        whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
+    else:
+        whole, part = holds(index, topic, ords)
+    ord_list = ords.tolist()
+    named = index.columns.ids
+    return Taken(ords, [named[o] for o in ord_list], index.columns.tags_many(ord_list), sims, bm25,
+                 coverages(whole, part, word_weights(index, topic)))

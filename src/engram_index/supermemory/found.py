@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engram_index.engine.types import Hit
+from engram_index.engine.types import Document, Hit
 from engram_index.supermemory.candidates import _KEYWORD_WEIGHT, VECTOR_WEIGHT, Candidate, QueryExplainer
 from engram_index.supermemory.tables import chunk_document
 
@@ -30,7 +30,9 @@ class Found:
     ids: list[str]
     doc_ids: list[str | None]  # None: a chunk's is in its id, a memory's known once its row is read (Rows.read_found)
     texts: list[str]  # read where ranking or the page needs them
-    hits: list[Hit]
+    sims: np.ndarray  # float64: the engine's cosine (NaN: none), as a hit holds it
+    bm25: np.ndarray  # float64: the engine's BM25 (NaN: none)
+    tags: list[tuple[str, ...]]  # the index's tags of each (what the explanation's terms may match)
     explainers: list[QueryExplainer]
     vector: np.ndarray  # bool: scored with its cosine
     coverage: np.ndarray  # float64
@@ -39,24 +41,28 @@ class Found:
     own: np.ndarray  # float64: Candidate.own_similarity
 
     @classmethod
-    def of(cls, kind: str, ids: list[str], doc_ids: list[str | None], hits: list[Hit], explainer: QueryExplainer,
-           vector: bool, coverage: np.ndarray, order: np.ndarray, groups: list[str]) -> Found:
+    def of(cls, kind: str, ids: list[str], doc_ids: list[str | None], sims: np.ndarray, bm25: np.ndarray,
+           tags: list[tuple[str, ...]], explainer: QueryExplainer, vector: bool, coverage: np.ndarray,
+           order: np.ndarray, groups: list[str]) -> Found:
         """One collection's candidates, each scored alone as Candidate scores it."""
         n = len(ids)
+        sims = np.asarray(sims, np.float64)
         if vector:
-            # Candidate._score_alone's comparisons as ufuncs (maximum and minimum keep a NaN and a -0.0 as they do).
-            cosine = np.maximum(np.array([h.similarity or 0.0 for h in hits], np.float64), 0.0)
+            # Candidate._score_alone's comparisons as ufuncs (maximum and minimum keep a NaN and a -0.0 as they
+            # do); its `similarity or 0.0` makes none, 0.0 and -0.0 a 0.0.
+            cosine = np.maximum(np.where(np.isnan(sims) | (sims == 0.0), 0.0, sims), 0.0)
             own = np.minimum(np.maximum(VECTOR_WEIGHT * cosine + _KEYWORD_WEIGHT * coverage, 0.0), 1.0)
         else:
             own = coverage.astype(np.float64, copy=True)
-        return cls(np.full(n, KINDS.index(kind), np.int8), ids, doc_ids, [""] * n, hits, [explainer] * n,
-                   np.full(n, vector, bool), coverage, np.asarray(order, np.int64), groups, own)
+        return cls(np.full(n, KINDS.index(kind), np.int8), ids, doc_ids, [""] * n, sims,
+                   np.asarray(bm25, np.float64), tags, [explainer] * n, np.full(n, vector, bool), coverage,
+                   np.asarray(order, np.int64), groups, own)
 
     @classmethod
     def empty(cls) -> Found:
         """No candidates."""
-        return cls(np.zeros(0, np.int8), [], [], [], [], [], np.zeros(0, bool), np.zeros(0), np.zeros(0, np.int64),
-                   [], np.zeros(0))
+        return cls(np.zeros(0, np.int8), [], [], [], np.zeros(0), np.zeros(0), [], [], np.zeros(0, bool), np.zeros(0),
+                   np.zeros(0, np.int64), [], np.zeros(0))
 
     @classmethod
     def joined(cls, parts: Sequence[Found]) -> Found:
@@ -65,7 +71,8 @@ class Found:
             return parts[0] if parts else cls.empty()
         return cls(np.concatenate([p.kinds for p in parts]), sum((p.ids for p in parts), []),
                    sum((p.doc_ids for p in parts), []), sum((p.texts for p in parts), []),
-                   sum((p.hits for p in parts), []), sum((p.explainers for p in parts), []),
+                   np.concatenate([p.sims for p in parts]), np.concatenate([p.bm25 for p in parts]),
+                   sum((p.tags for p in parts), []), sum((p.explainers for p in parts), []),
                    np.concatenate([p.vector for p in parts]), np.concatenate([p.coverage for p in parts]),
                    np.concatenate([p.order for p in parts]), sum((p.groups for p in parts), []),
                    np.concatenate([p.own for p in parts]))
@@ -78,10 +85,17 @@ class Found:
         kind, doc_id = KINDS[self.kinds[i]], self.doc_ids[i]
         if doc_id is None:
             doc_id = chunk_document(self.ids[i]) if kind == "chunk" else ""
-        made = Candidate(kind, self.ids[i], doc_id, self.texts[i], self.hits[i],
+        made = Candidate(kind, self.ids[i], doc_id, self.texts[i], self.hit(i),
                          self.explainers[i], bool(self.vector[i]), float(self.coverage[i]), int(self.order[i]),
                          self.groups[i], backed=backed)
         return made
+
+    def hit(self, i: int) -> Hit:
+        """The i-th as the engine's hit of the index's columns (id and tags; no text), made when asked: a
+        search makes a Candidate of the few it returns."""
+        sim, bm25 = float(self.sims[i]), float(self.bm25[i])
+        return Hit(Document(self.ids[i], "", "", tags=self.tags[i]), 0.0, similarity=None if sim != sim else sim,
+                   bm25=None if bm25 != bm25 else bm25)
 
     def candidates(self) -> list[Candidate]:
         """Every one as a Candidate, in order."""

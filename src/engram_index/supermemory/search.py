@@ -238,12 +238,12 @@ def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, 
                 skip = face.expired_ids(ns, at_ms)
         want = min(max(HITS_PER_RESULT * limit, MIN_HITS), 300) + len(skip)
         in_context = CONTEXT and (kind == "chunk" or MEMORY_CONTEXT)
-        # The hits come from the engine's columns (id, tags: nothing read from the store): a candidate's
-        # document is known from its id (a chunk) or its author (a memory: page.Rows reads its row), its
-        # text where it is needed (page.Rows).
+        # The hits are the engine's columns (ordinals and scores: no hit made, nothing read from the store):
+        # a candidate's document is known from its id (a chunk) or its author (a memory: page.Rows reads
+        # its row), its text where it is needed (page.Rows).
         request = SearchRequest("hybrid" if use_vector else "keyword", q=asked,
                                 vector=vector if use_vector else None, limit=want, filters=engine_filters,
-                                explain=False, documents=False)
+                                explain=False, documents=False, hits=False)
         legs.append(_Leg(kind, name, use_vector, engine_filters, skip, in_context, request, topic, explainer))
     return legs
 
@@ -255,44 +255,30 @@ def _resolved(vector: Any) -> np.ndarray | None:
 
 
 def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarray | None) -> Found:
-    """One collection's hits as scored candidates."""
-    skip, engine_filters = leg.skip, leg.filters
-    excluded = set(engine_filters.none_tags)
-    required = _tag_set(engine_filters.any_tags[0]) if engine_filters.any_tags else None
-    # The tags are the index's, which every write applied changes at once (a forget, a new version),
-    # before the keyword index's next commit: check them again.
-    # (isdisjoint: a test that makes no set per hit)
-    hits = [h for h in result.hits
-            if h.document.id not in skip and excluded.isdisjoint(h.document.tags)
-            and (required is None or not required.isdisjoint(h.document.tags))]
-    # Which content words each holds, from the index's term counts (one pass for all of them).
+    """One collection's hits (the engine's answer in columns) as scored candidates."""
+    assert result.columns is not None  # (asked with hits=False)
+    excluded = set(leg.filters.none_tags)
+    required = _tag_set(leg.filters.any_tags[0]) if leg.filters.any_tags else None
     index = face.collections.index(leg.name)
-    if leg.in_context:
-        hits, held, orders = context.in_context(face, ns, index, hits, engine_filters, leg.topic,
-                                                vector if leg.use_vector else None, leg.kind)
-        if skip:  # a joined memory may be expired
-            kept = [i for i, h in enumerate(hits) if h.document.id not in skip]
-            hits, held, orders = [hits[i] for i in kept], held[kept], [orders[i] for i in kept]
-        order = np.array(orders, np.int64)
-    else:
-        with index.reading():  # each hit's ordinal once: for its words and its insertion order
-            ords = index.columns.ids_to_ords([h.document.id for h in hits])
-            held = context.coverages(*context.holds(index, leg.topic, ords), context.word_weights(index, leg.topic))
-        order = np.where(ords >= 0, ords, LAST)
-    ids: list[str] = []
-    doc_ids: list[str | None] = []
+    with index.reading():  # the hits, the ones around them and which content words each holds, as of now
+        got = context.taken(index, result.columns, leg.skip, excluded, required)
+        if leg.in_context:
+            got = context.in_context(face, ns, index, got, leg.filters, leg.topic,
+                                     vector if leg.use_vector else None, leg.kind)
+            if leg.skip:  # a joined memory may be expired
+                got = got.only([i for i, d in enumerate(got.ids) if d not in leg.skip])
+        else:
+            got.held = context.coverage_alone(index, got, leg.topic)
     groups: list[str] = []
-    for hit in hits:  # (`_group` inline: ~90 candidates a search)
-        doc = hit.document
-        ids.append(doc.id)
-        doc_ids.append(str(doc.metadata.get("doc", "")) if doc.metadata else None)  # (None: Found.candidate's)
+    for tags in got.tags:  # (`_group` inline: ~90 candidates a search)
         group = ""
-        for tag in doc.tags:
+        for tag in tags:
             if tag != SUPERSEDED and tag != FORGOTTEN:
                 group = tag
                 break
         groups.append(group)
-    return Found.of(leg.kind, ids, doc_ids, hits, leg.explainer, leg.use_vector, held, order, groups)
+    return Found.of(leg.kind, got.ids, [None] * len(got.ids), got.sims, got.bm25, got.tags, leg.explainer,
+                    leg.use_vector, got.held, got.ords, groups)
 
 
 @dataclass(frozen=True, slots=True)
