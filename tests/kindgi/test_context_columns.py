@@ -29,8 +29,8 @@ def test_the_context_from_the_columns_ranks_the_hits_and_their_turns_as_one_docu
     codes = ConversationCodes()
     for limit in (5, 20, 50):
         expected = context_keyword(index, asked, hits, filters, Conversations(), limit, words=words, columns=True)
-        ids, scores = keyword_in_context(index, words, hits, filters, limit,
-                                         lambda a, b: codes.same(index.columns, a, b))
+        ids, scores = keyword_in_context(index, words, index.columns.ids_to_ords([h.document.id for h in hits]),
+                                         filters, limit, lambda a, b: codes.same(index.columns, a, b))
         assert scores.dtype == np.float64
         assert list(zip(ids, scores.tolist())) == [(h.document.id, h.score) for h in expected]
         assert all(h.bm25 == h.score for h in expected)  # a retrieve's keyword score is that BM25

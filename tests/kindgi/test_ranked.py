@@ -33,10 +33,15 @@ def test_the_legs_as_ids_and_scores_rank_and_fuse_as_the_explained_hits_do(
             found = index.search(SearchRequest("keyword", q=asked, limit=50, filters=filters, explain=False))
             keyword_hits = context_keyword(index, asked, found.hits, filters, Conversations(), depth, words=words,
                                            columns=True)
-            keyword = keyword_in_context(index, words, found.hits, filters, depth, pairs)
+            # The path without explanations takes the engine's answers in columns.
+            in_columns = index.search(SearchRequest("keyword", q=asked, limit=50, filters=filters, explain=False,
+                                                    documents=False, hits=False)).columns
+            keyword = keyword_in_context(index, words, in_columns.ords, filters, depth, pairs)
             semantic_hits = index.search(SearchRequest("vector", vector=vector, limit=depth, filters=filters,
                                                        explain=False)).hits
-            semantic = ranked.from_hits(semantic_hits)
+            semantic = ranked.from_columns(index, index.search(SearchRequest(
+                "vector", vector=vector, limit=depth, filters=filters, explain=False, documents=False,
+                hits=False)).columns)
             by_meaning = ranked.by_meaning(index, vector, semantic, keyword, filters, pairs, context)
             by_words = ranked.by_words(index, words, filters, pairs, keyword, semantic)
             want_meaning = explained.by_meaning(index, vector, semantic_hits, keyword_hits, filters, context)

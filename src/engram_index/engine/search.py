@@ -21,7 +21,7 @@ from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
 from engram_index.engine.started import StartedSearch as StartedSearch  # (re-exported: Collections.start_many's)
 from engram_index.engine.started import Starting
-from engram_index.engine.types import Document, Filters, Fused, Hit, SearchRequest, SearchResult, explainable
+from engram_index.engine.types import Document, Filters, Fused, Hit, Mode, SearchRequest, SearchResult, explainable
 from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex, vector_problem
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
@@ -193,25 +193,10 @@ class SpaceIndex(Starting):
         explainable(req)
         with self._lock.read():
             if req.mode == "keyword":
-                return self._in_columns(req, self._keyword_search(req))
+                return self._keyword_search(req)
             if req.mode == "vector" or not req.q:
-                return self._in_columns(req, self._vector_search(req))
+                return self._vector_search(req)
             return self._hybrid_search(req)
-
-    def _in_columns(self, req: SearchRequest, result: SearchResult) -> SearchResult:
-        """A keyword or vector search's hits as columns when the request asks for them (`hits=False`): these
-        searches make their few hits anyway; the hybrid search, the one faces run, makes none
-        (`_hits`). Inside the read lock."""
-        if req.hits:
-            return result
-        hits = result.hits
-        nan = float("nan")
-        ords = self.columns.ids_to_ords([h.document.id for h in hits])
-        columns = Fused(ords, np.array([h.score for h in hits], np.float64),
-                        np.array([0.0 if h.similarity is None else h.similarity for h in hits], np.float32),
-                        np.array([nan if h.bm25 is None else h.bm25 for h in hits], np.float32),
-                        np.array([h.similarity is not None for h in hits], np.bool_), result.approximate)
-        return SearchResult([], result.mode, result.approximate, columns)
 
     def holds(self, words: Sequence[QueryWord], ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Which of the documents (by id; unknown ids hold nothing) hold each query word, whole or by an
@@ -268,6 +253,11 @@ class SpaceIndex(Starting):
             query, req.limit, allowed=mask, deadline=self._deadline(req)
         )
         top = self._order(hits.ords, hits.sims, req.limit)
+        if not req.hits:
+            sims = hits.sims[top].astype(np.float32)
+            return self._in_columns("vector", Fused(hits.ords[top], sims.astype(np.float64), sims,
+                                                    np.full(len(top), np.nan, np.float32), np.ones(len(top), np.bool_),
+                                                    hits.approximate))
         docs = self._documents(req)([int(hits.ords[i]) for i in top])
         out: list[Hit] = []
         for i in top:
@@ -285,6 +275,10 @@ class SpaceIndex(Starting):
         ords, bm25 = self.keyword.exact_top(words, req.limit, self.columns.mask(req.filters))
         ords, bm25 = self._live(ords, bm25)
         top = self._order(ords, bm25, req.limit)
+        if not req.hits:
+            scores = bm25[top].astype(np.float32)
+            return self._in_columns("keyword", Fused(ords[top], scores.astype(np.float64), np.zeros(len(top), np.float32),
+                                                     scores, np.zeros(len(top), np.bool_), False))
         docs = self._documents(req)([int(ords[i]) for i in top])
         out: list[Hit] = []
         for i in top:
@@ -353,12 +347,7 @@ class SpaceIndex(Starting):
         """The fused ordinals' hits, with their documents (those gone since are left out); with
         `hits=False`, the fused columns of those still live, no hit made."""
         if not req.hits:
-            ids = self.columns.ids
-            live = np.fromiter((ids[o] is not None for o in fused.ords.tolist()), np.bool_, fused.ords.size)
-            if not live.all():
-                fused = Fused(fused.ords[live], fused.scores[live], fused.sims[live], fused.bm25[live],
-                              fused.has_sim[live], fused.approximate)
-            return SearchResult([], "hybrid", fused.approximate, fused)
+            return self._in_columns("hybrid", fused)
         found = fused.ords.tolist()
         docs = self._documents(req)(found)
         out: list[Hit] = []
@@ -372,6 +361,16 @@ class SpaceIndex(Starting):
         if req.explain:
             self._explain(out, words)
         return SearchResult(out, "hybrid", fused.approximate)
+
+    def _in_columns(self, mode: Mode, found: Fused) -> SearchResult:
+        """A search's best as its answer in columns (`hits=False`): those gone since are left out, as a hit
+        is whose document cannot be read."""
+        ids = self.columns.ids
+        live = np.fromiter((ids[o] is not None for o in found.ords.tolist()), np.bool_, found.ords.size)
+        if not live.all():
+            found = Fused(found.ords[live], found.scores[live], found.sims[live], found.bm25[live], found.has_sim[live],
+                          found.approximate)
+        return SearchResult([], mode, found.approximate, found)
 
     def _explain(self, hits: list[Hit], words: Sequence[QueryWord]) -> None:
         """Fill in the matched terms and the snippet of each hit."""

@@ -19,7 +19,7 @@ from engram_index.context_columns import in_context, scores_in_context
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.columns import Columns
 from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Document, Filters, Hit
+from engram_index.engine.types import Document, Filters
 from engram_index.ranking import Pairs
 
 SESSION, THREAD = "s:sessionId=", "s:threadId="
@@ -153,14 +153,18 @@ class ConversationCodes:
         return out
 
 
-def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], hits: Sequence[Hit], filters: Filters,
+def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], found: np.ndarray, filters: Filters,
                        limit: int, pairs: Pairs) -> tuple[list[str], np.ndarray]:
     """`ranking.context_keyword`, judged from the columns: the hits and the turns after them, each word
     at its better BM25 part in the turn or in the turn before it when `pairs` says it is of its
     conversation; best first, ties by insertion order, at most `limit`, as (fact ids, scores): what a
-    retrieve needs of them (its answers are the revisions' bodies)."""
+    retrieve needs of them (its answers are the revisions' bodies). `found`: the hits' ordinals (the
+    engine's answer in columns; -1: not in the index)."""
     with index.reading():
-        found = index.columns.ids_to_ords([h.document.id for h in hits])
+        live = index.columns.live
+        # A hit deleted since the search is left out, with the turns it would bring (as its id finds no ordinal).
+        found = np.where((found >= 0) & (found < live.size), found, -1)
+        found[found >= 0] = np.where(live[found[found >= 0]], found[found >= 0], -1)
         ctx = in_context(index, found, filters, pairs, follow=True)
         total = scores_in_context(index, words, ctx)  # each word once, where it scores best
         scored = np.flatnonzero(total > 0)

@@ -16,7 +16,7 @@ import numpy as np
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.fusion import RRF_K
 from engram_index.engine.search import SpaceIndex
-from engram_index.engine.types import Filters, Hit
+from engram_index.engine.types import Filters, Fused
 from engram_index.context_columns import in_context, scores_in_context
 from engram_index.ranking import Pairs, rrf
 
@@ -25,9 +25,14 @@ Leg = tuple[list[str], np.ndarray]
 UNKNOWN = int(np.iinfo(np.int64).max)  # the tie-break place of a fact no longer in the index: last
 
 
-def from_hits(hits: Sequence[Hit]) -> Leg:
-    """A search's hits as a leg (their scores as given)."""
-    return [h.document.id for h in hits], np.array([float(h.score) for h in hits], np.float64)
+def from_columns(index: SpaceIndex, found: Fused) -> Leg:
+    """A search's answer in columns (`SearchRequest.hits=False`) as a leg: its facts still in the index, with
+    their scores as a hit holds them."""
+    with index.reading():
+        named = index.columns.ids
+        ids = [named[o] for o in found.ords.tolist()]
+    keep = [i for i, d in enumerate(ids) if d is not None]
+    return [str(ids[i]) for i in keep], found.scores[keep].astype(np.float64)
 
 
 def stable(index: SpaceIndex, leg: Leg) -> Leg:

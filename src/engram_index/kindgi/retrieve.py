@@ -27,7 +27,7 @@ from engram_index.embed.pass_start import PassStart
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.search import PENDING_SCAN, SpaceIndex
-from engram_index.engine.types import Filters, Hit, SearchRequest
+from engram_index.engine.types import Filters, Hit, SearchRequest, SearchResult
 from engram_index.kindgi import explained, ranked, why_fewer
 from engram_index.kindgi.auth import Principal
 from engram_index.kindgi.conversations import ConversationCodes, Conversations, keyword_in_context
@@ -59,7 +59,7 @@ SEMANTIC_CONTEXT = False
 
 
 KEYWORD, SEMANTIC = 0, 1  # a pooled retrieve's legs, in the order a retrieve on one thread runs them
-Meaning = tuple[Any, list[Hit]]  # the query's vector and the vector search's hits
+Meaning = tuple[Any, SearchResult]  # the query's vector and the vector search's answer (in columns unless explained)
 
 
 @dataclass
@@ -195,18 +195,18 @@ class Retriever:
         as soon as the embedding ends, while the keyword leg may still run (on this thread when pooled:
         the retrieve's keyword leg holds its search slot)."""
         vector = self._queries.vector(embedder, started.intent.query or "")
-        # Without explanations a hit's id and tags are all a retrieve reads (its answer is the
-        # revision's body): the engine reads no document from the store (`documents=False`).
+        # Without explanations a hit's ordinal and score are all a retrieve reads (its answer is the
+        # revision's body): the engine reads no document and makes no hit (`documents=False, hits=False`).
         request = SearchRequest("vector", vector=vector, limit=started.depth, filters=started.filters, explain=False,
-                                documents=started.explain)
+                                documents=started.explain, hits=started.explain)
         return vector, self._search(started, request)
 
-    def _search(self, started: Started, request: SearchRequest) -> list[Hit]:
-        """A search's hits: on this thread when the retrieve is pooled, else on the search pool."""
+    def _search(self, started: Started, request: SearchRequest) -> SearchResult:
+        """A search's answer: on this thread when the retrieve is pooled, else on the search pool."""
         assert started.name is not None
         if started.join is not None:
-            return self.facts.collections.index(started.name).search(request).hits
-        return self.facts.collections.search(started.name, request).hits
+            return self.facts.collections.index(started.name).search(request)
+        return self.facts.collections.search(started.name, request)
 
     def _semantic_part(self, started: Started, embedder: Embedder) -> None:
         """A pooled retrieve's semantic leg, on the embedding thread; then its arrival at the join."""
@@ -307,8 +307,9 @@ class Retriever:
         if started.keyword is not None:
             legs["keyword"] = started.keyword
         if started.meaning is not None:
-            vector, hits = started.meaning
-            legs["semantic"] = found_by_meaning = ranked.from_hits(hits)
+            vector, result = started.meaning
+            assert result.columns is not None  # (asked with hits=False)
+            legs["semantic"] = found_by_meaning = ranked.from_columns(index, result.columns)
             if intent.mode == "both" and SEMANTIC_OVER_KEYWORD:
                 legs["semantic"] = ranked.by_meaning(index, vector, found_by_meaning, legs["keyword"], started.filters,
                                                      self._pairs(index), SEMANTIC_CONTEXT)
@@ -325,7 +326,8 @@ class Retriever:
         if started.keyword_hits is not None:
             legs["keyword"] = started.keyword_hits
         if started.meaning is not None:
-            vector, legs["semantic"] = started.meaning
+            vector, result = started.meaning
+            legs["semantic"] = result.hits
             found_by_meaning = legs["semantic"]
             if intent.mode == "both" and SEMANTIC_OVER_KEYWORD:
                 legs["semantic"] = explained.by_meaning(index, vector, found_by_meaning, legs["keyword"],
@@ -343,15 +345,19 @@ class Retriever:
         hits whose terms are the content words'."""
         assert started.name is not None
         asked, words, filters, depth = started.asked, started.words, started.filters, started.depth
-        hits = self._search(started, SearchRequest(
+        result = self._search(started, SearchRequest(
             "keyword", q=asked, limit=max(depth, CONTEXT_DEPTH), filters=filters, explain=False,
-            documents=started.explain))
+            documents=started.explain, hits=started.explain))
         index = self.facts.collections.index(started.name)
         if started.explain:  # the explanation reads the turns around the hits from the store
+            hits = result.hits
             if CONTEXT:
                 hits = context_keyword(index, asked, hits, filters, started.neighbours, depth, words=words)
             started.keyword_hits = explained.explained(hits[:depth], asked)
-        elif CONTEXT:  # judged from the columns: only the facts' ids and scores count (answers are the bodies)
-            started.keyword = keyword_in_context(index, words, hits, filters, depth, self._pairs(index))
+            return
+        assert result.columns is not None  # (asked with hits=False)
+        if CONTEXT:  # judged from the columns: only the facts' ids and scores count (answers are the bodies)
+            started.keyword = keyword_in_context(index, words, result.columns.ords, filters, depth, self._pairs(index))
         else:
-            started.keyword = ranked.from_hits(hits[:depth])
+            ids, scores = ranked.from_columns(index, result.columns)
+            started.keyword = ids[:depth], scores[:depth]
