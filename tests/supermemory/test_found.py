@@ -65,3 +65,14 @@ def test_candidates_in_columns_rank_as_the_candidates_rank(found: Found, limit: 
 @given(found=found_sets())
 def test_a_candidate_in_columns_scores_alone_as_a_candidate_does(found: Found) -> None:
     assert [repr(x) for x in found.own.tolist()] == [repr(c.own_similarity) for c in found.candidates()]
+
+
+def test_a_candidates_hit_is_made_from_its_columns_with_none_where_the_engine_had_no_number() -> None:
+    found = Found.of("chunk", ["d1c0", "d1c1"], [None, None], np.array([0.5, np.nan]), np.array([np.nan, 2.25]),
+                     [("sm:doc:d1",), ()], EXPLAINER, True, np.array([0.25, 0.5]), np.array([3, 4], np.int64),
+                     ["sm:doc:d1", ""])
+    first, second = found.candidate(0), found.candidate(1)
+    assert (first.hit.document.id, first.hit.document.tags, first.hit.similarity, first.hit.bm25) == (
+        "d1c0", ("sm:doc:d1",), 0.5, None)
+    assert (second.hit.similarity, second.hit.bm25, second.doc_id) == (None, 2.25, "d1")
+    assert second.own_similarity == (1 - 0.7) * 0.5  # no cosine: the keyword part alone
