@@ -6,10 +6,12 @@ the face finds them (limit 100, threshold 0.3) and ranks them with the face's ow
 (`found.rank`) under other per-candidate scores: the vector's weight, and keyword coverage taken
 over more of the candidate's document (its whole document; its document's first chunk, which holds
 the title), and the face's score with each result backed by the best other result of its document
-(a document found several times ranks higher). A document counts at its first result, as in
+(a document found several times ranks higher), the candidate's own BM25 saturated into 0-1 in place
+of coverage or beside it, and (`--idf-power`) coverage's word weights as a power of their idf. A
+document counts at its first result, as in
 bench/v5_scifact.py. Each line is one score; the first is the face's.
 
-    python bench/v5_scifact_levers.py --data DIR [--queries 300]
+    python bench/v5_scifact_levers.py --data DIR [--queries 300] [--idf-power 1]
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from engram_index.supermemory.tables import chunk_document, chunks_collection  #
 from engram_index.testkit.serve import serving  # noqa: E402
 
 NS = "scifact"
-Score = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # cosine, own, document, lead
+Score = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # cosine, own, document, lead, BM25
 
 
 def fill(scifact: Path, data: Path) -> None:
@@ -86,8 +88,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--idf-power", type=float, default=context.IDF_POWER,
+                        help="each word's coverage weight is its idf to this power (the face's: 1)")
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
     args = parser.parse_args()
+    context.IDF_POWER = args.idf_power  # (the candidates are found again with it: their coverage changes)
     print_machine()
     args.data.mkdir(parents=True, exist_ok=True)
     fill(args.scifact, args.data)
@@ -117,7 +122,7 @@ def main() -> None:
         out = []
         for qid, cols, sharing, scifact_ids, cosine, whole, lead, docs in taken:
             own = cols.own.copy()
-            cols.own = np.clip(score(cosine, cols.coverage, whole, lead), 0.0, 1.0)
+            cols.own = np.clip(score(cosine, cols.coverage, whole, lead, np.nan_to_num(cols.bm25, nan=0.0)), 0.0, 1.0)
             if backing:
                 cols.own = by_document(cols.own, docs, backing)
             ranked: list[str] = []
@@ -143,19 +148,26 @@ def main() -> None:
         return out
 
     def weighted(w: float, keyword: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Score:
-        return lambda c, own, whole, lead: w * c + (1 - w) * keyword(own, whole, lead)
+        return lambda c, own, whole, lead, bm25: w * c + (1 - w) * keyword(own, whole, lead)
 
     rows: list[tuple[str, Score]] = [("the face's: 0.7 × cosine + 0.3 × coverage (its own, in context)",
-                                      lambda c, own, whole, lead: 0.7 * c + 0.3 * own)]
+                                      lambda c, own, whole, lead, bm25: 0.7 * c + 0.3 * own)]
     rows += [(f"{w} × cosine + {1 - w:.1f} × coverage", weighted(w, lambda own, whole, lead: own))
              for w in (0.5, 0.6, 0.8, 0.9, 1.0)]
-    rows.append(("coverage alone", lambda c, own, whole, lead: own))
+    rows.append(("coverage alone", lambda c, own, whole, lead, bm25: own))
     rows += [(f"{w} × cosine + {1 - w:.1f} × the whole document's coverage", weighted(w, lambda own, whole, lead: whole))
              for w in (0.7, 0.8)]
     rows += [(f"{w} × cosine + {1 - w:.1f} × (own + whole document's) / 2",
               weighted(w, lambda own, whole, lead: (own + whole) / 2)) for w in (0.6, 0.7, 0.8)]
     rows += [(f"{w} × cosine + {1 - w:.1f} × the better of its coverage and its document's first chunk's",
               weighted(w, lambda own, whole, lead: np.maximum(own, lead))) for w in (0.7,)]
+    # BM25 of the candidate alone (the engine's; 0 for a turn that joined as context), saturated into 0-1.
+    rows += [(f"{w} × cosine + {1 - w:.1f} × BM25 / (BM25 + {k:g})",
+              (lambda w, k: lambda c, own, whole, lead, bm25: w * c + (1 - w) * bm25 / (bm25 + k))(w, k))
+             for k in (10.0, 20.0) for w in (0.6, 0.7)]
+    rows += [(f"0.7 × cosine + 0.3 × (coverage + BM25 / (BM25 + {k:g})) / 2",
+              (lambda k: lambda c, own, whole, lead, bm25: 0.7 * c + 0.3 * (own + bm25 / (bm25 + k)) / 2)(k))
+             for k in (3.0, 20.0)]
     print("\n| candidate score (hybrid, limit 100, threshold 0.3) | SciFact nDCG@10 |\n|---|---:|")
     for label, score in rows:
         print(f"| {label} | {ndcg(score):.4f} |")
