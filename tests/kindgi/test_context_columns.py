@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from engram_index.engine.analyzer import query_words
-from engram_index.engine.types import Filters, SearchRequest
+from engram_index.engine.search import SpaceIndex
+from engram_index.engine.types import Document, Filters, SearchRequest
 from engram_index.context_columns import in_context, scores_in_context
 from engram_index.kindgi.conversations import ConversationCodes, keyword_in_context
 from engram_index.kindgi.conversations import Conversations
@@ -59,3 +60,21 @@ def test_the_retrieves_own_context_and_its_scores_are_ranking_s_general_ones_bit
         assert getattr(got, name).tolist() == getattr(expected, name).tolist()
     assert got.ords.size
     assert have.dtype == want.dtype and have.tobytes() == want.tobytes() and (have > 0).any()
+
+
+def test_a_hit_deleted_since_its_search_counts_as_no_hit_with_no_turn_after_it() -> None:
+    docs = {o: Document(id=f"f{o}", author="", text=text, tags=("t:turn", "s:sessionId=s1"), created_ms=o)
+            for o, text in enumerate(["coffee", "coffee and tea", "a walk by the river"])}
+    index = SpaceIndex(None, None, lambda ords: {o: docs[o] for o in ords if o in docs})
+    index.apply(list(docs.items()), seq=1)
+    index.commit()
+    words = content_words(query_words("coffee"), "coffee")
+    found = index.search(SearchRequest("keyword", q="coffee", limit=1, explain=False, documents=False,
+                                       hits=False)).columns.ords
+    assert found.tolist() == [0]  # the shorter fact first; the one after it holds the word too
+    codes = ConversationCodes()
+    pairs = lambda a, b: codes.same(index.columns, a, b)  # noqa: E731
+    assert keyword_in_context(index, words, found, Filters(), 5, pairs)[0] == ["f0", "f1"]
+    index.apply([(0, None)], seq=2)  # deleted after the search answered
+    ids, scores = keyword_in_context(index, words, found, Filters(), 5, pairs)
+    assert ids == [] and scores.size == 0  # as though its id found no ordinal: no hit, no turn after it

@@ -161,10 +161,11 @@ def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], found: np.
     retrieve needs of them (its answers are the revisions' bodies). `found`: the hits' ordinals (the
     engine's answer in columns; -1: not in the index)."""
     with index.reading():
-        live = index.columns.live
         # A hit deleted since the search is left out, with the turns it would bring (as its id finds no ordinal).
-        found = np.where((found >= 0) & (found < live.size), found, -1)
-        found[found >= 0] = np.where(live[found[found >= 0]], found[found >= 0], -1)
+        live = index.columns.live
+        kept = (found >= 0) & (found < live.size)
+        kept[kept] = live[found[kept]]
+        found = np.where(kept, found, -1)
         ctx = in_context(index, found, filters, pairs, follow=True)
         total = scores_in_context(index, words, ctx)  # each word once, where it scores best
         scored = np.flatnonzero(total > 0)

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from engram_index.context_columns import scores_in_context
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.explain import Explainer
 from engram_index.engine.fusion import RRF_K
 from engram_index.engine.keyword import searchable_words
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, Hit
-from engram_index.context_columns import scores_in_context
 from engram_index.kindgi.conversations import Conversations, same_conversation
 from engram_index.ranking import column_documents, rrf, with_context
 

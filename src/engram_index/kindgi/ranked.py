@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from engram_index.context_columns import in_context, scores_in_context
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.fusion import RRF_K
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, Fused
-from engram_index.context_columns import in_context, scores_in_context
 from engram_index.ranking import Pairs, rrf
 
 # A leg: its facts' ids, best first, and their scores (float64: each the float the explained path holds).

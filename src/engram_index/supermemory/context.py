@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from engram_index import context_columns
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
-from engram_index import context_columns
 from engram_index.engine.types import Filters, Fused
 from engram_index.supermemory.face import Face
 
