@@ -244,3 +244,26 @@ def test_a_queries_word_columns_are_worked_out_once_and_are_each_words_own() -> 
     for word, got in zip(words, held.columns, strict=True):
         assert [a.tolist() for a in got] == [a.tolist() for a in keyword_query.word_columns(word, column)]
         assert not any(a.flags.writeable for a in got)  # shared by every search of these words
+
+
+def test_a_commit_cut_short_by_a_kill_leaves_no_file_that_fails_the_next_commit(tmp_path: Path) -> None:
+    path = tmp_path / "kw"
+    first = KeywordIndex(path)
+    first.write([(i, Document(id=f"d{i}", author="", text=f"word{i} common"), False) for i in range(10)])
+    first.commit(1)
+    first.close()
+    # The commit points: tantivy's, then ours (keyword.meta.json, written after it).
+    durable = {name: (path / name).read_bytes() for name in ("meta.json", "keyword.meta.json")}
+    cut = KeywordIndex(path)
+    cut.write([(3, None, True), (4, None, True)])
+    cut.commit(2)
+    cut.close()
+    # As a kill -9 leaves it: the deletes' file written (and registered), the commit point not yet moved.
+    for name, data in durable.items():
+        (path / name).write_bytes(data)
+    again = KeywordIndex(path)
+    assert again.committed_seq == 1
+    again.write([(3, None, True), (4, None, True)])  # the same operations: the same file name
+    again.commit(2)
+    assert again.committed_seq == 2
+    assert again.num_docs() == 8  # (the term counts are the caller's to replay: Collections does)

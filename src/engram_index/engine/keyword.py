@@ -138,6 +138,12 @@ class KeywordIndex:
             "ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
         )
         self._writer = None if read_only else self.index.writer(heap_size=heap_bytes, num_threads=1)
+        if self._writer is not None and path is not None:
+            # A process killed inside a commit leaves files its commit point never named (a segment's
+            # deletes, `<segment>.<opstamp>.del`); the same operations after a restart reach the same
+            # opstamp and name, and tantivy refuses to write a file that exists. Its collection removes
+            # every file the last commit does not use.
+            self._writer.garbage_collect_files()
         self._pending = False
         # Ordinals written (or deleted) since the last commit: searched from the term counts until then.
         self._pending_ords: set[int] = set()
