@@ -365,8 +365,9 @@ class SpaceIndex(Starting):
     def _in_columns(self, mode: Mode, found: Fused) -> SearchResult:
         """A search's best as its answer in columns (`hits=False`): those gone since are left out, as a hit
         is whose document cannot be read."""
-        ids = self.columns.ids
-        live = np.fromiter((ids[o] is not None for o in found.ords.tolist()), np.bool_, found.ords.size)
+        column = self.columns.live
+        live = found.ords < column.size
+        live[live] = column[found.ords[live]]
         if not live.all():
             found = Fused(found.ords[live], found.scores[live], found.sims[live], found.bm25[live], found.has_sim[live],
                           found.approximate)
