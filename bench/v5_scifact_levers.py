@@ -7,11 +7,12 @@ the face finds them (limit 100, threshold 0.3) and ranks them with the face's ow
 over more of the candidate's document (its whole document; its document's first chunk, which holds
 the title), and the face's score with each result backed by the best other result of its document
 (a document found several times ranks higher), the candidate's own BM25 saturated into 0-1 in place
-of coverage or beside it, and (`--idf-power`) coverage's word weights as a power of their idf. A
+of coverage or beside it, and (`--idf-power`) coverage's word weights as a power of their idf.
+`--chunk-target` fills a new `--data` with chunks of another size (the whole abstract, say). A
 document counts at its first result, as in
 bench/v5_scifact.py. Each line is one score; the first is the face's.
 
-    python bench/v5_scifact_levers.py --data DIR [--queries 300] [--idf-power 1]
+    python bench/v5_scifact_levers.py --data DIR [--queries 300] [--idf-power 1] [--chunk-target 800]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from engram_index.engine.analyzer import query_words  # noqa: E402
 from engram_index.engine.types import Filters  # noqa: E402
 from engram_index.evaluation import load_scifact, ndcg_at  # noqa: E402
 from engram_index.ranking import content_words  # noqa: E402
-from engram_index.supermemory import context  # noqa: E402
+from engram_index.supermemory import chunking, context  # noqa: E402
 from engram_index.supermemory import search as v5search  # noqa: E402
 from engram_index.supermemory.face import Face, stamp  # noqa: E402
 from engram_index.supermemory.found import Found, either, rank  # noqa: E402
@@ -50,11 +51,17 @@ NS = "scifact"
 Score = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # cosine, own, document, lead, BM25
 
 
-def fill(scifact: Path, data: Path) -> None:
-    """Add every abstract through the SDK unless `data` holds them already."""
+def fill(scifact: Path, data: Path, target: int) -> None:
+    """Add every abstract through the SDK, chunked to `target` characters, unless `data` holds them already
+    (chunked so: a directory filled with another target is refused)."""
     corpus, _, _ = load_scifact(scifact)
-    if (data / "filled").exists():
+    marker = data / "filled"
+    if marker.exists():
+        held = int(marker.read_text() or 800)  # (an empty marker: filled before targets were noted, at 800)
+        if held != target:
+            raise SystemExit(f"{data} was filled with chunks of {held} characters: give a new --data for {target}")
         return
+    chunking.TARGET = target  # (the pipeline's chunks, made in this process)
     app, key = local_app(data, "auto")
     with serving(app) as url:
         client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=300)
@@ -65,7 +72,7 @@ def fill(scifact: Path, data: Path) -> None:
                 for d in corpus[start:start + 100]])
         wait_all_done(app.state.supermemory, NS, len(corpus))
         print(f"filled in {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    (data / "filled").write_text("")
+    marker.write_text(str(target))
 
 
 def doc_coverage(face: Face, query: str, docs: list[str], chunks: dict[str, int], lead: bool) -> dict[str, float]:
@@ -88,6 +95,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--chunk-target", type=int, default=chunking.TARGET,
+                        help="fill --data with chunks of about this many characters (the face's: chunking.TARGET)")
     parser.add_argument("--idf-power", type=float, default=context.IDF_POWER,
                         help="each word's coverage weight is its idf to this power (the face's: 1)")
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
@@ -95,7 +104,7 @@ def main() -> None:
     context.IDF_POWER = args.idf_power  # (the candidates are found again with it: their coverage changes)
     print_machine()
     args.data.mkdir(parents=True, exist_ok=True)
-    fill(args.scifact, args.data)
+    fill(args.scifact, args.data, args.chunk_target)
     _, queries, qrels = load_scifact(args.scifact)
     queries = [q for q in queries if q["_id"] in qrels][:args.queries]
     app, _ = local_app(args.data, "auto")

@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TARGET = 800
+# About 1,600 characters a chunk (some 350 words): SciFact through the face (bench/v5_scifact_levers.py
+# --chunk-target N, hybrid nDCG@10) 0.7355 at 800, 0.7423 at 1,600, 0.7408 with every abstract whole
+# (4,000). LoCoMo's documents are single turns of at most 444 characters: one chunk either way.
+TARGET = 1600
 MAX = 1200
 OVERLAP = 200
 _SENTENCE_END = re.compile(r"([.!?。！？]+[\"'”’)\]]*)\s+|\n\s*\n")
@@ -62,8 +65,11 @@ def _add(out: list[Span], text: str, start: int, end: int) -> None:
         out.append(Span(text[start:end], start, end))
 
 
-def chunk(text: str, target: int = TARGET, overlap: int = OVERLAP) -> list[Span]:
-    """Pack the text's sentences into chunks of about `target` characters, overlapping by whole sentences."""
+def chunk(text: str, target: int | None = None, overlap: int | None = None) -> list[Span]:
+    """Pack the text's sentences into chunks of about `target` characters (TARGET), overlapping by whole
+    sentences (up to `overlap`, OVERLAP)."""
+    target = TARGET if target is None else target
+    overlap = OVERLAP if overlap is None else overlap
     spans = sentences(text)
     chunks: list[Span] = []
     i = 0
