@@ -13,10 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from engram_index.engine.analyzer import QueryWord
-from engram_index.engine.columns import Columns
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, Hit
-from engram_index.ranking import NEXT_CONTEXT, Context, Pairs, context_scores, with_context
+from engram_index.ranking import NEXT_CONTEXT, Context, Pairs, context_scores, usable, with_context
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -27,18 +26,6 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     out: np.ndarray = ordered[keep]
     return out
-
-
-def _usable(columns: Columns, mask: np.ndarray | None, ords: np.ndarray) -> np.ndarray:
-    """`ranking._usable` with the filters' mask at hand: which ordinals are live and pass it."""
-    live = columns.live
-    ok = (ords >= 0) & (ords < live.size)
-    ok[ok] = live[ords[ok]]
-    if mask is not None:
-        inside = ok & (ords < mask.size)
-        ok &= inside
-        ok[inside] = mask[ords[inside]]
-    return ok
 
 
 def in_context(index: SpaceIndex, found: np.ndarray, filters: Filters, pairs: Pairs, follow: bool) -> Context:
@@ -56,10 +43,10 @@ def in_context(index: SpaceIndex, found: np.ndarray, filters: Filters, pairs: Pa
     mask = columns.mask(filters)
     if follow:  # and the turns just after the hits
         after = ords + 1
-        ords = np.concatenate([ords, after[_usable(columns, mask, after)]])
+        ords = np.concatenate([ords, after[usable(columns, mask, after)]])
     cands = _distinct(ords)
     prev = cands - 1
-    has_prev = _usable(columns, mask, prev)
+    has_prev = usable(columns, mask, prev)
     if has_prev.any():
         has_prev[has_prev] = pairs(prev[has_prev], cands[has_prev])
     return Context(cands, prev, has_prev, {}, cands + 1, np.zeros(cands.size, bool))

@@ -29,6 +29,7 @@ from typing import TypeVar
 import numpy as np
 
 from engram_index.engine.analyzer import STOPWORDS, QueryWord, query_words
+from engram_index.engine.columns import Columns
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine import fusion
 from engram_index.engine.explain import Explainer
@@ -141,10 +142,12 @@ Pairs = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 def _usable(index: SpaceIndex, ords: np.ndarray, filters: Filters) -> np.ndarray:
     """Which ordinals are live and pass the filters."""
-    live = index.columns.live
-    ok = (ords >= 0) & (ords < live.size)
-    ok[ok] = live[ords[ok]]
-    mask = index.columns.mask(filters)
+    return usable(index.columns, index.columns.mask(filters), ords)
+
+
+def usable(columns: Columns, mask: np.ndarray | None, ords: np.ndarray) -> np.ndarray:
+    """`_usable` with the filters' mask at hand (`Columns.mask`, looked up once by a caller that asks often)."""
+    ok = columns.alive(ords)
     if mask is not None:
         inside = ok & (ords < mask.size)
         ok &= inside

@@ -101,6 +101,13 @@ class Columns:
         """The tags of the live document at this ordinal (deduplicated, in order; () when none)."""
         return self._doc_tags.get(ord_, ())
 
+    def alive(self, ords: np.ndarray) -> np.ndarray:
+        """Which of these ordinals are live (one outside the columns, or negative, is not)."""
+        live = self.live
+        ok: np.ndarray = (ords >= 0) & (ords < live.size)
+        ok[ok] = live[ords[ok]]
+        return ok
+
     def tags_many(self, ords: Sequence[int]) -> list[tuple[str, ...]]:
         """`tags_of` of each of these ordinals, in order."""
         tags = self._doc_tags

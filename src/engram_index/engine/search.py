@@ -292,10 +292,7 @@ class SpaceIndex(Starting):
 
     def _live(self, ords: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Drop ordinals deleted since the keyword index's last commit."""
-        live = self.columns.live
-        keep = np.zeros(ords.size, bool)
-        inside = ords < live.size
-        keep[inside] = live[ords[inside]]
+        keep = self.columns.alive(ords)
         return ords[keep], scores[keep]
 
     def _hybrid_search(self, req: SearchRequest) -> SearchResult:
@@ -365,9 +362,7 @@ class SpaceIndex(Starting):
     def _in_columns(self, mode: Mode, found: Fused) -> SearchResult:
         """A search's best as its answer in columns (`hits=False`): those gone since are left out, as a hit
         is whose document cannot be read."""
-        column = self.columns.live
-        live = found.ords < column.size
-        live[live] = column[found.ords[live]]
+        live = self.columns.alive(found.ords)
         if not live.all():
             found = Fused(found.ords[live], found.scores[live], found.sims[live], found.bm25[live], found.has_sim[live],
                           found.approximate)

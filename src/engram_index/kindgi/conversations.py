@@ -162,10 +162,7 @@ def keyword_in_context(index: SpaceIndex, words: Sequence[QueryWord], found: np.
     engine's answer in columns; -1: not in the index)."""
     with index.reading():
         # A hit deleted since the search is left out, with the turns it would bring (as its id finds no ordinal).
-        live = index.columns.live
-        kept = (found >= 0) & (found < live.size)
-        kept[kept] = live[found[kept]]
-        found = np.where(kept, found, -1)
+        found = np.where(index.columns.alive(found), found, -1)
         ctx = in_context(index, found, filters, pairs, follow=True)
         total = scores_in_context(index, words, ctx)  # each word once, where it scores best
         scored = np.flatnonzero(total > 0)
