@@ -10,7 +10,7 @@ from engram_index.supermemory import search, why_fewer
 from engram_index.supermemory.candidates import QueryExplainer
 from engram_index.supermemory.found import Found, rank, ranked_candidates
 
-LAST = search.LAST
+LAST = int(np.iinfo(np.int64).max)  # the largest insertion order a candidate can hold
 EXPLAINER = QueryExplainer([])
 # Few distinct values, so that scores, insertion orders and groups tie often.
 COSINES = [None, -0.25, -0.0, 0.0, 0.1, 0.3, 0.5, 0.5, 0.9, 1.0, 1.2]

@@ -58,7 +58,6 @@ MEMORY_CONTEXT = True  # memories too: the memory before them (of their document
 # Each collection's engine hits a search scores: max(3 × limit, 30). Fewer cost recall, measured
 # (bench/locomo_flags.py, limit 20): 2 × limit, LoCoMo dev hybrid R@10 0.789 -> 0.779; 1 ×, 0.769.
 HITS_PER_RESULT, MIN_HITS = 3, 30
-LAST = int(np.iinfo(np.int64).max)  # the insertion order of a hit no longer in its collection: after every other
 
 
 def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str]]:
