@@ -267,3 +267,31 @@ def test_a_commit_cut_short_by_a_kill_leaves_no_file_that_fails_the_next_commit(
     again.commit(2)
     assert again.committed_seq == 2
     assert again.num_docs() == 8  # (the term counts are the caller's to replay: Collections does)
+
+
+def test_holds_says_which_documents_hold_each_word_whole_by_form_or_stem_and_in_part_by_its_identifier_parts(
+        index: KeywordIndex) -> None:
+    words = query_words("HTTPServer timeouts snake pasta missing")
+    ords_ = np.array([0, 1, 2, 3, 4, 1], np.int64)  # (one twice: each row answers for itself)
+    whole, part = index.holds(words, ords_)
+    present = index.counts.term_scores(query_terms(words), ords_) > 0
+    column = {t: i for i, t in enumerate(query_terms(words))}
+    for j, word in enumerate(words):
+        forms = [column[word.exact]] + ([column[word.stem]] if word.stem else [])
+        assert whole[:, j].tolist() == present[:, forms].any(axis=1).tolist(), word
+        parts = [column[p] for p in dict.fromkeys(word.parts) if p != word.exact]
+        assert part[:, j].tolist() == (present[:, parts].any(axis=1) if parts else np.zeros(6, bool)).tolist(), word
+    # What the rows hold, by name: "timeouts" is held by its stem in 0 and 1; HTTPServer whole in 0, its
+    # part "server" in 2 ("an http server"); "snake" whole in 4; nothing holds "missing".
+    assert whole[:, 1].tolist() == [True, True, False, False, False, True]
+    assert whole[:, 0].tolist() == [True, False, False, False, False, False]
+    assert part[2, 0] and not part[3, 0]
+    assert whole[4, 2] and not whole[:, 4].any() and not part[:, 4].any()
+    assert whole.shape == part.shape == (6, 5)
+
+
+def test_holds_of_no_ordinals_or_no_words_is_empty(index: KeywordIndex) -> None:
+    whole, part = index.holds(query_words("timeouts"), np.zeros(0, np.int64))
+    assert whole.shape == part.shape == (0, 1)
+    whole, part = index.holds([], np.array([0, 1], np.int64))
+    assert whole.shape == part.shape == (2, 0)

@@ -28,7 +28,7 @@ from engram_index.engine.analyzer import ANALYZER_VERSION, QueryWord, index_term
 from engram_index.errors import StorageError
 # Re-exported: callers import the query's words from here.
 from engram_index.engine.keyword_query import PART_WEIGHT as PART_WEIGHT
-from engram_index.engine.keyword_query import _parts, query_terms
+from engram_index.engine.keyword_query import query_terms
 from engram_index.engine.keyword_query import searchable_words as searchable_words
 from engram_index.engine.termcounts import TermCounts
 from engram_index.engine.types import Document, Filters
@@ -454,18 +454,10 @@ class KeywordIndex:
         """Which documents hold each (searchable) query word, from the term counts: booleans of shape
         (ordinals, words), `whole` where the word's exact form or stem occurs, `part` where one of its
         identifier parts does."""
-        terms = query_terms(words)
-        column = {term: i for i, term in enumerate(terms)}
-        present = self.counts.term_scores(terms, ords) > 0
-        whole = np.zeros((ords.size, len(words)), bool)
-        part = np.zeros((ords.size, len(words)), bool)
-        for j, word in enumerate(words):
-            whole[:, j] = present[:, column[word.exact]]
-            if word.stem:
-                whole[:, j] |= present[:, column[word.stem]]
-            parts = [column[p] for p in _parts(word)]
-            if parts:
-                part[:, j] = present[:, parts].any(axis=1)
+        held = keyword_query.held_columns_of(words)
+        present = (self.counts.term_scores(held.terms, ords) > 0).astype(np.float32)
+        whole: np.ndarray = present @ held.whole > 0
+        part: np.ndarray = present @ held.part > 0
         return whole, part
 
     def _score(self, words: Sequence[QueryWord], terms: list[str], ords: np.ndarray) -> np.ndarray:

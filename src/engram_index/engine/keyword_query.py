@@ -147,3 +147,36 @@ _word_columns: dict[tuple[QueryWord, ...], WordColumns] = {}
 def word_columns_of(words: Sequence[QueryWord]) -> WordColumns:
     """The WordColumns of these words, made once while it is cached (a retrieve scores its words twice)."""
     return _made_once(_word_columns, WordColumns, words)
+
+
+class HeldColumns:
+    """Which of the words' terms (`query_terms`) hold each word whole (its exact form, its stem) and which
+    in part (its identifier parts): 0/1 matrices of shape (terms, words), so that `KeywordIndex.holds`
+    takes every word's answer from one product with the rows' term presences. Immutable (shared)."""
+
+    __slots__ = ("terms", "whole", "part")
+
+    def __init__(self, words: Sequence[QueryWord]) -> None:
+        """Work them out for these words (as given: no searchable_words here)."""
+        self.terms: tuple[str, ...] = tuple(query_terms(words))
+        column = {term: i for i, term in enumerate(self.terms)}
+        # float32: the product runs as one BLAS call and counts exactly (a word has a few terms).
+        whole = np.zeros((len(self.terms), len(words)), np.float32)
+        part = np.zeros((len(self.terms), len(words)), np.float32)
+        for j, word in enumerate(words):
+            whole[column[word.exact], j] = 1.0
+            if word.stem:
+                whole[column[word.stem], j] = 1.0
+            for term in _parts(word):
+                part[column[term], j] = 1.0
+        whole.flags.writeable = part.flags.writeable = False
+        self.whole, self.part = whole, part
+
+
+_held_columns: dict[tuple[QueryWord, ...], HeldColumns] = {}
+
+
+def held_columns_of(words: Sequence[QueryWord]) -> HeldColumns:
+    """The HeldColumns of these words, made once while it is cached (a v5 search asks them of each
+    collection)."""
+    return _made_once(_held_columns, HeldColumns, words)
