@@ -4,8 +4,10 @@ Serves a copy of a bench/v5.py data directory (`engram-index serve`, as bench/v5
 stamps at a hybrid search's steps, each the wall clock and its thread's CPU clock: the app's
 first call and last send (the event loop), the route's `prepare`, the search pool's job, the
 query's embedding (on the face's embedding thread), the job's first wait for the vector and its
-end. One keep-alive client sends each query once (no query-cache hits). It prints, per step, the
-median thread CPU and wall µs, and two sums of CPU medians: the path when the embedding overlaps
+end, and after the vector the memories' search beside it (on the embedding's thread) and each
+collection's hits taken. One keep-alive client sends each query once (no query-cache hits). It
+prints, per step, the median thread CPU and wall µs, the same of those parts, and two sums of CPU
+medians: the path when the embedding overlaps
 the job's work before the vector (the longer of the two counts), and the same work one step
 after another. On a shared machine the CPU clocks say more than the wall: a thread waiting for a
 core is not counted.
@@ -34,6 +36,10 @@ STEPS = [("the event loop, before the hop", "call", "prepared"), ("the hop to th
          ("the job, before the vector", "job", "waits"), ("the embedding (its thread)", "embed>", "embed<"),
          ("the vector's hand-over", "embed<", "woken"), ("the job, after the vector", "woken", "done"),
          ("the hop back", "done", "back"), ("the event loop, after", "back", "sent")]
+# The job's parts after the vector: the memories' search's compiled rest on the embedding's thread (when the
+# vector came after the search had begun), and each collection's hits taken (Python) on the job's.
+PARTS = [("the memories' search beside (the embedding's thread)", "beside"), ("taking the chunks' hits", "take chunk"),
+         ("taking the memories' hits", "take memory")]
 HOPS = {"prepared", "embed<", "done"}  # steps from one thread to another: no thread's CPU clock spans them
 
 
@@ -68,6 +74,18 @@ def child() -> None:
         setattr(owner, name, call)
 
     wrapped(routes, "start_search", "prepare>", "prepared")
+    import engram_index.engine.search as engine_search
+
+    wrapped(engine_search.SpaceIndex, "_run_beside", "beside>", "beside<")
+    take = search._take
+
+    def taking(face: Any, ns: str, leg: Any, *args: Any) -> Any:
+        stamp(f"take {leg.kind}>")
+        try:
+            return take(face, ns, leg, *args)
+        finally:
+            stamp(f"take {leg.kind}<", first=False)
+    search._take = taking
     wrapped(query_cache.QueryCache, "vector", "embed>", "embed<")
     wrapped(search, "search", "search>", "done")
     job = searching._as_job
@@ -180,10 +198,18 @@ def main() -> None:
     overlapped = loop + max(cpu_of["embed>"], cpu_of["job"]) + cpu_of["woken"]
     one_by_one = loop + cpu_of["embed>"] + cpu_of["job"] + cpu_of["woken"]
     total = statistics.median((r["sent"][0] - r["call"][0]) * 1e6 for r in rows)
+    print("\n| part of the job after the vector | searches | wall µs p50 | thread CPU µs p50 |\n|---|---:|---:|---:|")
+    for label, part in PARTS:
+        held = [r for r in rows if part + ">" in r and part + "<" in r]
+        if held:
+            print(f"| {label} | {len(held)} | {statistics.median((r[part + '<'][0] - r[part + '>'][0]) * 1e6 for r in held):.0f}"
+                  f" | {statistics.median((r[part + '<'][1] - r[part + '>'][1]) * 1e6 for r in held):.0f} |")
     print("\n| point | median µs since the app's first call |\n|---|---:|")
-    points = sorted({k for r in rows for k in r}, key=lambda k: statistics.median((r[k][0] - r["call"][0]) for r in rows))
-    for point in points:
-        print(f"| {point} | {statistics.median((r[point][0] - r['call'][0]) * 1e6 for r in rows):.0f} |")
+
+    def since_call(point: str) -> float:
+        return statistics.median((r[point][0] - r["call"][0]) * 1e6 for r in rows if point in r)
+    for point in sorted({k for r in rows for k in r}, key=since_call):
+        print(f"| {point} | {since_call(point):.0f} |")
     print(f"\nthe app's first call to its last send, wall p50: {total:.0f} µs;"
           f" the client's round trip p50: {statistics.median(client_ms[20:]) * 1000:.0f} µs")
     print(f"CPU along the path, the embedding beside the job's work before the vector: {overlapped:.0f} µs;"

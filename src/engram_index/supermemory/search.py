@@ -194,13 +194,14 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
     if meanwhile is not None:
         meanwhile()
     # The memories' vector side (the larger), its candidates' BM25 and their fusion run on the embedding's thread
-    # once the vector is there, while this thread finishes the chunks' search and takes their hits: two cores.
+    # once the vector is there, while this thread finishes the chunks' search: two cores, each in compiled loops.
     if RUN_BESIDE and len(started) > 1:
         started[0].run_beside()
-    taken: list[Found] = [Found.empty()] * len(legs)
-    for i in [*range(1, len(legs)), 0][: len(legs)]:
+    order = [*range(1, len(legs)), 0][: len(legs)]
+    results: list[SearchResult | None] = [None] * len(legs)
+    for i in order:
         try:
-            taken[i] = _take(face, ns, legs[i], started[i].finish(), _resolved(vector))
+            results[i] = started[i].finish()
         except Exception:
             # The errors in the order of a search that embeds, then searches each collection, then takes each
             # one's hits: the embedding's first, then the memories' search's.
@@ -208,7 +209,12 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
             if i:
                 started[0].finish()
             raise
-    _resolved(vector)  # (with no collection to search, its error all the same)
+    # Both searches done before either's hits are taken: taking them is Python, which holds the GIL that the
+    # memories' search beside waits for between its compiled steps. Taken meanwhile, the chunks' hits made
+    # that search 1.5 ms of wall for 0.9 ms of CPU (bench/v5_timeline.py, docs/design/supermemory.md).
+    resolved = _resolved(vector)  # (with no collection to search, its error all the same)
+    taken = [_take(face, ns, legs[i], result, resolved) if result is not None else Found.empty()
+             for i, result in enumerate(results)]
     return Found.joined(taken)
 
 
