@@ -8,11 +8,15 @@ over more of the candidate's document (its whole document; its document's first 
 the title), and the face's score with each result backed by the best other result of its document
 (a document found several times ranks higher), the candidate's own BM25 saturated into 0-1 in place
 of coverage or beside it, and (`--idf-power`) coverage's word weights as a power of their idf.
-`--chunk-target` fills a new `--data` with chunks of another size (the whole abstract, say). A
-document counts at its first result, as in
-bench/v5_scifact.py. Each line is one score; the first is the face's.
+`--chunk-target` fills a new `--data` with chunks of another size (the whole abstract, say), and
+`--embed-whole` one whose chunks are embedded whole (as with an LLM) instead of pooling their
+sentences' vectors. A document counts at its first result, as in bench/v5_scifact.py. Each line
+is one score; the first is the face's. Then the same candidates above the face's threshold in the
+order of the engine's fusion (z-scores of cosine and BM25), and the engine's own searches over
+each of the face's collections, without the face: what the collections themselves hold of SciFact.
 
     python bench/v5_scifact_levers.py --data DIR [--queries 300] [--idf-power 1] [--chunk-target 800]
+                                      [--embed-whole]
 """
 
 from __future__ import annotations
@@ -36,32 +40,36 @@ from supermemory import Supermemory  # noqa: E402
 from v5 import local_app, wait_all_done  # noqa: E402
 
 from engram_index.engine.analyzer import query_words  # noqa: E402
-from engram_index.engine.types import Filters  # noqa: E402
+from engram_index.engine.fusion import CONVEX_ALPHA  # noqa: E402
+from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
 from engram_index.evaluation import load_scifact, ndcg_at  # noqa: E402
 from engram_index.ranking import content_words  # noqa: E402
-from engram_index.supermemory import chunking, context  # noqa: E402
+from engram_index.supermemory import chunking, context, pipeline  # noqa: E402
 from engram_index.supermemory import search as v5search  # noqa: E402
 from engram_index.supermemory.face import Face, stamp  # noqa: E402
 from engram_index.supermemory.found import Found, either, rank  # noqa: E402
 from engram_index.supermemory.page import Rows  # noqa: E402
-from engram_index.supermemory.tables import chunk_document, chunks_collection  # noqa: E402
+from engram_index.supermemory.tables import chunk_document, chunks_collection, memories_collection  # noqa: E402
 from engram_index.testkit.serve import serving  # noqa: E402
 
 NS = "scifact"
 Score = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # cosine, own, document, lead, BM25
 
 
-def fill(scifact: Path, data: Path, target: int) -> None:
-    """Add every abstract through the SDK, chunked to `target` characters, unless `data` holds them already
-    (chunked so: a directory filled with another target is refused)."""
+def fill(scifact: Path, data: Path, target: int, whole: bool) -> None:
+    """Add every abstract through the SDK, chunked to `target` characters (each chunk embedded whole when
+    `whole`), unless `data` holds them already (so: a directory filled otherwise is refused)."""
     corpus, _, _ = load_scifact(scifact)
     marker = data / "filled"
+    wanted = f"{target}{' whole' if whole else ''}"
     if marker.exists():
-        held = int(marker.read_text() or 800)  # (an empty marker: filled before targets were noted, at 800)
-        if held != target:
-            raise SystemExit(f"{data} was filled with chunks of {held} characters: give a new --data for {target}")
+        held = marker.read_text() or "800"  # (an empty marker: filled before targets were noted, at 800)
+        if held != wanted:
+            raise SystemExit(f"{data} was filled with chunks of {held} characters: give a new --data for {wanted}")
         return
     chunking.TARGET = target  # (the pipeline's chunks, made in this process)
+    if whole:  # (the pipeline's embedding without an LLM, as with one)
+        pipeline._embed_pooled = pipeline._embed_whole  # type: ignore[assignment]
     app, key = local_app(data, "auto")
     with serving(app) as url:
         client = Supermemory(api_key=key, base_url=url, max_retries=0, timeout=300)
@@ -72,7 +80,7 @@ def fill(scifact: Path, data: Path, target: int) -> None:
                 for d in corpus[start:start + 100]])
         wait_all_done(app.state.supermemory, NS, len(corpus))
         print(f"filled in {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    marker.write_text(str(target))
+    marker.write_text(wanted)
 
 
 def doc_coverage(face: Face, query: str, docs: list[str], chunks: dict[str, int], lead: bool) -> dict[str, float]:
@@ -97,6 +105,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--chunk-target", type=int, default=chunking.TARGET,
                         help="fill --data with chunks of about this many characters (the face's: chunking.TARGET)")
+    parser.add_argument("--embed-whole", action="store_true",
+                        help="fill --data with chunks embedded whole, not pooled from their sentences")
     parser.add_argument("--idf-power", type=float, default=context.IDF_POWER,
                         help="each word's coverage weight is its idf to this power (the face's: 1)")
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
@@ -104,7 +114,7 @@ def main() -> None:
     context.IDF_POWER = args.idf_power  # (the candidates are found again with it: their coverage changes)
     print_machine()
     args.data.mkdir(parents=True, exist_ok=True)
-    fill(args.scifact, args.data, args.chunk_target)
+    fill(args.scifact, args.data, args.chunk_target, args.embed_whole)
     _, queries, qrels = load_scifact(args.scifact)
     queries = [q for q in queries if q["_id"] in qrels][:args.queries]
     app, _ = local_app(args.data, "auto")
@@ -116,6 +126,7 @@ def main() -> None:
         mem_doc = dict(face.store.query("SELECT id, doc_id FROM sm_memories WHERE ns=?", (NS,)))
         chunks = {d: int(n) for d, n in face.store.query(
             "SELECT doc_id, count(*) FROM sm_chunks WHERE ns=? GROUP BY doc_id", (NS,))}
+        own = engine_alone(face, queries, qrels, sci, mem_doc)
         for q in queries:
             cols = v5search.found(face, NS, q["text"], "hybrid", 100, Filters(), False, stamp())
             sharing = cols.sharing_a_document()
@@ -184,6 +195,51 @@ def main() -> None:
     for weight in (0.1, 0.2, 0.3, 0.5):
         print(f"| the face's, each backed by {weight} × the best other result of its document | "
               f"{ndcg(face_score, weight):.4f} |")
+    print(f"| the face's, above its threshold, in the order of the engine's fusion (z-scores, alpha {CONVEX_ALPHA}) | "
+          f"{ndcg(lambda c, own, whole, lead, bm25: fusion_order(0.7 * c + 0.3 * own, c, bm25)):.4f} |")
+    print("\n| the engine's own search over one of the face's collections (limit 100) | hybrid | vector | keyword |"
+          "\n|---|---:|---:|---:|")
+    for kind, modes in own.items():
+        print(f"| {kind} | {modes['hybrid']:.4f} | {modes['vector']:.4f} | {modes['keyword']:.4f} |")
+
+
+def fusion_order(face: np.ndarray, cosine: np.ndarray, bm25: np.ndarray) -> np.ndarray:
+    """Scores in 0.3-1 above the face's threshold (0.3), ranked as the engine's convex fusion ranks them (z-scores
+    of cosine and BM25 over the candidates), 0 below it: the threshold the face's, the order the engine's."""
+    def z(x: np.ndarray) -> np.ndarray:
+        spread = float(x.std())
+        out: np.ndarray = (x - x.mean()) / spread if spread > 0 else np.zeros_like(x)
+        return out
+
+    fused = CONVEX_ALPHA * z(cosine) + (1 - CONVEX_ALPHA) * z(bm25)
+    span = float(fused.max() - fused.min()) if fused.size else 0.0
+    scaled = (fused - fused.min()) / span if span > 0 else np.ones_like(fused)
+    out: np.ndarray = np.where(face >= 0.3, 0.3 + 0.7 * scaled, 0.0)
+    return out
+
+
+def engine_alone(face: Face, queries: list[dict], qrels: dict, sci: dict, mem_doc: dict) -> dict[str, dict[str, float]]:
+    """nDCG@10 of the engine's own searches (the face's keyword query and query vector) over each collection."""
+    out: dict[str, dict[str, float]] = {}
+    for kind, name, document in (("chunks", chunks_collection(NS), chunk_document),
+                                 ("memories", memories_collection(NS), lambda i: mem_doc.get(i, ""))):
+        index = face.collections.index(name)
+        out[kind] = {}
+        for mode in ("hybrid", "vector", "keyword"):
+            scores = []
+            for q in queries:
+                vector = face.embed_query(q["text"]) if mode != "keyword" else None
+                asked = v5search.content_query(q["text"], query_words(q["text"]))
+                result = index.search(SearchRequest(mode, q=asked, vector=vector, limit=100, explain=False,  # type: ignore[arg-type]
+                                                    documents=False))
+                ranked: list[str] = []
+                for hit in result.hits:
+                    d = sci.get(document(hit.document.id))
+                    if d and d not in ranked:
+                        ranked.append(d)
+                scores.append(ndcg_at(ranked, qrels[q["_id"]]))
+            out[kind][mode] = statistics.fmean(scores)
+    return out
 
 
 if __name__ == "__main__":
