@@ -11,9 +11,11 @@ import pytest
 from supermemory import Supermemory
 
 from engram_index.engine.search import SpaceIndex
+from engram_index.engine.started import StartedSearch
 from engram_index.engine.types import Filters
 from engram_index.supermemory import search
 from engram_index.supermemory.face import stamp
+from tests.limits import PATIENCE_S
 from tests.supermemory.conftest import Server, add_done
 
 
@@ -40,14 +42,25 @@ def test_no_collections_hits_are_taken_while_the_memories_search_still_runs_besi
         events.append(("take", threading.current_thread().name))
         return take(*args)
 
+    waiting = threading.Event()  # the memories' search is set to run beside: the vector may come now
+    run_beside = StartedSearch.run_beside
+
+    def announced(self: StartedSearch) -> None:
+        run_beside(self)
+        waiting.set()
+
+    def embed() -> None:
+        assert waiting.wait(PATIENCE_S)
+        vector.set_result(face.embed_query("ships"))
+
     monkeypatch.setattr(SpaceIndex, "_run_beside", slow_beside)
+    monkeypatch.setattr(StartedSearch, "run_beside", announced)
     monkeypatch.setattr(search, "_take", recorded_take)
     vector: Future = Future()
-    embedder = threading.Thread(target=lambda: (time.sleep(0.05), vector.set_result(face.embed_query("ships"))),
-                                name="embedder")
+    embedder = threading.Thread(target=embed, name="embedder")
     embedder.start()
     got = search.found(face, ns, "ships", "hybrid", 10, Filters(), False, stamp(), vector=vector)
     embedder.join()
     assert [e for e, _ in events] == ["beside begins", "beside ends", "take", "take"], events
     assert events[0][1] == "embedder"
-    assert {found_id for found_id in got.ids}, "the search found its candidates"
+    assert got.ids  # (the search found its candidates)
