@@ -65,7 +65,8 @@ def fill(scifact: Path, data: Path, target: int, whole: bool) -> None:
     if marker.exists():
         held = marker.read_text() or "800"  # (an empty marker: filled before targets were noted, at 800)
         if held != wanted:
-            raise SystemExit(f"{data} was filled with chunks of {held} characters: give a new --data for {wanted}")
+            raise SystemExit(f"{data} was filled as {held!r} (the chunk target, 'whole' when the chunks were"
+                             f" embedded whole): give a new --data for {wanted!r}")
         return
     chunking.TARGET = target  # (the pipeline's chunks, made in this process)
     if whole:  # (the pipeline's embedding without an LLM, as with one)
