@@ -198,18 +198,6 @@ class SpaceIndex(Starting):
                 return self._vector_search(req)
             return self._hybrid_search(req)
 
-    def holds(self, words: Sequence[QueryWord], ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Which of the documents (by id; unknown ids hold nothing) hold each query word, whole or by an
-        identifier part: `KeywordIndex.holds` for documents a search returned."""
-        with self._lock.read():
-            by_id = self.columns.ids_to_ords(ids)
-            known = by_id >= 0
-            whole = np.zeros((len(ids), len(words)), bool)
-            part = np.zeros((len(ids), len(words)), bool)
-            if known.any():
-                whole[known], part[known] = self.keyword.holds(words, by_id[known])
-            return whole, part
-
     def _documents(self, req: SearchRequest) -> Fetch:
         """Where the hits' documents come from: the store, or the columns alone (`documents=False`)."""
         return self.fetch if req.documents else self.columns.documents

@@ -46,7 +46,7 @@ def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | 
 
 
 def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`SpaceIndex.holds` of ordinals the caller has (-1: none, holding nothing), inside `index.reading()`."""
+    """`KeywordIndex.holds` of ordinals the caller has (-1: none, holding nothing), inside `index.reading()`."""
     known = ords >= 0
     whole = np.zeros((ords.size, len(words)), bool)
     part = np.zeros((ords.size, len(words)), bool)
