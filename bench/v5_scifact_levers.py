@@ -1,7 +1,7 @@
 """Why SciFact scores lower through the v5 face than on the engine's path: its candidates re-ranked other ways.
 
 Fills a namespace with SciFact through the official SDK (as bench/v5_scifact.py does; kept in
-`--data` to run again without filling), then, in process, takes each query's hybrid candidates as
+`--data` to run again without filling), then, in process, takes each query's hybrid candidates (or `--mode`'s) as
 the face finds them (limit 100, threshold 0.3) and ranks them with the face's own ranking
 (`found.rank`) under other per-candidate scores: the vector's weight, and keyword coverage taken
 over more of the candidate's document (its whole document; its document's first chunk, which holds
@@ -16,7 +16,7 @@ order of the engine's fusion (z-scores of cosine and BM25), and the engine's own
 each of the face's collections, without the face: what the collections themselves hold of SciFact.
 
     python bench/v5_scifact_levers.py --data DIR [--queries 300] [--idf-power 1] [--chunk-target 800]
-                                      [--embed-whole]
+                                      [--embed-whole] [--mode hybrid|chunks|memories]
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--chunk-target", type=int, default=chunking.TARGET,
                         help="fill --data with chunks of about this many characters (the face's: chunking.TARGET)")
+    parser.add_argument("--mode", choices=("hybrid", "chunks", "memories"), default="hybrid",
+                        help="the face's search mode whose candidates are ranked (the goal's: hybrid)")
     parser.add_argument("--embed-whole", action="store_true",
                         help="fill --data with chunks embedded whole, not pooled from their sentences")
     parser.add_argument("--idf-power", type=float, default=context.IDF_POWER,
@@ -129,7 +131,7 @@ def main() -> None:
             "SELECT doc_id, count(*) FROM sm_chunks WHERE ns=? GROUP BY doc_id", (NS,))}
         own = engine_alone(face, queries, qrels, sci, mem_doc)
         for q in queries:
-            cols = v5search.found(face, NS, q["text"], "hybrid", 100, Filters(), False, stamp())
+            cols = v5search.found(face, NS, q["text"], args.mode, 100, Filters(), False, stamp())
             sharing = cols.sharing_a_document()
             Rows(face, NS).read_found(cols, sharing)
             docs = [chunk_document(i) if k == 0 else mem_doc.get(i, "") for k, i in zip(cols.kinds.tolist(), cols.ids)]
@@ -189,7 +191,7 @@ def main() -> None:
     rows += [(f"0.7 × cosine + 0.3 × (coverage + BM25 / (BM25 + {k:g})) / 2",
               (lambda k: lambda c, own, whole, lead, bm25: 0.7 * c + 0.3 * (own + bm25 / (bm25 + k)) / 2)(k))
              for k in (3.0, 20.0)]
-    print("\n| candidate score (hybrid, limit 100, threshold 0.3) | SciFact nDCG@10 |\n|---|---:|")
+    print(f"\n| candidate score ({args.mode}, limit 100, threshold 0.3) | SciFact nDCG@10 |\n|---|---:|")
     for label, score in rows:
         print(f"| {label} | {ndcg(score):.4f} |")
     face_score = rows[0][1]
