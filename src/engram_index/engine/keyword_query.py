@@ -150,25 +150,23 @@ def word_columns_of(words: Sequence[QueryWord]) -> WordColumns:
 
 
 class HeldColumns:
-    """Which of the words' terms (`query_terms`) hold each word whole (its exact form, its stem) and which
-    in part (its identifier parts): 0/1 matrices of shape (terms, words), so that `KeywordIndex.holds`
-    takes every word's answer from one product with the rows' term presences. Immutable (shared)."""
+    """Which of the words' terms (`query_terms`) hold each word whole (its plain, stem and exact columns of
+    `WordColumns`) and which in part (its identifier parts'): 0/1 matrices of shape (terms, words), so that
+    `KeywordIndex.holds` takes every word's answer from one product with the rows' term presences.
+    Immutable (shared)."""
 
     __slots__ = ("terms", "whole", "part")
 
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Work them out for these words (as given: no searchable_words here)."""
-        self.terms: tuple[str, ...] = tuple(query_terms(words))
-        column = {term: i for i, term in enumerate(self.terms)}
+        roles = word_columns_of(words)
+        self.terms: tuple[str, ...] = roles.terms
         # float32: the product runs as one BLAS call and counts exactly (a word has a few terms).
         whole = np.zeros((len(self.terms), len(words)), np.float32)
         part = np.zeros((len(self.terms), len(words)), np.float32)
-        for j, word in enumerate(words):
-            whole[column[word.exact], j] = 1.0
-            if word.stem:
-                whole[column[word.stem], j] = 1.0
-            for term in _parts(word):
-                part[column[term], j] = 1.0
+        for j, (plain, stems, exacts, parts) in enumerate(roles.columns):
+            whole[plain, j] = whole[stems, j] = whole[exacts, j] = 1.0
+            part[parts, j] = 1.0
         whole.flags.writeable = part.flags.writeable = False
         self.whole, self.part = whole, part
 
