@@ -17,6 +17,7 @@ from engram_index import context_columns
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, Fused
+from engram_index.ranking import usable
 from engram_index.supermemory.face import Face
 
 IDF_COVERAGE = True
@@ -73,17 +74,16 @@ class Taken:
                      self.bm25[keep], self.held[keep] if self.held.size else self.held)
 
 
-def taken(index: SpaceIndex, found: Fused, skip: set[str], excluded: set[str],
-          required: frozenset[str] | None) -> Taken:
+def taken(index: SpaceIndex, found: Fused, skip: set[str], filters: Filters) -> Taken:
     """The engine's answer in columns (`SearchRequest.hits=False`) less what is gone since, what `skip` names
-    and what the tags now keep out (every write applied changes them at once, before the keyword index's
-    next commit: the filters are checked again). Call inside `index.reading()`."""
+    and what the filters now keep out (every write applied changes the index's tags at once, before the
+    keyword index's next commit: the filters' mask, as the turns joining them meet it, is checked again).
+    Call inside `index.reading()`."""
     ords = found.ords.tolist()
     named, tags = index.columns.ids, index.columns.tags_many(ords)
     ids = [named[o] for o in ords]
-    # (isdisjoint: a test that makes no set per hit)
-    keep = [i for i, (d, t) in enumerate(zip(ids, tags))
-            if d is not None and d not in skip and excluded.isdisjoint(t) and (required is None or not required.isdisjoint(t))]
+    passing = usable(index.columns, index.columns.mask(filters), found.ords).tolist()
+    keep = [i for i, (d, ok) in enumerate(zip(ids, passing)) if ok and d not in skip]
     sims = np.where(found.has_sim, found.sims, np.nan).astype(np.float64)
     out = Taken(found.ords, ids, tags, sims, found.bm25.astype(np.float64), np.zeros(0))
     return out if len(keep) == len(ids) else out.only(keep)

@@ -15,7 +15,6 @@ threshold 0.3 keeps what is on topic. docs/design/supermemory.md has the reasoni
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from concurrent.futures import Future
@@ -262,11 +261,9 @@ def _resolved(vector: Any) -> np.ndarray | None:
 def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarray | None) -> Found:
     """One collection's hits (the engine's answer in columns) as scored candidates."""
     assert result.columns is not None  # (asked with hits=False)
-    excluded = set(leg.filters.none_tags)
-    required = _tag_set(leg.filters.any_tags[0]) if leg.filters.any_tags else None
     index = face.collections.index(leg.name)
     with index.reading():  # the hits, the ones around them and which content words each holds, as of now
-        got = context.taken(index, result.columns, leg.skip, excluded, required)
+        got = context.taken(index, result.columns, leg.skip, leg.filters)
         if leg.in_context:
             got = context.in_context(face, ns, index, got, leg.filters, leg.topic,
                                      vector if leg.use_vector else None, leg.kind)
@@ -275,7 +272,7 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
         else:
             got.held = context.coverage_alone(index, got, leg.topic)
     groups: list[str] = []
-    for tags in got.tags:  # (`_group` inline: ~90 candidates a search)
+    for tags in got.tags:  # (each one's first tag that is not a state: ~90 candidates a search)
         group = ""
         for tag in tags:
             if tag != SUPERSEDED and tag != FORGOTTEN:
@@ -299,13 +296,6 @@ class _Leg:
     request: SearchRequest
     topic: Sequence[QueryWord]  # the query's content words (its keyword coverage)
     explainer: QueryExplainer
-
-
-@functools.lru_cache(maxsize=64)
-def _tag_set(tags: tuple[str, ...]) -> frozenset[str]:
-    """A compiled filter's document tags as a set, made once per filter (it is kept until the namespace's next
-    write: Face.compiled_filter), not once per search and collection (a set of every passing document)."""
-    return frozenset(tags)
 
 
 def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any = None) -> dict[str, Any]:
