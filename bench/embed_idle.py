@@ -9,7 +9,9 @@ gap, the kinds alternating within each round so that all meet the same machine: 
 busy spin (the core stays busy, its caches mostly kept), a 64 MB read (the caches lose the
 weights), a 2 ms and a 20 ms sleep (the core may idle). Prints the median per kind, per round; then
 the Python around a query's pass the same way (back to back, after a 2 ms sleep): tokenising it and
-finishing its vector (`embed.base.finish`: checked, normalised, rounded through float16).
+finishing its vector (`embed.base.finish`: checked, normalised, rounded through float16), and a
+whole query's embedding (wall time) by `embed_queries`, which takes one text straight to its pass,
+and by the batch path it took before (`_embed`: a batch plan and pooling weights), alternating.
 
     python bench/embed_idle.py [--rounds 3] [--queries 200]
 """
@@ -85,18 +87,23 @@ def main() -> None:
     steps: dict[str, Callable[[str], object]] = {
         "tokenise one query": lambda text: model._tokenizer.encode_batch([text], add_special_tokens=True),
         "finish its vector": lambda text: finish(raw, model.identity.dims, 1),
+        "embed one query, the batch path (`_embed`)": lambda text: model._embed([text], "query"),
+        "embed one query, `embed_queries`": lambda text: model.embed_queries([text]),
     }
-    print("\n| the pass's Python, µs p50 | back to back | after a 2 ms sleep |\n|---|---:|---:|")
-    for name, step in steps.items():
-        times: dict[str, list[float]] = {"none": [], "sleep": []}
-        for text in texts:
-            for kind in times:
-                if kind == "sleep":
-                    time.sleep(0.002)
+    befores: dict[str, Callable[[], object]] = {"none": lambda: None, "sleep": lambda: time.sleep(0.002),
+                                                "read": GAPS["64 MB read"]}
+    print("\n| the pass's Python, and whole embeddings, µs p50 | back to back | after a 2 ms sleep | after a 64 MB read |"
+          "\n|---|---:|---:|---:|")
+    times: dict[str, dict[str, list[float]]] = {name: {kind: [] for kind in befores} for name in steps}
+    for text in texts:  # every step after every gap, in turn: all meet the same machine
+        for kind, before in befores.items():
+            for name, step in steps.items():
+                before()
                 began = time.perf_counter()
                 step(text)
-                times[kind].append((time.perf_counter() - began) * 1e6)
-        print(f"| {name} | {statistics.median(times['none']):.0f} | {statistics.median(times['sleep']):.0f} |")
+                times[name][kind].append((time.perf_counter() - began) * 1e6)
+    for name, kinds in times.items():
+        print(f"| {name} | " + " | ".join(f"{statistics.median(v):.0f}" for v in kinds.values()) + " |")
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -86,6 +86,32 @@ def test_a_text_embeds_the_same_alone_or_padded_in_a_batch(minilm: MiniLMEmbedde
     assert float(cosines(alone, batched[1:2])[0]) >= 0.99999
 
 
+def test_one_query_is_embedded_in_one_pass_of_its_own_tokens_as_the_batch_path_embeds_it(
+        minilm: MiniLMEmbedder) -> None:
+    texts = ["mitochondria and aging", "", "東京の天気は晴れ", "the quick brown fox jumps over the lazy dog. " * 40]
+    passes: list[list[list[int]]] = []
+    forward = minilm.forward
+    minilm.forward = lambda batch: (passes.append(batch), forward(batch))[1]  # type: ignore[method-assign]
+    try:
+        for text in texts:
+            passes.clear()
+            alone = minilm.embed_queries([text])
+            assert passes == [[minilm._tokenizer.encode(text).ids]]  # one pass, the text's own (cut) tokens
+            assert alone.shape == (1, 384) and alone.dtype == np.float32
+            assert np.array_equal(alone, minilm._embed([text], "query"))  # bit for bit the batch path's
+    finally:
+        del minilm.forward
+    with pytest.raises(TypeError):
+        minilm.embed_queries("one string")  # type: ignore[arg-type]
+
+
+def test_a_closed_embedder_refuses_one_query_too() -> None:
+    emb = MiniLMEmbedder()
+    emb.close()
+    with pytest.raises(EmbedderError, match="closed"):
+        emb.embed_queries(["anything"])
+
+
 def test_a_pass_holds_at_most_batch_size_texts_and_pass_tokens_padded_tokens() -> None:
     emb = MiniLMEmbedder(batch_size=4, pass_tokens=64)
     passes: list[list[list[int]]] = []
