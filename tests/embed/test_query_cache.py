@@ -35,6 +35,17 @@ def test_a_repeated_query_is_embedded_once_and_gets_the_same_vector() -> None:
     assert (cache.hits, cache.misses) == (1, 1)
 
 
+def test_looking_whether_a_vector_is_held_is_neither_a_hit_nor_a_use() -> None:
+    cache, emb = QueryCache(entries=2), Counting(16)
+    assert not cache.holds(emb.identity, "a")
+    cache.vector(emb, "a")
+    cache.vector(emb, "b")
+    assert cache.holds(emb.identity, "a") and not cache.holds(HashingEmbedder(8).identity, "a")
+    assert (cache.hits, cache.misses) == (0, 2)
+    cache.vector(emb, "c")  # "a" was only looked at, not used, since "b": "a" leaves
+    assert not cache.holds(emb.identity, "a") and cache.holds(emb.identity, "b")
+
+
 def test_the_least_recently_used_vector_leaves_first_when_full() -> None:
     cache, emb = QueryCache(entries=2), Counting(16)
     for text in ("a", "b", "a", "c"):  # "a" was used after "b": "b" leaves

@@ -8,6 +8,13 @@ Python runs: a served Kindgi retrieve's embedding began ~250 µs after it was su
 (bench/retrieve_trace.py). So the embedder says when its pass begins (`pass_begins`, called on
 the embedding thread), and the work beside it waits for that, briefly (`PassStart.wait`): a
 moment that never comes (a remote embedder, an error, a cached vector) costs at most `WAIT_S`.
+
+The thread that submits the embedding (the event loop, in a face's `prepare`) holds the GIL too:
+its own Python after the submission (the Idempotency-Key's lookup, the hop to a search thread)
+held a served Kindgi retrieve's embedding back ~120 µs more. So when no other query embedding is
+under way in the process, the submitter waits for the pass to begin (at most `LOOP_WAIT_S`), and
+what it does after overlaps the pass (`submit_first`: a Kindgi retrieve's prepare). With another under way it does
+not wait: the pass may wait for a thread or a core, and the event loop has other requests to serve.
 """
 
 from __future__ import annotations
@@ -21,17 +28,42 @@ from typing import TypeVar
 T = TypeVar("T")
 
 WAIT_S = 0.002  # the longest the work beside an embedding waits for its pass to begin
+# The longest the submitter of a lone embedding waits for its pass to begin (~120-250 µs when it comes:
+# bench/retrieve_trace.py); on a busy machine the pass may not come sooner than its turn on a core.
+LOOP_WAIT_S = 0.001
 _local = threading.local()
+_under_way = 0  # query embeddings submitted (`PassStart.submitting`) and not over (`PassStart.end`)
+_count = threading.Lock()
 
 
 class PassStart:
     """Set once the forward pass of the embedding it was handed to has begun (or the embedding is over)."""
 
-    __slots__ = ("event",)
+    __slots__ = ("event", "_counted")
 
     def __init__(self) -> None:
         """Not yet begun."""
         self.event = threading.Event()
+        self._counted = False
+
+    def submitting(self) -> bool:
+        """Count its embedding as under way from now (call it before the submission) to its end; say whether
+        it is the only one under way in the process."""
+        global _under_way
+        with _count:
+            if not self._counted:
+                self._counted = True
+                _under_way += 1
+            return _under_way == 1
+
+    def end(self) -> None:
+        """The embedding is over (or will never run): the moment is set, and it is no longer under way."""
+        global _under_way
+        self.event.set()
+        with _count:
+            if self._counted:
+                self._counted = False
+                _under_way -= 1
 
     @contextmanager
     def signalled(self) -> Iterator[None]:
@@ -41,7 +73,7 @@ class PassStart:
             yield
         finally:
             _local.start = None
-            self.event.set()
+            self.end()
 
     def wait(self, timeout: float = WAIT_S) -> None:
         """Wait until the pass began, at most `timeout` seconds."""
@@ -66,12 +98,17 @@ class Embedding(Future[T]):
         self.began = PassStart()
 
 
-def embed_on(pool: Executor, make: Callable[[], T]) -> Embedding[T]:
-    """`make()` on one of the pool's threads, as an Embedding whose `began` its forward pass sets."""
+def embed_on(pool: Executor, make: Callable[[], T], timeout: float = 0.0) -> Embedding[T]:
+    """`make()` on one of the pool's threads, as an Embedding whose `began` its forward pass sets; with a
+    `timeout`, the caller goes on once that pass has begun when no other embedding is under way
+    (`submit_first`). A v5 search's job waits for it on the search thread anyway (`wait_for_pass`), right
+    after the event loop's hop: waiting on the event loop as well only adds a wake-up there (measured
+    no faster, bench/v5_served_ab.py), so it does not by default."""
     out: Embedding[T] = Embedding()
 
     def run() -> None:
         if not out.set_running_or_notify_cancel():
+            out.began.end()  # cancelled before it ran
             return
         with out.began.signalled():
             try:
@@ -81,8 +118,21 @@ def embed_on(pool: Executor, make: Callable[[], T]) -> Embedding[T]:
                 return
         out.set_result(result)
 
-    pool.submit(run)
+    submit_first(out.began, lambda: pool.submit(run), timeout)
     return out
+
+
+def submit_first(start: PassStart, submit: Callable[[], object], timeout: float = LOOP_WAIT_S) -> None:
+    """Submit an embedding that signals `start` (`submit()`); when it is the only one under way, wait until its
+    pass begins (at most `timeout` s), so that this thread's next Python does not hold back its start."""
+    alone = start.submitting()
+    try:
+        submit()
+    except BaseException:
+        start.end()  # never to run
+        raise
+    if alone:
+        start.wait(timeout)
 
 
 def wait_for_pass(vector: object, timeout: float = WAIT_S) -> None:

@@ -75,6 +75,11 @@ class QueryCache:
     def __len__(self) -> int:
         return len(self._vectors)
 
+    def holds(self, identity: ModelIdentity, text: str) -> bool:
+        """Whether the vector of `text` for a model is held (a look: neither a hit nor a use)."""
+        with self._lock:
+            return (identity, text) in self._vectors
+
     def get(self, identity: ModelIdentity, text: str) -> np.ndarray | None:
         """The held vector of `text` for a model, if any (a hit, without embedding)."""
         with self._lock:

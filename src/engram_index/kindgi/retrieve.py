@@ -20,10 +20,11 @@ import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from engram_index.embed.base import Embedder
-from engram_index.embed.pass_start import PassStart
+from engram_index.embed.pass_start import LOOP_WAIT_S, PassStart, submit_first
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.search import PENDING_SCAN, SpaceIndex
@@ -183,9 +184,12 @@ class Retriever:
                 raise KindgiError("semantic-unavailable", f"this tenant's facts are embedded with {describe(held)}"
                                   f" and are being re-embedded with {embedder.identity.model}: retry shortly,"
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
-            if pooled:
+            if pooled:  # (from the event loop: it goes on once the pass has begun, when no other is under way)
                 started.began = PassStart()
-                self._embedding.submit(self._semantic_part, started, embedder)
+                # A held vector makes no pass: its leg goes straight to the search, which nothing need go first.
+                wait = 0.0 if self._queries.holds(embedder.identity, intent.query or "") else LOOP_WAIT_S
+                submit_first(started.began, partial(self._embedding.submit, self._semantic_part, started, embedder),
+                             wait)
             else:
                 started.semantic = self._embedding.submit(self._semantic_leg, started, embedder)
         return started
