@@ -7,7 +7,7 @@ the face finds them (limit 100, threshold 0.3) and ranks them with the face's ow
 over more of the candidate's document (its whole document; its document's first chunk, which holds
 the title), and the face's score with each result backed by the best other result of its document
 (a document found several times ranks higher), the candidate's own BM25 saturated into 0-1 in place
-of coverage or beside it, and (`--idf-power`) coverage's word weights as a power of their idf.
+of coverage or beside it, each kind (memory, chunk) with weights of its own, and (`--idf-power`) coverage's word weights as a power of their idf.
 `--chunk-target` fills a new `--data` with chunks of another size (the whole abstract, say), and
 `--embed-whole` one whose chunks are embedded whole (as with an LLM) instead of pooling their
 sentences' vectors. A document counts at its first result, as in bench/v5_scifact.py. Each line
@@ -141,11 +141,16 @@ def main() -> None:
             taken.append((q["_id"], cols, sharing, [sci.get(d) for d in docs], cosine,
                           np.array([whole[d] for d in docs]), np.array([lead[d] for d in docs]), docs))
 
-    def ndcg(score: Score, backing: float = 0.0) -> float:
+    def ndcg(score: Score, backing: float = 0.0, memory_weight: float | None = None) -> float:
+        """nDCG@10 of the candidates ranked by `score` (`memory_weight`: a memory's cosine weight in the face's
+        form, the rest coverage, in place of `score`'s for memories)."""
         out = []
         for qid, cols, sharing, scifact_ids, cosine, whole, lead, docs in taken:
             own = cols.own.copy()
             cols.own = np.clip(score(cosine, cols.coverage, whole, lead, np.nan_to_num(cols.bm25, nan=0.0)), 0.0, 1.0)
+            if memory_weight is not None:  # (kinds: 0 a chunk, 1 a memory)
+                memory = cols.kinds == 1
+                cols.own[memory] = memory_weight * cosine[memory] + (1 - memory_weight) * cols.coverage[memory]
             if backing:
                 cols.own = by_document(cols.own, docs, backing)
             ranked: list[str] = []
@@ -194,6 +199,10 @@ def main() -> None:
     print(f"\n| candidate score ({args.mode}, limit 100, threshold 0.3) | SciFact nDCG@10 |\n|---|---:|")
     for label, score in rows:
         print(f"| {label} | {ndcg(score):.4f} |")
+    # Each kind its own weights: a memory (one sentence) and a chunk (several) hold a query differently.
+    for memories, chunks in ((0.75, 0.65), (0.8, 0.6), (0.65, 0.75), (0.6, 0.8)):
+        print(f"| memories {memories} × cosine, chunks {chunks} × cosine (the rest coverage) | "
+              f"{ndcg(weighted(chunks, lambda own, whole, lead: own), memory_weight=memories):.4f} |")
     face_score = rows[0][1]
     for weight in (0.1, 0.2, 0.3, 0.5):
         print(f"| the face's, each backed by {weight} × the best other result of its document | "
