@@ -9,7 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from engram_index.embed.pass_start import Embedding, PassStart, embed_on, pass_begins, wait_for_pass
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.embed.local import MiniLMEmbedder
+from engram_index.embed.pass_start import Embedding, PassStart, embed_on, pass_begins, tells_pass, wait_for_pass
+from engram_index.metrics import TimedEmbedder
 
 
 def test_an_embedding_tells_when_its_pass_begins_before_it_ends() -> None:
@@ -151,3 +154,11 @@ def test_a_cancelled_embedding_is_no_longer_under_way() -> None:
         gate.set()
         blocker.result(5)
     assert alone()
+
+
+def test_only_an_embedder_that_tells_its_pass_is_waited_for_even_behind_the_metrics_wrapper() -> None:
+    class Told(HashingEmbedder):
+        TELLS_PASS = True
+
+    assert MiniLMEmbedder.TELLS_PASS and tells_pass(Told(8)) and tells_pass(TimedEmbedder(Told(8)))
+    assert not tells_pass(HashingEmbedder(8)) and not tells_pass(TimedEmbedder(HashingEmbedder(8)))

@@ -81,6 +81,12 @@ class PassStart:
             self.event.wait(timeout)
 
 
+def tells_pass(embedder: object) -> bool:
+    """Whether an embedder (or the one a wrapper holds) calls `pass_begins` before its passes: a remote one
+    never does, and waiting for it would only hold the waiter up to its timeout."""
+    return bool(getattr(embedder, "TELLS_PASS", False))
+
+
 def pass_begins() -> None:
     """Called by an embedder on its thread right before a forward pass lets go of the GIL."""
     start: PassStart | None = getattr(_local, "start", None)

@@ -24,7 +24,7 @@ from functools import partial
 from typing import Any
 
 from engram_index.embed.base import Embedder
-from engram_index.embed.pass_start import LOOP_WAIT_S, PassStart, submit_first
+from engram_index.embed.pass_start import LOOP_WAIT_S, PassStart, submit_first, tells_pass
 from engram_index.embed.query_cache import EmbedSlots, QueryCache
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.search import PENDING_SCAN, SpaceIndex
@@ -186,8 +186,9 @@ class Retriever:
                                   " or use keyword", {"embeddingModel": embedder.identity.model})
             if pooled:  # (from the event loop: it goes on once the pass has begun, when no other is under way)
                 started.began = PassStart()
-                # A held vector makes no pass: its leg goes straight to the search, which nothing need go first.
-                wait = 0.0 if self._queries.holds(embedder.identity, intent.query or "") else LOOP_WAIT_S
+                # A held vector makes no pass (its leg goes straight to the search), nor does a remote embedder.
+                told = tells_pass(embedder) and not self._queries.holds(embedder.identity, intent.query or "")
+                wait = LOOP_WAIT_S if told else 0.0
                 submit_first(started.began, partial(self._embedding.submit, self._semantic_part, started, embedder),
                              wait)
             else:
