@@ -188,8 +188,8 @@ class MiniLMEmbedder(BatchedEmbedder):
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed final query texts; one text (a served search's query) goes straight to its pass: no
-        batch plan and no pooling weight, the same vector ~50 µs sooner on a search's critical path
-        (bench/embed_query_path.py)."""
+        batch plan and no pooling weight, the same vector sooner on a search's critical path
+        (bench/embed_idle.py times the two)."""
         if isinstance(texts, str) or len(texts) != 1:
             return self._embed(texts, "query")
         if self._session is None:

@@ -13,8 +13,9 @@ The thread that submits the embedding (the event loop, in a face's `prepare`) ho
 its own Python after the submission (the Idempotency-Key's lookup, the hop to a search thread)
 held a served Kindgi retrieve's embedding back ~120 µs more. So when no other query embedding is
 under way in the process, the submitter waits for the pass to begin (at most `LOOP_WAIT_S`), and
-what it does after overlaps the pass (`submit_first`: a Kindgi retrieve's prepare). With another under way it does
-not wait: the pass may wait for a thread or a core, and the event loop has other requests to serve.
+what it does after overlaps the pass (`submit_first`, from a Kindgi retrieve's prepare). With
+another under way it does not wait: the pass may wait for a thread or a core, and the event loop
+has other requests to serve.
 """
 
 from __future__ import annotations
