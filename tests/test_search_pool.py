@@ -10,6 +10,7 @@ import pytest
 
 from engram_index.errors import Unavailable
 from engram_index.search_pool import SearchBusy, SearchPool, SearchTimedOut
+from tests.limits import PATIENCE_S
 
 
 @pytest.fixture
@@ -124,3 +125,17 @@ def test_a_failing_search_gives_its_error_and_its_slot_back() -> None:
 def test_fewer_than_one_thread_is_refused() -> None:
     with pytest.raises(ValueError, match="threads must be at least 1"):
         SearchPool(threads=0)
+
+
+def test_a_pool_is_idle_only_while_no_search_holds_a_slot(gate: threading.Event) -> None:
+    pool = SearchPool(threads=1)
+    assert pool.idle()
+    inside = threading.Event()
+    running = threading.Thread(target=pool.run_sync, args=(lambda: (inside.set(), gate.wait(PATIENCE_S)),))
+    running.start()
+    assert inside.wait(PATIENCE_S)
+    assert not pool.idle()
+    gate.set()
+    running.join(PATIENCE_S)
+    assert pool.idle()
+    pool.close()

@@ -23,11 +23,13 @@ docs/design/ranking.md has the measurements behind each step.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
 
+from engram_index.embed.pass_start import wait_for_pass
 from engram_index.engine.analyzer import STOPWORDS, QueryWord, query_words
 from engram_index.engine.columns import Columns
 from engram_index.engine.search import SpaceIndex
@@ -287,19 +289,32 @@ def _rank_among(hits: list[Hit]) -> None:
         hit.keyword_rank = rank
 
 
+def _engine(index: SpaceIndex, req: SearchRequest) -> SearchResult:
+    """The engine's search; with a vector still being embedded, its keyword pass while the embedding's pass
+    runs, the rest once the vector is there."""
+    if not isinstance(req.vector, Future):
+        return index.search(req)
+    wait_for_pass(req.vector)  # the embedding, which the answer waits for, takes the GIL first
+    return index.start(req).finish()
+
+
 def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None = None) -> SearchResult:
     """One search with conversation context: keyword and hybrid results re-scored as `context_keyword`
     does (hybrid then fused again, convex over the candidates, as the engine fuses); a search none of
     whose candidates has context returns the engine's own answer unchanged. `same_source` is judged
-    from the index's columns (`Columns.same_source`): only the documents returned are read."""
+    from the index's columns (`Columns.same_source`): only the documents returned are read. The
+    request's vector may be a Future of it (its query being embedded): the engine's keyword pass runs
+    first (`SpaceIndex.start`), and the embedding's error is the search's."""
     if neighbours is None or req.mode == "vector" or not req.q or req.vector is None and req.mode == "hybrid":
-        return index.search(req)
+        return _engine(index, req)
     if neighbours is same_source and not index.columns.sourced:
         # No memory names a source, so none has context: the engine's own answer at the limit asked
         # (a search at the context's depth would only widen the vector scan's pool, and read 50).
-        return index.search(req)
+        return _engine(index, req)
     depth = max(CONTEXT_DEPTH, req.limit)
-    found = index.search(replace(req, limit=depth, explain=False))
+    found = _engine(index, replace(req, limit=depth, explain=False))
+    # (a Future's vector is there: the engine's search waited for it)
+    vector = req.vector.result() if isinstance(req.vector, Future) else req.vector
     asked = query_words(req.q)  # analysed once for the content words and the explanations
     q = content_query(req.q, asked)
     words = content_words(asked if q == req.q else query_words(q), q)
@@ -317,7 +332,7 @@ def search(index: SpaceIndex, req: SearchRequest, neighbours: Neighbours | None 
         bm25 = context_scores(index, words, ctx)
         sims = np.full(ctx.ords.size, np.nan)
         if found.mode == "hybrid" and index.vectors is not None:
-            sims = index.vectors.similarities(index.vectors.prepare(np.asarray(req.vector, np.float64)),
+            sims = index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)),
                                               ctx.ords).astype(np.float64)
         no_vector = np.isnan(sims)
         if found.mode == "hybrid":

@@ -114,6 +114,10 @@ class SearchPool:
         self._overrun = 0  # searches past their deadline, still on a thread
         self._waiters: deque[_Waiter] = deque()
 
+    def idle(self) -> bool:
+        """Whether no search holds a slot now (a moment's reading: a search may start right after)."""
+        return self._running == 0 and not self._waiters
+
     def _free(self) -> bool:
         """Whether a slot can be given now (under the lock): one is free and a thread is too."""
         return self._running < self.threads and self._running + self._overrun < 2 * self.threads

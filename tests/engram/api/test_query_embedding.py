@@ -1,8 +1,10 @@
 """searchMemories with q alone: embedded here when this service runs the space's model, per seed 000."""
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import httpx
@@ -11,7 +13,8 @@ import pytest
 
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.limits import SpaceLimits
-from tests.limits import roomy_app, roomy_embedding
+from tests.limits import PATIENCE_S, roomy_app, roomy_embedding
+from engram_index.embed.base import EmbedderError
 from engram_index.engram.auth import InsecureOpen
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engine.types import Document, ModelIdentity
@@ -133,3 +136,64 @@ def test_each_authority_has_an_embedding_rate_limit(tmp_path: Path) -> None:
         first, second = search(base, q="tomato"), search(base, q="sauce")
         assert first.status_code == 200 and second.status_code == 429
         assert second.json()["error"] == "RateLimitExceeded"
+
+
+class Local(HashingEmbedder):
+    """The hashing embedder as a local model is seen: one that tells when its pass begins (pass_start)."""
+
+    TELLS_PASS = True
+
+
+class Failing(HashingEmbedder):
+    """An embedder whose query embeddings fail as a model that cannot run does."""
+
+    TELLS_PASS = True
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        raise EmbedderError("the model cannot run here")
+
+
+@pytest.mark.parametrize("q", ["tomato sauce", "why did the deploy fail", "kubernetes", "nothing alike"])
+def test_q_embedded_beside_the_keyword_pass_answers_as_q_embedded_before_the_search(tmp_path: Path, q: str) -> None:
+    data = make_data(tmp_path)
+    answers = []
+    embeddings = [roomy_embedding(e, authorities={AUTHORITY}) for e in (HashingEmbedder(DIMS), Local(DIMS))]
+    for embedding in embeddings:  # embedded first, then beside the search's keyword pass
+        for base in server(data, embedding):
+            answers.append([search(base, q=q, **({"mode": mode} if mode else {})).json()
+                            for mode in ("", "hybrid", "vector")])
+    assert embeddings[0]._threads is None and embeddings[1]._threads is not None  # (each embedded as said)
+    assert answers[0] == answers[1]
+    assert answers[0][0]["mode"] == "hybrid" and answers[0][2]["mode"] == "vector"
+
+
+def test_an_embedding_that_fails_beside_the_search_answers_as_one_that_failed_before_it(tmp_path: Path) -> None:
+    data = make_data(tmp_path)
+    answers = []
+    for embedder in (Failing(DIMS), NoPass(DIMS)):
+        for base in server(data, roomy_embedding(embedder, authorities={AUTHORITY})):
+            answers.append([(r.status_code, r.json()) for r in (search(base, q="tomato"), search(base, q="x", mode="vector"))])
+    assert answers[0] == answers[1] and answers[0][0][0] >= 500
+
+
+class NoPass(Failing):
+    """The failing embedder, embedded before the search as a remote one is."""
+
+    TELLS_PASS = False
+
+
+def test_a_local_embedding_is_started_and_its_slot_freed_when_it_ends() -> None:
+    async def run() -> None:
+        embedding = QueryEmbedding(Local(DIMS), concurrent=1, queue=0)
+        first = await embedding.start(AUTHORITY, "query: ", "tomato")
+        assert isinstance(first, Future)
+        np.testing.assert_array_equal(first.result(PATIENCE_S), Local(DIMS).embed_queries(["query: tomato"])[0])
+        await asyncio.sleep(0)  # (the slot comes back on the event loop)
+        second = await embedding.start(AUTHORITY, "query: ", "sauce")  # one slot: free again, not EmbedderBusy
+        assert isinstance(second, Future) and second.result(PATIENCE_S).shape == (DIMS,)
+        held = await embedding.start(AUTHORITY, "query: ", "tomato")  # the cache holds it: no embedding
+        assert isinstance(held, np.ndarray)
+        remote = await QueryEmbedding(HashingEmbedder(DIMS)).start(AUTHORITY, "", "tomato")
+        assert isinstance(remote, np.ndarray)  # an embedder that never tells its pass is embedded first
+
+    asyncio.run(run())

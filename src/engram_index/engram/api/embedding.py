@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from engram_index.endpoints import in_thread
 from engram_index.embed.base import Embedder, EmbedderBusy, query_text
+from engram_index.embed.pass_start import Embedding, embed_on, tells_pass
 from engram_index.embed.query_cache import QueryCache
 from engram_index.engine.types import ModelIdentity
 from engram_index.errors import ModelNotHosted, NoModel, RateLimited, SpaceError
@@ -43,6 +45,7 @@ class QueryEmbedding:
     rate: float = 2.0
     burst: float = 20.0
     _slots: asyncio.Semaphore | None = None
+    _threads: ThreadPoolExecutor | None = None  # where `start` embeds (made on first use)
     _waiting: int = 0
     _buckets: dict[str, TokenBucket] = field(default_factory=dict)
     _cache: QueryCache = field(default_factory=QueryCache)  # exact q → vector (embed/query_cache.py)
@@ -62,16 +65,55 @@ class QueryEmbedding:
     async def embed(self, authority: str, prefix: str, q: str) -> np.ndarray:
         """Embed one query (prefix + q) within the limits."""
         assert self.embedder is not None
+        text = query_text(prefix, q)
+        held, slots = await self._admitted(authority, text)
+        if slots is None:
+            assert held is not None
+            return held
+        try:
+            return await in_thread(self._cache.vector, self.embedder, text)
+        finally:
+            slots.release()
+
+    async def start(self, authority: str, prefix: str, q: str) -> np.ndarray | Embedding[np.ndarray]:
+        """`embed`, within the same limits, set going on an embedding thread when the embedder is a local
+        model (`pass_start.tells_pass`): the search's keyword pass then runs while it embeds, and its slot is
+        freed when it ends. The vector itself when the cache holds it, or when the embedder is remote (a
+        network call must not hold a search slot: it is embedded first, as by `embed`)."""
+        assert self.embedder is not None
+        if not tells_pass(self.embedder):
+            return await self.embed(authority, prefix, q)
+        text = query_text(prefix, q)
+        held, slots = await self._admitted(authority, text)
+        if slots is None:
+            assert held is not None
+            return held
+        loop = asyncio.get_running_loop()
+        embedder, cache = self.embedder, self._cache
+        try:
+            if self._threads is None:  # the slots bound how many embed at once
+                self._threads = ThreadPoolExecutor(self.concurrent, thread_name_prefix="garden-embed")
+            vector = embed_on(self._threads, lambda: cache.vector(embedder, text))
+        except BaseException:
+            slots.release()
+            raise
+        vector.add_done_callback(lambda _: loop.call_soon_threadsafe(slots.release))
+        return vector
+
+    async def _admitted(self, authority: str, text: str) -> tuple[np.ndarray, None] | tuple[None, asyncio.Semaphore]:
+        """One query's admission: its authority's rate, then its held vector (a repeated query costs no
+        embedding, so it takes no slot) or an embedding slot (the slots, one taken: the caller releases
+        it); RateLimited or EmbedderBusy when refused."""
+        assert self.embedder is not None
         bucket = self._buckets.get(authority)
         if bucket is None:  # made once per authority, not per call
             bucket = self._buckets.setdefault(authority, TokenBucket(self.rate, self.burst))
         if not bucket.take():
             raise RateLimited("too many queries embedded for this space's authority",
                               retry_after_s=retry_after_s(bucket.wait_s()))
-        text = query_text(prefix, q)
         held = self._cache.get(self.embedder.identity, text)
-        if held is not None:  # a repeated query costs no embedding, so it takes no embedding slot
-            return held
+        if held is not None:
+            return held, None
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.concurrent)
         if self._slots.locked() and self._waiting >= self.queue:
@@ -83,7 +125,4 @@ class QueryEmbedding:
             raise EmbedderBusy("too many queries are being embedded; retry shortly") from None
         finally:
             self._waiting -= 1
-        try:
-            return await in_thread(self._cache.vector, self.embedder, text)
-        finally:
-            self._slots.release()
+        return None, self._slots

@@ -42,9 +42,12 @@ def _query_vector(params: dict[str, Any], info: CollectionInfo) -> Any:
     return vector
 
 
-async def build_request(params: dict[str, Any], info: CollectionInfo, embedding: QueryEmbedding) -> SearchRequest:
+async def build_request(params: dict[str, Any], info: CollectionInfo, embedding: QueryEmbedding,
+                        beside: bool = False) -> SearchRequest:
     """Decide what runs, per seed 000: an explicit mode never falls back; q alone is embedded
-    when this service runs the space's model for its authority, else searched by keyword."""
+    when this service runs the space's model for its authority, else searched by keyword. With
+    `beside`, a local model's embedding is only set going (`QueryEmbedding.start`): the request's
+    vector is then a Future, and the search runs its keyword pass meanwhile (`ranking.search`)."""
     q = params.get("q")
     q = q if q and q.strip() else None
     mode: Mode | None = params.get("mode")
@@ -53,7 +56,7 @@ async def build_request(params: dict[str, Any], info: CollectionInfo, embedding:
         authority = parse_space_uri(info.uri).authority
         refusal = embedding.refusal(info.model, authority, q)
         if refusal is None:
-            vector = await embedding.embed(authority, info.query_prefix, q)
+            vector = await (embedding.start if beside else embedding.embed)(authority, info.query_prefix, q)
         elif mode is not None:
             raise refusal  # hybrid or vector asked for explicitly: no keyword fallback
     if mode is None:
@@ -93,7 +96,9 @@ async def search_memories(request: Request) -> dict[str, Any]:
     params, spaces, info = await checked_space(request, NSID)
     index = await loaded_index(spaces, params["space"])
     async with limits.slot(params["space"]):
-        req = await build_request(params, info, request.app.state.embedding)
+        # With no other search running, q's embedding runs beside the search's keyword pass (one slot of the
+        # pool for both); under load it is embedded first, on its own threads, and holds no search slot.
+        req = await build_request(params, info, request.app.state.embedding, beside=spaces.searches.idle())
         # On the one search pool of every face (search_pool.py): past the deadline, 503 and the slot is free.
         result = await spaces.searches.run(ranked_search, index, req, same_source, deadline_s=HARD_DEADLINE_S)
     # Each hit's JSON made once (views.py keeps each memory's own fields encoded), taken as it is by the encoder.
