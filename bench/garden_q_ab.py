@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,37 +31,17 @@ _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 sys.path.insert(0, str(_HERE.parent / "src"))
 
-from http_load import SPACE, memory_batches  # noqa: E402
+from http_load import SPACE, build  # noqa: E402
 from machine import print_machine  # noqa: E402
-from retrieve import server_cpu_s, wait_listening, wait_quiet  # noqa: E402
-from synth import make_space  # noqa: E402
+from retrieve import wait_listening, wait_quiet  # noqa: E402
+from v5_served_ab import alternated, print_ab, stop  # noqa: E402
 
-from engram_index.collections import Collections  # noqa: E402
 from engram_index.embed.local import MINILM_IDENTITY  # noqa: E402
-from engram_index.errors import UnknownSpace  # noqa: E402
 from engram_index.testkit.serve import free_port  # noqa: E402
 
 ROOT = _HERE.parent
 PATH = "/xrpc/garden.engram.searchMemories"
 PACE_S = 0.55  # between one query's turns and the next (each server's authority: 2 embeddings a second)
-
-
-def build(data: Path, n: int, scifact: Path) -> None:
-    """n synthetic memories in a space declared under the local model (unless `data` holds them)."""
-    spaces = Collections(data)
-    try:
-        try:
-            if spaces.store.count(spaces.info(SPACE).id) == n:
-                return
-        except UnknownSpace:
-            pass
-        spaces.ensure_collection(SPACE, MINILM_IDENTITY)
-        for batch in memory_batches(make_space(n, scifact_dir=scifact, seed=1)):
-            spaces.write(SPACE, batch)
-        spaces.index(SPACE)
-        spaces.maintain()
-    finally:
-        spaces.close()
 
 
 def serve(src: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -89,7 +68,7 @@ def main() -> None:
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
     args = parser.parse_args()
     print_machine()
-    build(args.data, args.n, args.scifact)
+    build(args.data, args.n, args.scifact, model=MINILM_IDENTITY)
     texts = [json.loads(line)["text"] for line in (args.scifact / "queries.jsonl").open()]
     warm, measured = texts[:20], texts[20:20 + args.queries]
     print(f"load average {os.getloadavg()[0]:.1f} at start")
@@ -105,35 +84,15 @@ def main() -> None:
             for q in warm:  # the index loads, the caches fill
                 for _, client in servers.values():
                     answer = client.get(PATH, params={"space": SPACE, "q": q})
-                    assert answer.status_code == 200, answer.text
+                    assert answer.status_code == 200 and answer.json()["mode"] == "hybrid", answer.text
                 time.sleep(PACE_S)
             for proc, _ in servers.values():
                 wait_quiet(proc.pid)
-            wall: dict[str, list[float]] = {"old": [], "new": []}
-            cpu_before = {name: server_cpu_s(proc.pid) or 0.0 for name, (proc, _) in servers.items()}
-            for i, q in enumerate(measured):
-                for name in (("old", "new") if i % 2 == 0 else ("new", "old")):
-                    began = time.perf_counter()
-                    answer = servers[name][1].get(PATH, params={"space": SPACE, "q": q})
-                    wall[name].append((time.perf_counter() - began) * 1000)
-                    assert answer.status_code == 200 and answer.json()["mode"] == "hybrid", answer.text
-                time.sleep(PACE_S)
-            cpu = {name: ((server_cpu_s(proc.pid) or 0.0) - cpu_before[name]) / len(measured) * 1000
-                   for name, (proc, _) in servers.items()}
+            wall, cpu = alternated(servers, measured, lambda client, q: client.get(PATH, params={"space": SPACE, "q": q}),
+                                   PACE_S)
         finally:
-            for proc, client in servers.values():
-                client.close()
-                proc.terminate()
-                proc.wait(60)
-    print(f"load average {os.getloadavg()[0]:.1f} at the end, {len(measured)} queries each\n")
-    print("| tree | p50 ms | p90 ms | server CPU ms per search |\n|---|---:|---:|---:|")
-    for name in ("old", "new"):
-        ordered = sorted(wall[name])
-        print(f"| {name} | {statistics.median(ordered):.2f} | {ordered[int(0.9 * len(ordered))]:.2f} |"
-              f" {cpu[name]:.2f} |")
-    ratios = [n / o for n, o in zip(wall["new"], wall["old"])]
-    print(f"\nnew / old: p50 {statistics.median(wall['new']) / statistics.median(wall['old']):.3f},"
-          f" median per query {statistics.median(ratios):.3f}, CPU {cpu['new'] / cpu['old']:.3f}")
+            stop(servers)
+    print_ab(wall, cpu, len(measured))
 
 
 if __name__ == "__main__":

@@ -78,9 +78,9 @@ def memory_batches(synth: SynthSpace, size: int = 2000, sources: bool = False) -
         ]
 
 
-def build(data: Path, n: int, scifact: Path, sources: bool = False) -> None:
+def build(data: Path, n: int, scifact: Path, sources: bool = False, model: ModelIdentity = MODEL) -> None:
     """Write n synthetic memories into a data directory (unless it holds them), then compact its keyword index
-    (`sources`: in conversations; a data directory keeps what it was built with)."""
+    (`sources`: in conversations; a data directory keeps what it was built with; `model`: the space's)."""
     spaces = Collections(data)
     try:
         try:
@@ -88,7 +88,7 @@ def build(data: Path, n: int, scifact: Path, sources: bool = False) -> None:
                 return
         except UnknownSpace:
             pass
-        spaces.ensure_collection(SPACE, MODEL)
+        spaces.ensure_collection(SPACE, model)
         for batch in memory_batches(make_space(n, scifact_dir=scifact, seed=1), sources=sources):
             spaces.write(SPACE, batch)
         spaces.index(SPACE)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -79,23 +80,44 @@ def main() -> None:
                     assert client.post("/ns/scale/search", json={"query": q}).status_code == 200
             for proc, _ in servers.values():
                 wait_quiet(proc.pid)
-            wall: dict[str, list[float]] = {"old": [], "new": []}
-            cpu_before = {name: server_cpu_s(proc.pid) or 0.0 for name, (proc, _) in servers.items()}
-            for i, q in enumerate(measured):
-                for name in (("old", "new") if i % 2 == 0 else ("new", "old")):
-                    client = servers[name][1]
-                    began = time.perf_counter()
-                    answer = client.post("/ns/scale/search", json={"query": q, "limit": 10})
-                    wall[name].append((time.perf_counter() - began) * 1000)
-                    assert answer.status_code == 200, answer.text
-            cpu = {name: ((server_cpu_s(proc.pid) or 0.0) - cpu_before[name]) / len(measured) * 1000
-                   for name, (proc, _) in servers.items()}
+            wall, cpu = alternated(servers, measured,
+                                   lambda client, q: client.post("/ns/scale/search", json={"query": q, "limit": 10}))
         finally:
-            for proc, client in servers.values():
-                client.close()
-                proc.terminate()
-                proc.wait(60)
-    print(f"load average {os.getloadavg()[0]:.1f} at the end, {len(measured)} queries each\n")
+            stop(servers)
+    print_ab(wall, cpu, len(measured))
+
+
+def alternated(servers: dict[str, tuple[subprocess.Popen[bytes], httpx.Client]], queries: Sequence[str],
+               ask: Callable[[httpx.Client, str], httpx.Response],
+               pace_s: float = 0.0) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Each query asked of both servers ("old", "new") in turns, old first, then new first (`pace_s` between
+    one query's turns and the next): each one's wall ms per query, and its process's CPU ms per query."""
+    wall: dict[str, list[float]] = {"old": [], "new": []}
+    cpu_before = {name: server_cpu_s(proc.pid) or 0.0 for name, (proc, _) in servers.items()}
+    for i, q in enumerate(queries):
+        for name in (("old", "new") if i % 2 == 0 else ("new", "old")):
+            began = time.perf_counter()
+            answer = ask(servers[name][1], q)
+            wall[name].append((time.perf_counter() - began) * 1000)
+            assert answer.status_code == 200, answer.text
+        if pace_s:
+            time.sleep(pace_s)
+    cpu = {name: ((server_cpu_s(proc.pid) or 0.0) - cpu_before[name]) / len(queries) * 1000
+           for name, (proc, _) in servers.items()}
+    return wall, cpu
+
+
+def stop(servers: dict[str, tuple[subprocess.Popen[bytes], httpx.Client]]) -> None:
+    """Close each server's client and stop the server."""
+    for proc, client in servers.values():
+        client.close()
+        proc.terminate()
+        proc.wait(60)
+
+
+def print_ab(wall: dict[str, list[float]], cpu: dict[str, float], queries: int) -> None:
+    """The side-by-side table: each tree's p50 and p90 wall ms and server CPU ms per search, and their ratios."""
+    print(f"load average {os.getloadavg()[0]:.1f} at the end, {queries} queries each\n")
     print("| tree | p50 ms | p90 ms | server CPU ms per search |\n|---|---:|---:|---:|")
     for name in ("old", "new"):
         ordered = sorted(wall[name])
