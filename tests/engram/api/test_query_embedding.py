@@ -188,7 +188,9 @@ def test_a_local_embedding_is_started_and_its_slot_freed_when_it_ends() -> None:
         first = await embedding.start(AUTHORITY, "query: ", "tomato")
         assert isinstance(first, Future)
         np.testing.assert_array_equal(first.result(PATIENCE_S), Local(DIMS).embed_queries(["query: tomato"])[0])
-        await asyncio.sleep(0)  # (the slot comes back on the event loop)
+        deadline = time.monotonic() + PATIENCE_S  # the slot comes back on the event loop, once the thread says so
+        while embedding._slots is not None and embedding._slots.locked() and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
         second = await embedding.start(AUTHORITY, "query: ", "sauce")  # one slot: free again, not EmbedderBusy
         assert isinstance(second, Future) and second.result(PATIENCE_S).shape == (DIMS,)
         held = await embedding.start(AUTHORITY, "query: ", "tomato")  # the cache holds it: no embedding
