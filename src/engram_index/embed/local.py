@@ -192,10 +192,8 @@ class MiniLMEmbedder(BatchedEmbedder):
         (bench/embed_idle.py times the two)."""
         if isinstance(texts, str) or len(texts) != 1:
             return self._embed(texts, "query")
-        if self._session is None:
-            raise EmbedderError("this embedder was closed")
         ids = self._tokenizer.encode(texts[0], add_special_tokens=True).ids
-        return finish(self.forward([ids]), self.identity.dims, 1)
+        return finish(self.forward([ids]), self.identity.dims, 1)  # (`forward` refuses a closed embedder)
 
     def embed_documents_weighted(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Unit vectors and, for pooling, each text's token count times its unnormalised norm: the
