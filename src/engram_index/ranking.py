@@ -290,11 +290,9 @@ def _rank_among(hits: list[Hit]) -> None:
 
 
 def _engine(index: SpaceIndex, req: SearchRequest) -> SearchResult:
-    """The engine's search; with a vector still being embedded, its keyword pass while the embedding's pass
-    runs, the rest once the vector is there."""
-    if not isinstance(req.vector, Future):
-        return index.search(req)
-    wait_for_pass(req.vector)  # the embedding, which the answer waits for, takes the GIL first
+    """The engine's search (`start(req).finish()` answers as `search`); with a vector still being embedded,
+    its keyword pass while the embedding's pass runs, the rest once the vector is there."""
+    wait_for_pass(req.vector)  # the embedding, which the answer waits for, takes the GIL first (if any)
     return index.start(req).finish()
 
 
