@@ -40,6 +40,7 @@ from supermemory import Supermemory  # noqa: E402
 from v5 import local_app, wait_all_done  # noqa: E402
 
 from engram_index.engine.analyzer import query_words  # noqa: E402
+from engram_index.engine import fusion  # noqa: E402
 from engram_index.engine.fusion import CONVEX_ALPHA  # noqa: E402
 from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
 from engram_index.evaluation import load_scifact, ndcg_at  # noqa: E402
@@ -218,14 +219,7 @@ def main() -> None:
 def fusion_order(face: np.ndarray, cosine: np.ndarray, bm25: np.ndarray) -> np.ndarray:
     """Scores in 0.3-1 above the face's threshold (0.3), ranked as the engine's convex fusion ranks them (z-scores
     of cosine and BM25 over the candidates), 0 below it: the threshold the face's, the order the engine's."""
-    def z(x: np.ndarray) -> np.ndarray:
-        spread = float(x.std())
-        out: np.ndarray = (x - x.mean()) / spread if spread > 0 else np.zeros_like(x)
-        return out
-
-    fused = CONVEX_ALPHA * z(cosine) + (1 - CONVEX_ALPHA) * z(bm25)
-    span = float(fused.max() - fused.min()) if fused.size else 0.0
-    scaled = (fused - fused.min()) / span if span > 0 else np.ones_like(fused)
+    scaled = fusion.minmax(fusion.convex(cosine, bm25))
     out: np.ndarray = np.where(face >= 0.3, 0.3 + 0.7 * scaled, 0.0)
     return out
 
