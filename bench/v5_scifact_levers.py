@@ -94,7 +94,7 @@ def doc_coverage(face: Face, query: str, docs: list[str], chunks: dict[str, int]
         weights = context.word_weights(index, topic)
         for d in docs:
             ords = index.columns.ids_to_ords([f"{d}c{p}" for p in range(1 if lead else chunks.get(d, 0))])
-            whole, part = context.holds(index, topic, ords)
+            whole, part = index.keyword.holds(topic, ords)
             out[d] = float(context.coverages(whole.any(0, keepdims=True), part.any(0, keepdims=True), weights)[0])
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engram_index.engine import keyword_query
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.keyword import searchable_words
 from engram_index.engine.search import SpaceIndex
@@ -24,3 +25,40 @@ def test_holds_says_whole_words_stems_and_identifier_parts_per_document() -> Non
     index.apply([(1, None)], seq=2)  # a deleted document holds nothing
     whole, part = index.keyword.holds(words, np.array([1], np.int64))
     assert not whole.any() and not part.any()
+
+
+def test_holds_beside_a_row_are_what_either_row_holds_and_none_beside_holds_nothing_more() -> None:
+    texts = ["The runners were running fast", "see HttpServer logs", "nothing relevant here", "a server ran"]
+    docs = {i: Document(f"d{i}", "", t) for i, t in enumerate(texts)}
+    index = SpaceIndex(None, None, lambda ords: {o: docs[o] for o in ords if o in docs})
+    index.apply(list(docs.items()), seq=1)
+    words = searchable_words(query_words("run server HttpClient"))
+    ords = np.array([1, 2, 3, -1], np.int64)
+    prev = np.array([0, -1, 2, -1], np.int64)  # -1: none beside; an ordinal of -1 holds nothing itself
+    whole, part = index.keyword.holds(words, ords, prev)
+    own_whole, own_part = index.keyword.holds(words, np.array([1, 2, 3], np.int64))
+    before_whole, before_part = index.keyword.holds(words, np.array([0, 2], np.int64))
+    assert whole[0].tolist() == (own_whole[0] | before_whole[0]).tolist() == [True, True, False]
+    assert whole[1].tolist() == own_whole[1].tolist() and whole[2].tolist() == (own_whole[2] | before_whole[1]).tolist()
+    assert part[0].tolist() == (own_part[0] | before_part[0]).tolist()
+    assert not whole[3].any() and not part[3].any()
+
+
+def test_holds_agree_with_the_term_counts_bm25_parts_on_random_queries() -> None:
+    rng = np.random.default_rng(3)
+    vocab = ["alpha", "beta", "gamma", "delta", "running", "runs", "HttpServer", "parseJSON", "json", "x1"]
+    docs = {i: Document(f"d{i}", "", " ".join(rng.choice(vocab, int(rng.integers(1, 6)))))
+            for i in range(40)}
+    index = SpaceIndex(None, None, lambda ords: {o: docs[o] for o in ords if o in docs})
+    index.apply(list(docs.items()), seq=1)
+    for _ in range(25):
+        words = searchable_words(query_words(" ".join(rng.choice([*vocab, "run", "server", "omega"], 3))))
+        ords = rng.integers(-1, 42, 12).astype(np.int64)
+        roles = keyword_query.word_columns_of(words)  # each word's term columns, as its BM25 adds them up
+        inside = (ords >= 0) & (ords < 40)
+        present = np.zeros((ords.size, len(roles.terms)), bool)
+        present[inside] = index.keyword.counts.term_scores(roles.terms, ords[inside]) > 0
+        whole, part = index.keyword.holds(words, ords)
+        for j, (plain, stems, exacts, parts) in enumerate(roles.columns):
+            assert whole[:, j].tolist() == present[:, np.concatenate([plain, stems, exacts])].any(axis=1).tolist()
+            assert part[:, j].tolist() == present[:, parts].any(axis=1).tolist()

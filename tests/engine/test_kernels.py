@@ -318,3 +318,64 @@ def test_bm25_parts_refuse_query_terms_outside_the_table_and_mismatched_arrays()
     args["tfs"] = np.zeros(1, np.uint32)
     with pytest.raises(TypeError, match="tfs has the wrong item type"):
         _kernels.bm25_parts(*args.values(), 1.2, 0.75, 1.0, np.zeros((1, 1)))
+
+
+def reference_presence(ords: np.ndarray, prev: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                       ids: np.ndarray, qids: np.ndarray, term_whole: np.ndarray,
+                       term_part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """word_presence the slow, obvious way: a row holds a word when one of its terms does."""
+    whole = np.zeros((ords.size, term_whole.shape[1]), bool)
+    part = np.zeros_like(whole)
+    for i, o in enumerate(ords):
+        for row in [o, *([prev[i]] if prev.size else [])]:
+            if not 0 <= row < lengths.size or lengths[row] <= 0:
+                continue
+            for term in ids[starts[row]:starts[row] + lengths[row]]:
+                for q in np.flatnonzero(qids == term):
+                    whole[i] |= term_whole[q]
+                    part[i] |= term_part[q]
+    return whole, part
+
+
+@pytest.mark.parametrize("with_prev", [False, True])
+def test_word_presence_marks_the_words_of_each_row_and_of_the_row_beside_it(with_prev: bool) -> None:
+    rng = np.random.default_rng(5)
+    docs, vocab, words = 80, 50, 7
+    lengths = rng.integers(0, 10, docs).astype(np.int32)
+    lengths[[2, 11]] = -1  # ordinals without a document
+    rows = [np.sort(rng.choice(vocab, max(n, 0), replace=False)) for n in lengths]
+    starts = np.cumsum([0, *[max(n, 0) for n in lengths[:-1]]]).astype(np.int64)
+    ids = np.concatenate(rows).astype(np.uint32)
+    qids = np.array([3, 8, 21, 40, 49, 0], np.int64)
+    term_whole = rng.random((qids.size, words)) < 0.3
+    term_part = rng.random((qids.size, words)) < 0.2
+    ords = np.array([0, 2, 5, 79, 80, -1, 5, 33, 11, 60], np.int64)  # 80 and -1: outside the counts
+    prev = np.array([-1, 1, 4, 78, 3, 7, 90, -5, 10, 59], np.int64) if with_prev else np.zeros(0, np.int64)
+    table = np.zeros(vocab, np.int32)
+    whole, part = np.zeros((ords.size, words), bool), np.zeros((ords.size, words), bool)
+    _kernels.word_presence(ords, prev, starts, lengths, ids, qids, term_whole, term_part, table, whole, part)
+    expected_whole, expected_part = reference_presence(ords, prev, starts, lengths, ids, qids, term_whole, term_part)
+    assert whole.tolist() == expected_whole.tolist() and part.tolist() == expected_part.tolist()
+    assert whole.any() and part.any()
+    assert not table.any()  # the scratch table is left as it was given
+
+
+def test_word_presence_refuses_terms_outside_the_table_and_mismatched_arrays() -> None:
+    one = np.zeros(1, np.int64)
+    args = dict(ords=one, prev=np.zeros(0, np.int64), starts=one, lengths=np.ones(1, np.int32),
+                ids=np.zeros(1, np.uint32), qids=np.array([5], np.int64), term_whole=np.ones((1, 2), bool),
+                term_part=np.zeros((1, 2), bool), table=np.zeros(5, np.int32))
+    outs = (np.zeros((1, 2), bool), np.zeros((1, 2), bool))
+    with pytest.raises(ValueError, match="query term 0: id 5"):
+        _kernels.word_presence(*args.values(), *outs)
+    args["qids"] = np.array([0], np.int64)
+    with pytest.raises(ValueError, match="prev holds 2 ordinals, not none or one per ordinal"):
+        _kernels.word_presence(*{**args, "prev": np.zeros(2, np.int64)}.values(), *outs)
+    with pytest.raises(ValueError, match="term_part is not one row of words per term"):
+        _kernels.word_presence(*{**args, "term_part": np.zeros((1, 3), bool)}.values(), *outs)
+    with pytest.raises(ValueError, match="whole is not one row of words per ordinal"):
+        _kernels.word_presence(*args.values(), np.zeros((2, 2), bool), np.zeros((2, 2), bool))
+    with pytest.raises(TypeError, match="term_whole has the wrong item type"):
+        _kernels.word_presence(*{**args, "term_whole": np.ones((1, 2), np.float32)}.values(), *outs)
+    with pytest.raises(ValueError, match="a row lies outside the arena"):
+        _kernels.word_presence(*{**args, "lengths": np.array([3], np.int32)}.values(), *outs)

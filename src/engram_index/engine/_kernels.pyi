@@ -33,6 +33,22 @@ def bm25_parts(
 ) -> None:
     """Write each query term's BM25 part for each ordinal into out (ordinals x columns, float64, zeroed)."""
 
+def word_presence(
+    ords: np.ndarray,
+    prev: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    ids: np.ndarray,
+    qids: np.ndarray,
+    term_whole: np.ndarray,
+    term_part: np.ndarray,
+    table: np.ndarray,
+    whole: np.ndarray,
+    part: np.ndarray,
+) -> None:
+    """Mark in whole and part (bool, ordinals x words, zeroed) the words each ordinal's row, or the row at prev
+    beside it (one per ordinal, or none at all; -1: none), holds."""
+
 def build_postings(
     starts: np.ndarray,
     lengths: np.ndarray,

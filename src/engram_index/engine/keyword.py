@@ -450,15 +450,14 @@ class KeywordIndex:
             out[:, j] = own
         return out
 
-    def holds(self, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def holds(self, words: Sequence[QueryWord], ords: np.ndarray,
+              prev: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Which documents hold each (searchable) query word, from the term counts: booleans of shape
         (ordinals, words), `whole` where the word's exact form or stem occurs, `part` where one of its
-        identifier parts does."""
+        identifier parts does; with `prev` (an ordinal beside each, -1: none), what either holds. An
+        ordinal outside the counts (-1 among them) holds nothing."""
         held = keyword_query.held_columns_of(words)
-        present = (self.counts.term_scores(held.terms, ords) > 0).astype(np.float32)
-        whole: np.ndarray = present @ held.whole > 0
-        part: np.ndarray = present @ held.part > 0
-        return whole, part
+        return self.counts.presence(held.terms, held.whole, held.part, ords, prev)
 
     def _score(self, words: Sequence[QueryWord], terms: list[str], ords: np.ndarray) -> np.ndarray:
         """The BM25 of each ordinal for these (searchable) words and their query_terms: per word its

@@ -151,22 +151,25 @@ def word_columns_of(words: Sequence[QueryWord]) -> WordColumns:
 
 class HeldColumns:
     """Which of the words' terms (`query_terms`) hold each word whole (its plain, stem and exact columns of
-    `WordColumns`) and which in part (its identifier parts'): 0/1 matrices of shape (terms, words), so that
-    `KeywordIndex.holds` takes every word's answer from one product with the rows' term presences.
-    Immutable (shared)."""
+    `WordColumns`) and which in part (its identifier parts'): boolean matrices of shape (terms, words), from
+    which `KeywordIndex.holds` marks the words of each row's terms (`_kernels.word_presence`). Immutable
+    (shared)."""
 
     __slots__ = ("terms", "whole", "part")
 
     def __init__(self, words: Sequence[QueryWord]) -> None:
         """Work them out for these words (as given: no searchable_words here)."""
-        roles = word_columns_of(words)
-        self.terms: tuple[str, ...] = roles.terms
-        # float32: the product runs as one BLAS call and counts exactly (a word has a few terms).
-        whole = np.zeros((len(self.terms), len(words)), np.float32)
-        part = np.zeros((len(self.terms), len(words)), np.float32)
-        for j, (plain, stems, exacts, parts) in enumerate(roles.columns):
-            whole[plain, j] = whole[stems, j] = whole[exacts, j] = 1.0
-            part[parts, j] = 1.0
+        self.terms: tuple[str, ...] = tuple(query_terms(words))
+        column = {term: i for i, term in enumerate(self.terms)}
+        marks: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])  # (term, word) held whole, in part
+        for j, word in enumerate(words):  # (each word's roles as lists: no WordColumns' arrays to make)
+            plain, stems, exacts, parts = _roles(word, column)
+            marks[0].extend((t, j) for t in plain + stems + exacts)
+            marks[1].extend((t, j) for t in parts)
+        whole, part = (np.zeros((len(self.terms), len(words)), np.bool_) for _ in marks)
+        for matrix, marked in zip((whole, part), marks):
+            if marked:
+                matrix[tuple(zip(*marked))] = True
         whole.flags.writeable = part.flags.writeable = False
         self.whole, self.part = whole, part
 

@@ -34,6 +34,7 @@ _VERSION = 1
 _MIN_CAPACITY = 1024
 _MAX_TF = int(np.iinfo(np.uint16).max)
 _ABSENT = -1  # the length of an ordinal without a document
+_NONE_BESIDE = np.zeros(0, np.int64)  # `presence` without rows beside the ordinals
 _LENGTHS_CHUNK = 1 << 20  # postings entries whose lengths are gathered at once (Postings)
 # Documents written since the postings were inverted are scored from their rows; past this many
 # (or a share of the live ones) the postings are inverted again, in one compiled pass.
@@ -295,6 +296,28 @@ class TermCounts:
         _kernels.bm25_parts(ords, self._starts, self._lengths, self._doc_lengths, self._ids, self._tfs,
                             qids, cols, idf, self._table(), K1, B, average, out)
         return out
+
+    def presence(self, terms: Sequence[str], term_whole: np.ndarray, term_part: np.ndarray, ords: np.ndarray,
+                 prev: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The words each ordinal's row holds, whole and in part (booleans, ordinals x words), from the
+        rows' `terms` and which words each term holds (`term_whole`, `term_part`: booleans, terms x words);
+        with `prev` (an ordinal beside each, -1: none), the words either row holds."""
+        ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
+        whole = np.zeros((ords.size, term_whole.shape[1]), np.bool_)
+        part = np.zeros_like(whole)
+        known = [(self._vocab[t], i) for i, t in enumerate(terms) if t in self._vocab]
+        if not known or not self._live or not ords.size:
+            return whole, part
+        rows = [i for _, i in known]
+        if len(rows) < len(terms):
+            term_whole, term_part = term_whole[rows], term_part[rows]
+        beside = _NONE_BESIDE if prev is None else np.ascontiguousarray(prev, np.int64).reshape(-1)
+        # One compiled pass marks each row's words, and the row's beside it (`bm25_parts` > 0, turned
+        # into words by a product with each word's terms, made some twenty array steps of it).
+        _kernels.word_presence(ords, beside, self._starts, self._lengths, self._ids,
+                               np.array([q for q, _ in known], np.int64), np.ascontiguousarray(term_whole),
+                               np.ascontiguousarray(term_part), self._table(), whole, part)
+        return whole, part
 
     def _idf(self, qids: np.ndarray) -> np.ndarray:
         """The idf of each term id (over the live documents)."""

@@ -46,16 +46,6 @@ def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | 
     return weights if IDF_POWER == 1.0 else weights ** IDF_POWER
 
 
-def holds(index: SpaceIndex, words: Sequence[QueryWord], ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`KeywordIndex.holds` of ordinals the caller has (-1: none, holding nothing), inside `index.reading()`."""
-    known = ords >= 0
-    whole = np.zeros((ords.size, len(words)), bool)
-    part = np.zeros((ords.size, len(words)), bool)
-    if known.any():
-        whole[known], part[known] = index.keyword.holds(words, ords[known])
-    return whole, part
-
-
 @dataclass(slots=True)
 class Taken:
     """One collection's candidates by column: ordinal, id, the index's tags, the engine's cosine and BM25
@@ -91,7 +81,7 @@ def taken(index: SpaceIndex, found: Fused, skip: set[str], filters: Filters) -> 
 
 def coverage_alone(index: SpaceIndex, got: Taken, topic: Sequence[QueryWord]) -> np.ndarray:
     """Each candidate's keyword coverage of its own words. Call inside `index.reading()`."""
-    return coverages(*holds(index, topic, got.ords), word_weights(index, topic))
+    return coverages(*index.keyword.holds(topic, got.ords), word_weights(index, topic))
 
 
 def in_context(face: Face, ns: str, index: SpaceIndex, hits: Taken, filters: Filters,
@@ -143,12 +133,8 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: Taken, filters: Fil
     if vector is not None and index.vectors is not None and joined.any():  # a joined one's cosine (NaN: none)
         sims[joined] = index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ords[joined])
     sims[at], bm25[at] = hits.sims, hits.bm25  # a hit's own, as the engine worked them out
-    if ctx.has_prev.any():  # the candidates and the ones before them in one pass over the term counts
-        both_whole, both_part = holds(index, topic, np.concatenate([ords, np.where(ctx.has_prev, ctx.prev, -1)]))
-        n = ords.size
-        whole, part = both_whole[:n] | both_whole[n:], both_part[:n] | both_part[n:]
-    else:
-        whole, part = holds(index, topic, ords)
+    # The candidates and the ones before them in one pass over the term counts.
+    whole, part = index.keyword.holds(topic, ords, np.where(ctx.has_prev, ctx.prev, -1) if ctx.has_prev.any() else None)
     ord_list = ords.tolist()
     named = index.columns.ids
     return Taken(ords, [named[o] for o in ord_list], index.columns.tags_many(ord_list), sims, bm25,

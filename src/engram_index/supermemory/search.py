@@ -26,6 +26,7 @@ import numpy as np
 
 from engram_index.embed.pass_start import wait_for_pass
 from engram_index.engine.analyzer import query_words
+from engram_index.engine.keyword_query import held_columns_of
 from engram_index.engine.types import Filters, SearchRequest, SearchResult
 from engram_index.engine.analyzer import QueryWord
 from engram_index.ranking import (
@@ -223,6 +224,7 @@ def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, 
     words = query_words(query)
     explainer = QueryExplainer(words)
     topic = content_words(words, query)  # coverage counts what the query is about, not its question words
+    held_columns_of(topic)  # made now, while the query is embedded: each collection's take finds it made
     asked = content_query(query, words)  # once for both collections, from the words analysed above
     legs: list[_Leg] = []
     kinds = {"hybrid": ("memory", "chunk"), "memories": ("memory",), "chunks": ("chunk",)}[mode]

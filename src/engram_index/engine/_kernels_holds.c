@@ -1,0 +1,127 @@
+/* Which query words the term counts' rows hold (a module function of _kernels, registered in _kernels.c).
+ *
+ * Why: a v5 search judges each candidate's keyword coverage by the words it, or the turn before it,
+ * holds. Worked out as BM25 parts (bm25_parts) turned into presences and multiplied by each word's
+ * term columns, with the turn before's rows concatenated and OR-ed in afterwards, that took some
+ * twenty array steps and about 100 us a collection a search (docs/design/engine.md). Here a row's
+ * terms mark their words directly, the row beside it in the same pass. One scalar loop: nothing
+ * to twin.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_kernels.h"
+
+const char engram_word_presence_doc[] =
+"word_presence(ords, prev, starts, lengths, ids, qids, term_whole, term_part, table, whole, part)\n--\n\n"
+"Mark in whole and part (bool, ordinals x words, zeroed) the words each ordinal's row holds, and\n"
+"those of the row at prev beside it (int64, one per ordinal, or none at all): a row holding query\n"
+"term q (term id qids[q], int64) holds word j whole where term_whole[q, j], in part where\n"
+"term_part[q, j] (bool, terms x words). Ordinal o's row is ids[starts[o] : starts[o] + lengths[o]]\n"
+"(uint32 term ids; lengths int32, negative: no row; starts int64); an ordinal outside the counts\n"
+"(-1 among them) holds nothing. table (int32, zero, one slot per term id, left zero) is scratch.";
+
+/* OR a query term's words into an ordinal's: `from` (words bytes) into `into`. */
+static inline void mark(uint8_t *into, const uint8_t *from, Py_ssize_t words)
+{
+    for (Py_ssize_t j = 0; j < words; j++)
+        into[j] |= from[j];
+}
+
+PyObject *engram_word_presence(PyObject *self, PyObject *args)
+{
+    PyObject *objs[11];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO:word_presence", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10]))
+        return NULL;
+    static const char *names[11] = {"ords", "prev", "starts", "lengths", "ids", "qids", "term_whole", "term_part",
+                                    "table", "whole", "part"};
+    Py_buffer v[11];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    for (int i = 0; i < 11; i++)
+        if (engram_get_buffer(objs[i], &v[i], i >= 8, names[i]) < 0)
+            goto done;
+    Py_ssize_t m = v[0].len / 8, docs = v[2].len / 8, arena = v[4].len / 4, t = v[5].len / 8;
+    Py_ssize_t vocab = v[8].len / 4;
+    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "ql", -1, "prev") < 0
+        || engram_check_array(&v[2], 8, "ql", -1, "starts") < 0 || engram_check_array(&v[3], 4, "i", docs, "lengths") < 0
+        || engram_check_array(&v[4], 4, "I", -1, "ids") < 0 || engram_check_array(&v[5], 8, "ql", -1, "qids") < 0
+        || engram_check_array(&v[6], 1, "?B", -1, "term_whole") < 0
+        || engram_check_array(&v[7], 1, "?B", -1, "term_part") < 0
+        || engram_check_array(&v[8], 4, "i", -1, "table") < 0 || engram_check_array(&v[9], 1, "?B", -1, "whole") < 0
+        || engram_check_array(&v[10], 1, "?B", v[9].len, "part") < 0)
+        goto done;
+    Py_ssize_t n_prev = v[1].len / 8;
+    if (n_prev != 0 && n_prev != m) {
+        PyErr_Format(PyExc_ValueError, "prev holds %zd ordinals, not none or one per ordinal (%zd)", n_prev, m);
+        goto done;
+    }
+    if (t == 0) {  /* no query term: nothing is held (whole and part stay as they are, zero) */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t words = v[6].len / t;
+    if (words * t != v[6].len) {
+        PyErr_Format(PyExc_ValueError, "term_whole is not one row of words per term (%zd terms)", t);
+        goto done;
+    }
+    if (v[7].len != v[6].len) {
+        PyErr_Format(PyExc_ValueError, "term_part is not one row of words per term (%zd terms)", t);
+        goto done;
+    }
+    if (v[9].len != m * words) {
+        PyErr_Format(PyExc_ValueError, "whole is not one row of words per ordinal (%zd ordinals)", m);
+        goto done;
+    }
+    const int64_t *qids = v[5].buf;
+    for (Py_ssize_t q = 0; q < t; q++) {
+        if (qids[q] < 0 || qids[q] >= vocab) {
+            PyErr_Format(PyExc_ValueError, "query term %zd: id %lld outside the table", q, (long long)qids[q]);
+            goto done;
+        }
+    }
+    const int64_t *ords = v[0].buf, *prev = n_prev ? v[1].buf : NULL, *starts = v[2].buf;
+    const int32_t *lengths = v[3].buf;
+    const uint32_t *ids = v[4].buf;
+    const uint8_t *term_whole = v[6].buf, *term_part = v[7].buf;
+    int32_t *table = v[8].buf;
+    uint8_t *whole = v[9].buf, *part = v[10].buf;
+    int bad_row = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < t; q++)
+        table[qids[q]] = (int32_t)(q + 1);
+    for (Py_ssize_t i = 0; i < m && !bad_row; i++) {
+        for (int side = 0; side < (prev ? 2 : 1); side++) {
+            int64_t o = side ? prev[i] : ords[i];
+            if (o < 0 || o >= docs || lengths[o] <= 0)
+                continue;
+            int64_t start = starts[o], stop = start + lengths[o];
+            if (start < 0 || stop > arena) {
+                bad_row = 1;
+                break;
+            }
+            for (int64_t e = start; e < stop; e++) {
+                uint32_t id = ids[e];
+                int32_t hit = id < (uint32_t)vocab ? table[id] : 0;
+                if (hit) {
+                    mark(whole + i * words, term_whole + (Py_ssize_t)(hit - 1) * words, words);
+                    mark(part + i * words, term_part + (Py_ssize_t)(hit - 1) * words, words);
+                }
+            }
+        }
+    }
+    for (Py_ssize_t q = 0; q < t; q++)
+        table[qids[q]] = 0;
+    Py_END_ALLOW_THREADS
+    if (bad_row) {
+        PyErr_SetString(PyExc_ValueError, "a row lies outside the arena");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    engram_release_all(v, 11);
+    return result;
+}
