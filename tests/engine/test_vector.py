@@ -242,6 +242,24 @@ def test_a_query_prepared_once_gives_the_same_hits_and_similarities_as_the_raw_q
     assert index.similarities(prepared, ords).tolist() == index.similarities(query, ords).tolist()
 
 
+def test_the_same_query_asked_again_is_prepared_once_and_its_preparation_cannot_be_changed() -> None:
+    index = build(random_vectors(500, 48, seed=32))
+    query = random_vectors(1, 48, seed=33)[0].astype(np.float32)
+    prepared = index.prepare(query)
+    # The same values, in another array or another float type, find the preparation made (a v5 search
+    # prepares its query for each collection's search and again for each collection's take).
+    assert index.prepare(query.astype(np.float64)) is prepared and index.prepare(query.copy()) is prepared
+    other = index.prepare(query * 2)  # another query (the same direction, other values) is its own
+    assert other is not prepared and other.unit.tolist() == prepared.unit.tolist()
+    assert not prepared.unit.flags.writeable and not prepared.code.flags.writeable
+    with pytest.raises(ValueError, match="finite"):
+        index.prepare(np.full(48, np.nan))
+    with pytest.raises(ValueError, match="finite"):  # refused each time, never kept
+        index.prepare(np.full(48, np.nan))
+    with pytest.raises(ValueError, match="expected a query of 48 dims"):
+        index.prepare(np.zeros(47))
+
+
 def test_vectors_saved_and_mapped_read_only_search_as_the_original(tmp_path: Path) -> None:
     vectors = random_vectors(3000, 48, seed=40)
     index = build(vectors)

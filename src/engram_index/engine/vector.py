@@ -40,6 +40,11 @@ _MIN_CAPACITY = 1024
 # The distance given to excluded ordinals when the coarse estimate is all there is time for:
 # beyond any Hamming distance.
 _FAR = np.float32(1e9)
+# Queries prepared lately, by their float64 values: a v5 search prepares its query for each collection's
+# search and again for each one's candidates (~25 us each, ten array steps), a Kindgi retrieve twice.
+# Bounded (a few searches' worth), started over when full; shared by the threads (dict steps are atomic).
+_PREPARED_LIMIT = 32
+_prepared: dict[bytes, PreparedQuery] = {}
 # Saved vectors (save / open): one .npy file per array, and their sequence in meta.json.
 _FILES = ("vectors", "codes", "inv_norms", "live")
 # Version 2: inverse norms are float64 (version 1's float32 ones made a vector's cosine with
@@ -283,16 +288,27 @@ class VectorIndex:
         q = np.asarray(query, dtype=np.float64)
         if q.shape != (self.dims,):
             raise ValueError(f"expected a query of {self.dims} dims, got shape {q.shape}")
+        key = q.tobytes()
+        made = _prepared.get(key)
+        if made is not None:
+            return made
         if not np.isfinite(q).all():
             raise ValueError("query must be finite")
         # Scaled by its largest component first, so that no square overflows or underflows
         # (a float64 query may hold 1e200 or 1e-200).
         scale = float(np.abs(q).max()) if q.size else 0.0
         if scale == 0.0:
-            return PreparedQuery(np.zeros(self.dims), np.packbits(q > 0))
-        scaled = q / scale
-        unit = scaled / math.sqrt(float(scaled @ scaled))
-        return PreparedQuery(np.ascontiguousarray(unit), np.packbits(q > 0))
+            unit = np.zeros(self.dims)
+        else:
+            scaled = q / scale
+            unit = np.ascontiguousarray(scaled / math.sqrt(float(scaled @ scaled)))
+        code = np.packbits(q > 0)
+        unit.flags.writeable = code.flags.writeable = False  # shared by every search that asks again
+        made = PreparedQuery(unit, code)
+        if len(_prepared) >= _PREPARED_LIMIT:
+            _prepared.clear()
+        _prepared[key] = made
+        return made
 
     def _cosines(self, unit: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosines (float32) of a unit query against stored ordinals."""
