@@ -236,13 +236,14 @@ class Face:
     def dates(self, ns: str, ids: Sequence[str]) -> dict[str, str | None]:
         """Documents' dates by id, None for a document without one or unknown (only that column, kept per
         namespace until its next write: a search asks them of its chunks' documents, a hundred a search)."""
+        writes = self._writes.get(ns, 0)
+        if not self.any_dated(ns, writes):  # no document of the namespace has a date: nothing to look up
+            return dict.fromkeys(ids)
         kept = self._dates.get(ns, {})  # a write replaces the namespace's dict; it never changes this one
         missing = [d for d in dict.fromkeys(ids) if d not in kept]
         if not missing:
             return {d: kept[d] for d in ids}
-        writes = self._writes.get(ns, 0)
-        found = ({row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
-                 if self.any_dated(ns, writes) else {})
+        found = {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
         read = {d: found.get(d) for d in missing}
         with self._lock:
             if self._keep_dates and self._writes.get(ns, 0) == writes:  # no write meanwhile: what was read is current
