@@ -56,6 +56,7 @@ PARTS: list[tuple[Any, str, str]] = [
     (keyword.KeywordIndex, "holds", "  KeywordIndex.holds (engine, face's calls and its own)"),
     (columns.Columns, "documents", "  Columns.documents (engine, face's calls and its own)"),
     (vector.VectorIndex, "similarities", "  VectorIndex.similarities"), (context, "coverages", "  coverages"),
+    (vector.VectorIndex, "prepare", "  VectorIndex.prepare (engine and face)"), (face_module.Face, "dates", "  Face.dates"),
     (page.Rows, "read", "Rows.read"), (page.Rows, "read_found", "Rows.read_found"),
     (face_module.Face, "memories", "  Face.memories (both reads')"),
     (face_module.Face, "chunks", "  Face.chunks"), (search, "found_rank", "rank (found.rank)"), (search, "shape", "shape"),
