@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -64,19 +64,35 @@ class Taken:
                      self.bm25[keep], self.held[keep] if self.held.size else self.held)
 
 
-def taken(index: SpaceIndex, found: Fused, skip: set[str], filters: Filters) -> Taken:
+class Hits(NamedTuple):
+    """A collection's hits still to be taken: their ordinals, cosines (NaN: none) and BM25, as float64."""
+
+    ords: np.ndarray
+    sims: np.ndarray
+    bm25: np.ndarray
+
+
+def passing(index: SpaceIndex, found: Fused, skip: set[str], filters: Filters) -> Hits:
     """The engine's answer in columns (`SearchRequest.hits=False`) less what is gone since, what `skip` names
     and what the filters now keep out (every write applied changes the index's tags at once, before the
     keyword index's next commit: the filters' mask, as the turns joining them meet it, is checked again).
     Call inside `index.reading()`."""
-    ords = found.ords.tolist()
-    named, tags = index.columns.ids, index.columns.tags_many(ords)
-    ids = [named[o] for o in ords]
-    passing = usable(index.columns, index.columns.mask(filters), found.ords).tolist()
-    keep = [i for i, (d, ok) in enumerate(zip(ids, passing)) if ok and d not in skip]
+    keep = usable(index.columns, index.columns.mask(filters), found.ords)
+    if skip:  # (only then are the hits' ids looked up: `in_context` names its candidates itself)
+        named = index.columns.ids
+        keep &= np.fromiter((named[o] not in skip for o in found.ords.tolist()), bool, found.ords.size)
     sims = np.where(found.has_sim, found.sims, np.nan).astype(np.float64)
-    out = Taken(found.ords, ids, tags, sims, found.bm25.astype(np.float64), np.zeros(0))
-    return out if len(keep) == len(ids) else out.only(keep)
+    bm25 = found.bm25.astype(np.float64)
+    return Hits(found.ords, sims, bm25) if keep.all() else Hits(found.ords[keep], sims[keep], bm25[keep])
+
+
+def taken(index: SpaceIndex, found: Fused, skip: set[str], filters: Filters) -> Taken:
+    """`passing`'s hits with their ids and the index's tags. Call inside `index.reading()`."""
+    hits = passing(index, found, skip, filters)
+    ords = hits.ords.tolist()
+    named = index.columns.ids
+    return Taken(hits.ords, [named[o] for o in ords], index.columns.tags_many(ords), hits.sims, hits.bm25,
+                 np.zeros(0))
 
 
 def coverage_alone(index: SpaceIndex, got: Taken, topic: Sequence[QueryWord]) -> np.ndarray:
@@ -84,7 +100,7 @@ def coverage_alone(index: SpaceIndex, got: Taken, topic: Sequence[QueryWord]) ->
     return coverages(*index.keyword.holds(topic, got.ords), word_weights(index, topic))
 
 
-def in_context(face: Face, ns: str, index: SpaceIndex, hits: Taken, filters: Filters,
+def in_context(face: Face, ns: str, index: SpaceIndex, hits: Hits, filters: Filters,
                topic: Sequence[QueryWord], vector: Any, kind: str = "chunk") -> Taken:
     """Chunks or memories (`kind`) with their conversation context (`context_columns.in_context`, as
     ranking.with_context): one holds a content word when it or the one just before it does, when that one

@@ -265,13 +265,13 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
     assert result.columns is not None  # (asked with hits=False)
     index = face.collections.index(leg.name)
     with index.reading():  # the hits, the ones around them and which content words each holds, as of now
-        got = context.taken(index, result.columns, leg.skip, leg.filters)
         if leg.in_context:
-            got = context.in_context(face, ns, index, got, leg.filters, leg.topic,
-                                     vector if leg.use_vector else None, leg.kind)
+            got = context.in_context(face, ns, index, context.passing(index, result.columns, leg.skip, leg.filters),
+                                     leg.filters, leg.topic, vector if leg.use_vector else None, leg.kind)
             if leg.skip:  # a joined memory may be expired
                 got = got.only([i for i, d in enumerate(got.ids) if d not in leg.skip])
         else:
+            got = context.taken(index, result.columns, leg.skip, leg.filters)
             got.held = context.coverage_alone(index, got, leg.topic)
     groups: list[str] = []
     for tags in got.tags:  # (each one's first tag that is not a state: ~90 candidates a search)
