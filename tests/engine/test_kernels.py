@@ -272,14 +272,21 @@ def test_nearest_over_no_rows_works_in_a_thread_that_never_scanned() -> None:
     assert results == [0]
 
 
+def term_rows(rng: np.random.Generator, docs: int, vocab: int, most: int,
+              absent: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Term counts' rows: each ordinal's distinct term ids back to back (`ids`, uint32), where each row
+    starts (int64) and how many it holds (int32; -1 for the `absent` ordinals, without a document)."""
+    lengths = rng.integers(0, most, docs).astype(np.int32)
+    lengths[absent] = -1
+    rows = [np.sort(rng.choice(vocab, max(n, 0), replace=False)) for n in lengths]
+    starts = np.cumsum([0, *[max(n, 0) for n in lengths[:-1]]]).astype(np.int64)
+    return starts, lengths, np.concatenate(rows).astype(np.uint32)
+
+
 def test_bm25_parts_equal_the_textbook_formula_for_every_ordinal_and_query_term() -> None:
     rng = np.random.default_rng(11)
     docs, vocab = 60, 40
-    lengths = rng.integers(0, 12, docs).astype(np.int32)
-    lengths[[3, 9]] = -1  # ordinals without a document
-    rows = [np.sort(rng.choice(vocab, max(n, 0), replace=False)) for n in lengths]
-    starts = np.cumsum([0, *[max(n, 0) for n in lengths[:-1]]]).astype(np.int64)
-    ids = np.concatenate(rows).astype(np.uint32)
+    starts, lengths, ids = term_rows(rng, docs, vocab, 12, [3, 9])
     tfs = rng.integers(1, 5, ids.size).astype(np.uint16)
     doc_lengths = rng.integers(1, 80, docs).astype(np.int64)
     qids = np.array([4, 17, 39, 0], np.int64)
@@ -341,11 +348,7 @@ def reference_presence(ords: np.ndarray, prev: np.ndarray, starts: np.ndarray, l
 def test_word_presence_marks_the_words_of_each_row_and_of_the_row_beside_it(with_prev: bool) -> None:
     rng = np.random.default_rng(5)
     docs, vocab, words = 80, 50, 7
-    lengths = rng.integers(0, 10, docs).astype(np.int32)
-    lengths[[2, 11]] = -1  # ordinals without a document
-    rows = [np.sort(rng.choice(vocab, max(n, 0), replace=False)) for n in lengths]
-    starts = np.cumsum([0, *[max(n, 0) for n in lengths[:-1]]]).astype(np.int64)
-    ids = np.concatenate(rows).astype(np.uint32)
+    starts, lengths, ids = term_rows(rng, docs, vocab, 10, [2, 11])
     qids = np.array([3, 8, 21, 40, 49, 0], np.int64)
     term_whole = rng.random((qids.size, words)) < 0.3
     term_part = rng.random((qids.size, words)) < 0.2

@@ -271,8 +271,7 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
     }
     int bad_row = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t q = 0; q < t; q++)
-        table[qids[q]] = (int32_t)(q + 1);
+    engram_number_terms(table, qids, t);
     for (Py_ssize_t i = 0; i < m && !bad_row; i++) {
         /* Ordinals come in no useful order: ask early for the bounds of the row 2 * AHEAD on, and
          * for the row AHEAD on (whose bounds were asked for AHEAD steps ago), within the arena. */
@@ -290,14 +289,14 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
                 engram_prefetch(tfs + from, 2 * (Py_ssize_t)count);
             }
         }
-        int64_t o = ords[i];
-        if (o < 0 || o >= docs || lengths[o] <= 0)
-            continue;
-        int64_t start = starts[o], stop = start + lengths[o];
-        if (start < 0 || stop > arena) {
+        int64_t o = ords[i], start = 0, stop = 0;
+        int held = engram_row_bounds(o, docs, lengths, starts, arena, &start, &stop);
+        if (held < 0) {
             bad_row = 1;
             break;
         }
+        if (held == 0)
+            continue;
         double norm = k1 * (average > 0 ? 1.0 - b + b * (double)doc_lengths[o] / average : 1.0 - b);
         double *row = out + i * width;
         for (int64_t j = start; j < stop; j++) {
@@ -309,14 +308,9 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
             }
         }
     }
-    for (Py_ssize_t q = 0; q < t; q++)
-        table[qids[q]] = 0;
+    engram_unnumber_terms(table, qids, t);
     Py_END_ALLOW_THREADS
-    if (bad_row) {
-        PyErr_SetString(PyExc_ValueError, "a row lies outside the arena");
-        goto done;
-    }
-    result = Py_NewRef(Py_None);
+    result = engram_rows_result(bad_row);
 done:
     engram_release_all(v, 11);
     return result;

@@ -50,6 +50,43 @@ static inline void engram_prefetch(const void *p, Py_ssize_t bytes)
         ENGRAM_PREFETCH((const char *)p + off);
 }
 
+/* Number the query's terms in a lookup table over the vocabulary (table[qids[q]] = q + 1), and
+ * zero them again: bm25_parts and word_presence find a row entry's query term in one read. */
+static inline void engram_number_terms(int32_t *table, const int64_t *qids, Py_ssize_t t)
+{
+    for (Py_ssize_t q = 0; q < t; q++)
+        table[qids[q]] = (int32_t)(q + 1);
+}
+
+static inline void engram_unnumber_terms(int32_t *table, const int64_t *qids, Py_ssize_t t)
+{
+    for (Py_ssize_t q = 0; q < t; q++)
+        table[qids[q]] = 0;
+}
+
+/* The bounds [*start, *stop) of ordinal o's row in the term counts' arena: 1, or 0 when o has none
+ * (outside the counts, negative, or no document), -1 when the row lies outside the arena. */
+static inline int engram_row_bounds(int64_t o, Py_ssize_t docs, const int32_t *lengths, const int64_t *starts,
+                                    Py_ssize_t arena, int64_t *start, int64_t *stop)
+{
+    if (o < 0 || o >= docs || lengths[o] <= 0)
+        return 0;
+    *start = starts[o];
+    *stop = *start + lengths[o];
+    return *start < 0 || *stop > arena ? -1 : 1;
+}
+
+/* A pass over the term counts' rows answers None, or NULL with a ValueError when a row lay outside
+ * the arena (called with the GIL held). */
+static inline PyObject *engram_rows_result(int bad_row)
+{
+    if (bad_row) {
+        PyErr_SetString(PyExc_ValueError, "a row lies outside the arena");
+        return NULL;
+    }
+    return Py_NewRef(Py_None);
+}
+
 /* Restore the min-heap order below position i of a heap of n doubles (the top-k picks of
  * _kernels_postings.c and _kernels_maxscore.c). */
 static inline void engram_sift(double *heap, Py_ssize_t n, Py_ssize_t i)

@@ -91,19 +91,16 @@ PyObject *engram_word_presence(PyObject *self, PyObject *args)
     uint8_t *whole = v[9].buf, *part = v[10].buf;
     int bad_row = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t q = 0; q < t; q++)
-        table[qids[q]] = (int32_t)(q + 1);
+    engram_number_terms(table, qids, t);
     for (Py_ssize_t i = 0; i < m && !bad_row; i++) {
         for (int side = 0; side < (prev ? 2 : 1); side++) {
-            int64_t o = side ? prev[i] : ords[i];
-            if (o < 0 || o >= docs || lengths[o] <= 0)
-                continue;
-            int64_t start = starts[o], stop = start + lengths[o];
-            if (start < 0 || stop > arena) {
+            int64_t start = 0, stop = 0;
+            int row = engram_row_bounds(side ? prev[i] : ords[i], docs, lengths, starts, arena, &start, &stop);
+            if (row < 0) {
                 bad_row = 1;
                 break;
             }
-            for (int64_t e = start; e < stop; e++) {
+            for (int64_t e = start; e < stop; e++) {  /* (none when the ordinal has no row) */
                 uint32_t id = ids[e];
                 int32_t hit = id < (uint32_t)vocab ? table[id] : 0;
                 if (hit) {
@@ -113,14 +110,9 @@ PyObject *engram_word_presence(PyObject *self, PyObject *args)
             }
         }
     }
-    for (Py_ssize_t q = 0; q < t; q++)
-        table[qids[q]] = 0;
+    engram_unnumber_terms(table, qids, t);
     Py_END_ALLOW_THREADS
-    if (bad_row) {
-        PyErr_SetString(PyExc_ValueError, "a row lies outside the arena");
-        goto done;
-    }
-    result = Py_NewRef(Py_None);
+    result = engram_rows_result(bad_row);
 done:
     engram_release_all(v, 11);
     return result;
