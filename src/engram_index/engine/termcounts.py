@@ -284,11 +284,10 @@ class TermCounts:
         """Each (distinct) term's BM25 part in each ordinal's score: shape (ordinals, terms), float64; 0 where absent."""
         ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
         out = np.zeros((ords.size, len(terms)), np.float64)
-        columns = [(self._vocab[t], i) for i, t in enumerate(terms) if t in self._vocab]
+        qids, columns = self._known(terms)
         if not columns or not self._live or not ords.size:
             return out
-        qids = np.array([q for q, _ in columns], np.int64)
-        cols = np.array([c for _, c in columns], np.int64)
+        cols = np.array(columns, np.int64)
         idf = self._idf(qids)
         average = self._tokens / self._live
         # One compiled pass over the ordinals' rows, finding each entry's query term through a
@@ -305,19 +304,23 @@ class TermCounts:
         ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
         whole = np.zeros((ords.size, term_whole.shape[1]), np.bool_)
         part = np.zeros_like(whole)
-        known = [(self._vocab[t], i) for i, t in enumerate(terms) if t in self._vocab]
-        if not known or not self._live or not ords.size:
+        qids, rows = self._known(terms)
+        if not rows or not self._live or not ords.size:
             return whole, part
-        rows = [i for _, i in known]
         if len(rows) < len(terms):
             term_whole, term_part = term_whole[rows], term_part[rows]
         beside = _NONE_BESIDE if prev is None else np.ascontiguousarray(prev, np.int64).reshape(-1)
         # One compiled pass marks each row's words, and the row's beside it (`bm25_parts` > 0, turned
         # into words by a product with each word's terms, made some twenty array steps of it).
-        _kernels.word_presence(ords, beside, self._starts, self._lengths, self._ids,
-                               np.array([q for q, _ in known], np.int64), np.ascontiguousarray(term_whole),
-                               np.ascontiguousarray(term_part), self._table(), whole, part)
+        _kernels.word_presence(ords, beside, self._starts, self._lengths, self._ids, qids,
+                               np.ascontiguousarray(term_whole), np.ascontiguousarray(term_part), self._table(),
+                               whole, part)
         return whole, part
+
+    def _known(self, terms: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+        """The term ids of those of `terms` the vocabulary holds (int64), and where each is among `terms`."""
+        known = [(self._vocab[t], i) for i, t in enumerate(terms) if t in self._vocab]
+        return np.array([q for q, _ in known], np.int64), [i for _, i in known]
 
     def _idf(self, qids: np.ndarray) -> np.ndarray:
         """The idf of each term id (over the live documents)."""
