@@ -455,7 +455,7 @@ class KeywordIndex:
         """Which documents hold each (searchable) query word, from the term counts: booleans of shape
         (ordinals, words), `whole` where the word's exact form or stem occurs, `part` where one of its
         identifier parts does; with `prev` (an ordinal beside each, -1: none), what either holds. An
-        ordinal outside the counts (-1 among them) holds nothing."""
+        ordinal outside the counts (-1 among them) holds nothing of its own."""
         held = keyword_query.held_columns_of(words)
         return self.counts.presence(held.terms, held.whole, held.part, ords, prev)
 

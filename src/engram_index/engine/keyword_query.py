@@ -161,17 +161,24 @@ class HeldColumns:
         """Work them out for these words (as given: no searchable_words here)."""
         self.terms: tuple[str, ...] = tuple(query_terms(words))
         column = {term: i for i, term in enumerate(self.terms)}
-        marks: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])  # (term, word) held whole, in part
+        whole_at: list[tuple[int, int]] = []  # (term, word) places: held whole, held in part
+        part_at: list[tuple[int, int]] = []
         for j, word in enumerate(words):  # (each word's roles as lists: no WordColumns' arrays to make)
             plain, stems, exacts, parts = _roles(word, column)
-            marks[0].extend((t, j) for t in plain + stems + exacts)
-            marks[1].extend((t, j) for t in parts)
-        whole, part = (np.zeros((len(self.terms), len(words)), np.bool_) for _ in marks)
-        for matrix, marked in zip((whole, part), marks):
-            if marked:
-                matrix[tuple(zip(*marked))] = True
-        whole.flags.writeable = part.flags.writeable = False
-        self.whole, self.part = whole, part
+            whole_at += [(t, j) for t in plain + stems + exacts]
+            part_at += [(t, j) for t in parts]
+        self.whole = _marked((len(self.terms), len(words)), whole_at)
+        self.part = _marked((len(self.terms), len(words)), part_at)
+
+
+def _marked(shape: tuple[int, int], places: list[tuple[int, int]]) -> np.ndarray:
+    """A read-only boolean matrix, True at these (row, column) places (one indexed assignment)."""
+    out = np.zeros(shape, np.bool_)
+    if places:
+        rows, cols = zip(*places)
+        out[list(rows), list(cols)] = True
+    out.flags.writeable = False
+    return out
 
 
 _held_columns: dict[tuple[QueryWord, ...], HeldColumns] = {}
