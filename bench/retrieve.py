@@ -10,13 +10,15 @@ onnxruntime): that cost is inside the figures. Writes are `write_fact` calls thr
 one at a time and from 4 threads, each embedded on the server.
 
     python bench/retrieve.py [--sizes 10000,100000] [--requests 300] [--writes 300] [--data DIR]
-                             [--face-embedders local,auto]
+                             [--face-embedders local,auto] [--rounds N] [--interleave BLOCK]
 
 Per face embedder it also prints, measured in the same run, the engine's own searches for one
 `both` retrieve (keyword and vector legs, in process) and the query embedding alone: both p50 /
 (engine + embedding) is what the HTTP face adds. Each of those is timed in a loop of its own, which
 keeps its data in the CPU's caches; a served retrieve finds neither there, so the last columns
-time the two in sequence, query by query, and divide p50 by that too.
+time the two in sequence, query by query, and divide p50 by that too. Those in-process loops run
+after the server has gone, or with `--interleave BLOCK` in blocks of BLOCK queries alternating with
+the served `both` retrieves, so that both sides of the ratio meet the same load (paired.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -40,6 +43,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from paired import Samples, blocks, task_cpu_ns  # noqa: E402
 from synth import make_queries, make_space  # noqa: E402
 
 from engram_index.collections import Collections  # noqa: E402
@@ -51,6 +55,8 @@ from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.kindgi import revisions as rev  # noqa: E402
 from engram_index.kindgi.facts import space_name  # noqa: E402
 from engram_index.kindgi.models import format_ms  # noqa: E402
+from engram_index.kindgi.retrieve import CONTEXT_DEPTH, MIN_LEG_DEPTH  # noqa: E402
+from engram_index.ranking import content_query  # noqa: E402
 from engram_index.kindgi.schema import migrate  # noqa: E402
 from engram_index.store.sqlite import StoredDocument  # noqa: E402
 from engram_index.testkit.serve import free_port, wait_answering  # noqa: E402
@@ -62,6 +68,7 @@ PROJECTS = [f"p{i}" for i in range(10)]  # the reader holds p0-p2
 USERS = [f"u{i}" for i in range(5)]
 TYPES = ["note", "preference", "task", "profile"]
 MODES = ("list", "keyword", "semantic", "both")
+LEG_DEPTH = MIN_LEG_DEPTH  # a retrieve of limit 10 (the bench's): each leg's depth, max(2 × limit, 20)
 
 
 def build(data: Path, n: int, scifact: Path) -> None:
@@ -167,39 +174,89 @@ def relabel(data: Path, identity: ModelIdentity) -> None:
         spaces.close()
 
 
-def in_process(data: Path, queries: Sequence[str], model: MiniLMEmbedder) -> tuple[float, float, float]:
-    """Thread-CPU p50 ms of the engine's own searches for one `both` retrieve (its keyword and vector
-    legs, with the reader's visibility filters, in this process) and of the query embedding alone
-    (CPU, not wall: on a shared machine wall time is mostly waiting for a core); last, the thread-CPU
-    p50 of the two in sequence, query by query (embed, then search), as a served retrieve meets
-    them: each loop of its own keeps its own data in the CPU's caches, which a retrieve never finds so."""
-    spaces = Collections(data, read_only=True, lock=False)
-    try:
-        index = spaces.index(space_name(TENANT))
+class Reference:
+    """The engine's own searches for one `both` retrieve (its keyword and vector legs, with the reader's
+    visibility filters, in this process) and the query embedding alone, each timed in a loop of its own
+    over a block of queries, in thread CPU ms (not wall: on a shared machine wall time is mostly waiting
+    for a core); then the two in sequence, query by query (embed, then search), as a served retrieve
+    meets them: each loop of its own keeps its own data in the CPU's caches, which a retrieve never finds so."""
+
+    def __init__(self, data: Path, model: MiniLMEmbedder) -> None:
+        """Open the tenant's collection read-only (beside a server that holds it)."""
+        self.spaces = Collections(data, read_only=True, lock=False)
+        self.index = self.spaces.index(space_name(TENANT))
         reader = Principal(TENANT, "bench", user=USERS[0], projects=frozenset(PROJECTS[:3]))
-        flt = Filters(any_tags=reader_groups(reader))
+        self.filters = Filters(any_tags=reader_groups(reader))
+        self.model = model
+        self.samples = Samples()
 
-        def legs(q: str, v: np.ndarray) -> None:
-            index.search(SearchRequest("keyword", q=q, limit=20, filters=flt, explain=False))
-            index.search(SearchRequest("vector", vector=v, limit=20, filters=flt, explain=False))
+    def legs(self, q: str, v: np.ndarray) -> None:
+        """One `both` retrieve's engine searches, 20 each, answered as hits (as the engine answers any caller:
+        the reference of issue 25's ratio goal since it was set)."""
+        self.index.search(SearchRequest("keyword", q=q, limit=20, filters=self.filters, explain=False))
+        self.index.search(SearchRequest("vector", vector=v, limit=20, filters=self.filters, explain=False))
 
+    def legs_asked(self, q: str, v: np.ndarray) -> None:
+        """The same searches exactly as the face asks them (kindgi/retrieve.py, limit 10): the keyword leg's
+        content words, 50 deep (its context depth), the vector leg 20, both answered in columns."""
+        self.index.search(SearchRequest("keyword", q=content_query(q), limit=max(LEG_DEPTH, CONTEXT_DEPTH),
+                                        filters=self.filters, explain=False, documents=False, hits=False))
+        self.index.search(SearchRequest("vector", vector=v, limit=LEG_DEPTH, filters=self.filters, explain=False,
+                                        documents=False, hits=False))
+
+    def block(self, queries: Sequence[str], warm: str | None = None, settle: int = 0) -> None:
+        """Time a block of queries on each side, the first `settle` of the engine's and of the sequence's left
+        out (`warm`: a query of its own run untimed before each loop instead)."""
+        embed = self.model.embed_queries
+        if warm is not None:
+            embed([warm])
         vectors, embed_cpu, engine_cpu = [], [], []
         for q in queries:
             t = time.thread_time()
-            vectors.append(model.embed_queries([q])[0])
+            vectors.append(embed([q])[0])
             embed_cpu.append((time.thread_time() - t) * 1000)
+        if warm is not None:
+            self.legs(warm, vectors[0])
         for q, v in zip(queries, vectors):
             t = time.thread_time()
-            legs(q, v)
+            self.legs(q, v)
             engine_cpu.append((time.thread_time() - t) * 1000)
+        asked_cpu = []
+        for q, v in zip(queries, vectors):
+            t = time.thread_time()
+            self.legs_asked(q, v)
+            asked_cpu.append((time.thread_time() - t) * 1000)
+        if warm is not None:
+            self.legs(warm, embed([warm])[0])
         in_sequence = []
         for q in queries:
             t = time.thread_time()
-            legs(q, model.embed_queries([q])[0])
+            self.legs(q, embed([q])[0])
             in_sequence.append((time.thread_time() - t) * 1000)
+        self.samples.add("engine", engine_cpu[settle:])
+        self.samples.add("embed", embed_cpu)
+        self.samples.add("sequence", in_sequence[settle:])
+        self.samples.add("asked", asked_cpu[settle:])
+
+    def p50s(self) -> dict[str, float]:
+        """Thread-CPU p50 ms of the engine, the embedding, the two in sequence and the engine as the face asks
+        it, by name."""
+        return {name: self.samples.p50(name) for name in self.samples.by_name}
+
+    def close(self) -> None:
+        """Close the collection."""
+        self.spaces.close()
+
+
+def in_process(data: Path, queries: Sequence[str], model: MiniLMEmbedder) -> dict[str, float]:
+    """`Reference`'s p50s over one block of every query (after the server has gone), the first 10 of the
+    engine's and of the sequence's left out."""
+    reference = Reference(data, model)
+    try:
+        reference.block(queries, settle=10)
     finally:
-        spaces.close()
-    return statistics.median(engine_cpu[10:]), statistics.median(embed_cpu), statistics.median(in_sequence[10:])
+        reference.close()
+    return reference.p50s()
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -208,32 +265,46 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
 
 
-def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], count: int,
-                       pid: int) -> tuple[float, float, float, float | None]:
+def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], count: int, pid: int,
+                       reference: Reference | None = None, block: int = 0) -> tuple[float, float, float, float | None]:
     """p50, p99 (ms), mean results and the server's CPU ms per retrieve of `count` retrieves in one
-    mode, one at a time."""
+    mode, one at a time, after 10 that warm it. With a `reference` and a `block` size, the retrieves
+    go in blocks, each followed by the same queries in process (`Reference.block`), each block on each
+    side begun by an untimed query of its own (paired.py)."""
     samples: list[float] = []
     found = 0
-    cpu_before: float | None = None
+    cpu_ns = 0
+
+    def one(http: httpx.Client, query: str) -> tuple[float, Any]:
+        body: dict[str, object] = {"mode": mode, "limit": 10}
+        if mode != "list":
+            body["query"] = query
+        headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4()),
+                   "Content-Type": "application/json", "Accept": "application/json"}
+        began = time.perf_counter()
+        answer = http.post("/v1/memory/retrieve", content=orjson.dumps(body), headers=headers)
+        elapsed = time.perf_counter() - began
+        if answer.status_code != 200:
+            raise RuntimeError(f"{mode}: {answer.status_code} {answer.text[:200]}")
+        return elapsed, answer
+
+    timed = [queries[i % len(queries)] for i in range(10, count + 10)]
     with httpx.Client(base_url=url, timeout=60) as http:
-        for i in range(count + 10):
-            body: dict[str, object] = {"mode": mode, "limit": 10}
-            if mode != "list":
-                body["query"] = queries[i % len(queries)]
-            headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4()),
-                       "Content-Type": "application/json", "Accept": "application/json"}
-            began = time.perf_counter()
-            answer = http.post("/v1/memory/retrieve", content=orjson.dumps(body), headers=headers)
-            elapsed = time.perf_counter() - began
-            if answer.status_code != 200:
-                raise RuntimeError(f"{mode}: {answer.status_code} {answer.text[:200]}")
-            if i >= 10:  # the first few warm the caches, the embedder and the connection
+        for i in range(10):  # the first few warm the caches, the embedder and the connection
+            one(http, queries[i % len(queries)])
+        for part in blocks(timed, block if reference is not None and block else len(timed)):
+            if reference is not None:
+                one(http, f"{part[0]} (warm-up)")
+            before = task_cpu_ns(pid)
+            for q in part:
+                elapsed, answer = one(http, q)
                 samples.append(elapsed)
                 found += len(answer.json()["results"])
-            elif i == 9:
-                cpu_before = server_cpu_s(pid)
-    cpu_after = server_cpu_s(pid)
-    cpu_ms = None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) / count * 1000
+            after = task_cpu_ns(pid)
+            cpu_ns = cpu_ns + after - before if before is not None and after is not None and cpu_ns >= 0 else -1
+            if reference is not None:
+                reference.block(part, warm=f"{part[0]} (in-process warm-up)")
+    cpu_ms = None if cpu_ns < 0 else cpu_ns / count / 1e6
     p50, p99 = percentiles(samples)
     return p50, p99, found / count, cpu_ms
 
@@ -280,8 +351,10 @@ def write_rate(url: str, token: str, texts: list[str], threads: int) -> float:
 
 
 def measure_face(data: Path, n: int, token: str, spec: str, every: list[str],
-                 requests: int) -> tuple[list[str], str]:
-    """Serve with one face embedder: each mode's row, then the `both` ratio row."""
+                 requests: int, interleave: int = 0) -> tuple[list[str], str]:
+    """Serve with one face embedder: each mode's row, then the `both` ratio row (its in-process references
+    after the server has gone, or with `interleave` in blocks of that many queries alternating with the
+    served `both` retrieves: paired.py)."""
     model = face_model(spec)
     relabel(data, model.identity)
     port = free_port()
@@ -289,11 +362,14 @@ def measure_face(data: Path, n: int, token: str, spec: str, every: list[str],
     url = f"http://127.0.0.1:{port}"
     rows: list[str] = []
     both_p50 = both_cpu = 0.0
+    reference = Reference(data, model) if interleave else None
     try:
         wait_idle(url, token, proc.pid)
         for k, mode in enumerate(MODES):
             queries = every[k * (requests + 10):(k + 1) * (requests + 10)]
-            p50, p99, found, cpu_ms = retrieve_latencies(url, token, mode, queries, requests, proc.pid)
+            paired = reference if mode == "both" else None
+            p50, p99, found, cpu_ms = retrieve_latencies(url, token, mode, queries, requests, proc.pid,
+                                                         paired, interleave)
             cpu = "" if cpu_ms is None else f"{cpu_ms:.2f}"
             rows.append(f"| {n:>7,} | {mode:<8} ({model.identity.model}) | {p50:7.2f} | {p99:7.2f} | {cpu} |"
                         f" {found:5.1f} |")
@@ -303,11 +379,15 @@ def measure_face(data: Path, n: int, token: str, spec: str, every: list[str],
     finally:
         proc.terminate()
         proc.wait(30)
-    engine_p50, embed_p50, sequence_p50 = in_process(data, every[: requests + 10], model)
+        if reference is not None:
+            reference.close()
+    ref = reference.p50s() if reference is not None else in_process(data, every[: requests + 10], model)
     model.close()
+    engine_p50, embed_p50, sequence_p50, asked_p50 = ref["engine"], ref["embed"], ref["sequence"], ref["asked"]
     ratio = (f"| {n:>7,} | {model.identity.model} | {both_p50:.2f} | {both_cpu:.2f} | {engine_p50:.2f} |"
              f" {embed_p50:.2f} | {both_p50 / (engine_p50 + embed_p50):.2f} | {both_cpu / (engine_p50 + embed_p50):.2f} |"
-             f" {sequence_p50:.2f} | {both_p50 / sequence_p50:.2f} |")
+             f" {sequence_p50:.2f} | {both_p50 / sequence_p50:.2f} | {asked_p50:.2f} |"
+             f" {both_p50 / (asked_p50 + embed_p50):.2f} |")
     print(ratio, flush=True)
     return rows, ratio
 
@@ -326,6 +406,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="measure each face embedder this many times in turn (a fresh server each round, its"
                              " in-process figures right after): the host's speed drifts between minutes")
+    parser.add_argument("--interleave", type=int, default=0, metavar="N",
+                        help="time the in-process references in blocks of N queries alternating with the served"
+                             " `both` retrieves on one server (paired.py), not after it: both sides meet one machine")
     args = parser.parse_args()
     specs = [s for s in args.face_embedders.split(",") if s]
     root = args.data or Path(tempfile.mkdtemp(prefix="kindgi-bench-"))
@@ -346,7 +429,7 @@ def main() -> None:
             for spec in specs:  # each round its own queries: no answer comes from the query cache
                 size = 4 * (args.requests + 10)
                 face_rows, ratio = measure_face(data, n, token, spec, every[turn * size:(turn + 1) * size],
-                                                args.requests)
+                                                args.requests, args.interleave)
                 rows += face_rows
                 ratios.append(ratio)
         port = free_port()
@@ -369,19 +452,24 @@ def main() -> None:
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end (on {os.cpu_count()} cores)")
     print("\n| facts | mode | p50 ms | p99 ms | server CPU ms per retrieve | results |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
+    print("\nin-process references: " + (f"in blocks of {args.interleave} queries alternating with the served"
+                                        " `both` retrieves (paired.py)" if args.interleave else "after each round's server"))
     print("\n| facts | face embedder | both p50 ms (HTTP) | server CPU ms per both | engine CPU ms (keyword +"
           " vector legs, in process) | query embedding CPU ms | p50 / (engine + embedding) |"
           " server CPU / (engine + embedding) | embedding then engine, in sequence, CPU ms | p50 / that |"
-          "\n|---|---|---|---|---|---|---|---|---|---|")
+          " engine CPU ms as the face asks it (content words, keyword 50 deep, columns) | p50 / (that + embedding) |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(ratios))
     if args.rounds > 1:
         print("\n| facts | face embedder | rounds | median p50 / (engine + embedding) | median server CPU /"
-              " (engine + embedding) | median p50 / (in sequence) |\n|---|---|---|---|---|---|")
+              " (engine + embedding) | median p50 / (in sequence) | median p50 / (engine as the face asks it +"
+              " embedding) |\n|---|---|---|---|---|---|---|")
         for key in dict.fromkeys(tuple(r.split("|")[1:3]) for r in ratios):
             mine = [r.split("|") for r in ratios if tuple(r.split("|")[1:3]) == key]
             print(f"|{key[0]}|{key[1]}| {len(mine)} | {statistics.median(float(c[7]) for c in mine):.2f} |"
                   f" {statistics.median(float(c[8]) for c in mine):.2f} |"
-                  f" {statistics.median(float(c[10]) for c in mine):.2f} |")
+                  f" {statistics.median(float(c[10]) for c in mine):.2f} |"
+                  f" {statistics.median(float(c[12]) for c in mine):.2f} |")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ each text's hash, under the model's identity): a search does the same work on th
 it ranks first differs.
 
     python bench/v5.py [--ingest-docs 300] [--sizes 10000,100000] [--queries 200] [--scifact DIR]
-                       [--face-embedders local,auto]
+                       [--face-embedders local,auto] [--rounds N] [--interleave BLOCK]
 
 Beside each search p50 it prints, measured on the same machine in the same run, the engine's own
 hybrid searches for one v5 search (its two collections, in process) and the query embedding alone:
@@ -21,6 +21,9 @@ p50 / (engine + embedding) is what the HTTP face adds. Each of those two is time
 its own, which keeps its data (the model's weights, the index's arrays) in the CPU's caches; a
 served search finds neither there, so the last columns time them in sequence, query by query
 (embed, then search), and divide p50 by that too. Queries are not repeated (no cache hits).
+Those in-process loops run after the served searches, or with `--interleave BLOCK` in blocks of
+BLOCK queries alternating with them on one server, so that both sides of each ratio meet the same
+load of a shared machine (paired.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from paired import Samples, blocks, task_cpu_ns  # noqa: E402
 from retrieve import face_model, server_cpu_s, wait_listening, wait_quiet  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
 
@@ -56,6 +60,8 @@ from engram_index.engine.types import ModelIdentity  # noqa: E402
 from engram_index.engram.api.embedding import QueryEmbedding  # noqa: E402
 from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
 from engram_index.engram.auth import InsecureOpen  # noqa: E402
+from engram_index.engine.analyzer import query_words  # noqa: E402
+from engram_index.ranking import content_query  # noqa: E402
 from engram_index.keys import KeyStore  # noqa: E402
 from engram_index.supermemory.chunking import sentences  # noqa: E402
 from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED  # noqa: E402
@@ -215,53 +221,98 @@ def relabel(data: Path, ns: str, model: ModelIdentity) -> None:
         spaces.close()
 
 
-def in_process(data: Path, ns: str, queries: Sequence[str],
-               model: MiniLMEmbedder) -> tuple[float, float, float, float, float]:
-    """p50 ms of the engine's own hybrid searches for one v5 search (its two collections, as the face
-    asks them, in this process) and of the query embedding alone: wall, then thread CPU; last, the
-    wall p50 of the two in sequence, query by query (embed, then search), as a served search meets
-    them: each loop of its own keeps its own data in the caches, which a search never finds so."""
-    spaces = Collections(data, read_only=True, lock=False)
-    try:
+class Reference:
+    """The engine's own hybrid searches for one v5 search (its two collections, as the face asks them, in
+    this process) and the query embedding alone, each timed in a loop of its own over a block of queries
+    (wall and thread CPU ms), then the two in sequence, query by query (embed, then search), as a served
+    search meets them: each loop of its own keeps its own data in the caches, which a search never finds so."""
+
+    def __init__(self, data: Path, ns: str, model: MiniLMEmbedder) -> None:
+        """Open the namespace's collections read-only (beside a server that holds them)."""
+        self.spaces = Collections(data, read_only=True, lock=False)
+        self.model = model
+        self.asks = [(self.spaces.index(memories_collection(ns)), Filters(none_tags=(SUPERSEDED, FORGOTTEN))),
+                     (self.spaces.index(chunks_collection(ns)), Filters())]
+        self.samples = Samples()
+
+    def search_both(self, q: str, v: np.ndarray) -> None:
+        """One v5 search's engine searches, answered as hits (as the engine answers any caller: the reference
+        of issue 25's ratio goal since it was set)."""
+        for index, flt in self.asks:
+            index.search(SearchRequest("hybrid", q=q, vector=v, limit=30, filters=flt, explain=False))
+
+    def search_asked(self, q: str, v: np.ndarray) -> None:
+        """The same searches exactly as the face asks them (supermemory/search.py `_legs`): the query's content
+        words, answered in columns (no hit made, no document read)."""
+        asked = content_query(q, query_words(q))
+        for index, flt in self.asks:
+            index.search(SearchRequest("hybrid", q=asked, vector=v, limit=30, filters=flt, explain=False,
+                                       documents=False, hits=False))
+
+    def block(self, queries: Sequence[str], warm: str | None = None) -> None:
+        """Time a block of queries on each side (`warm`: a query of its own, embedded and searched untimed
+        before each loop, so that its first timed call follows one of its kind)."""
+        embed = self.model.embed_queries
+        if warm is not None:
+            embed([warm])
         vectors, embed_ms, embed_cpu = [], [], []
         for q in queries:
             t, c = time.perf_counter(), time.thread_time()
-            vectors.append(model.embed_queries([q])[0])
+            vectors.append(embed([q])[0])
             embed_ms.append((time.perf_counter() - t) * 1000)
             embed_cpu.append((time.thread_time() - c) * 1000)
-        asks = [(spaces.index(memories_collection(ns)), Filters(none_tags=(SUPERSEDED, FORGOTTEN))),
-                (spaces.index(chunks_collection(ns)), Filters())]
-
-        def search_both(q: str, v: np.ndarray) -> None:
-            for index, flt in asks:
-                index.search(SearchRequest("hybrid", q=q, vector=v, limit=30, filters=flt, explain=False))
-
-        search_both(queries[0], vectors[0])  # warm: masks, caches
+        self.search_both(queries[0] if warm is None else warm, vectors[0])  # warm: masks, caches
         engine_ms, engine_cpu = [], []
         for q, v in zip(queries, vectors):
             t, c = time.perf_counter(), time.thread_time()
-            search_both(q, v)
+            self.search_both(q, v)
             engine_ms.append((time.perf_counter() - t) * 1000)
             engine_cpu.append((time.thread_time() - c) * 1000)
+        asked_ms = []
+        for q, v in zip(queries, vectors):
+            t = time.perf_counter()
+            self.search_asked(q, v)
+            asked_ms.append((time.perf_counter() - t) * 1000)
+        if warm is not None:
+            self.search_both(warm, embed([warm])[0])
         in_sequence = []
         for q in queries:
             t = time.perf_counter()
-            search_both(q, model.embed_queries([q])[0])
+            self.search_both(q, embed([q])[0])
             in_sequence.append((time.perf_counter() - t) * 1000)
+        for name, values in (("engine", engine_ms), ("embed", embed_ms), ("engine_cpu", engine_cpu),
+                             ("embed_cpu", embed_cpu), ("sequence", in_sequence), ("asked", asked_ms)):
+            self.samples.add(name, values)
+
+    def p50s(self) -> dict[str, float]:
+        """p50 ms of the engine, the embedding (wall), the two's thread CPU, the two in sequence (wall) and
+        the engine as the face asks it (wall), by name."""
+        return {name: self.samples.p50(name) for name in self.samples.by_name}
+
+    def close(self) -> None:
+        """Close the collections."""
+        self.spaces.close()
+
+
+def in_process(data: Path, ns: str, queries: Sequence[str], model: MiniLMEmbedder) -> dict[str, float]:
+    """`Reference`'s p50s over one block of every query (after the server has gone)."""
+    reference = Reference(data, ns, model)
+    try:
+        reference.block(queries)
     finally:
-        spaces.close()
-    med = statistics.median
-    return med(engine_ms), med(embed_ms), med(engine_cpu), med(embed_cpu), med(in_sequence)
+        reference.close()
+    return reference.p50s()
 
 
 def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None = None,
-          face_specs: Sequence[str] = ("auto",), rounds: int = 1) -> list[dict[str, Any]]:
+          face_specs: Sequence[str] = ("auto",), rounds: int = 1, interleave: int = 0) -> list[dict[str, Any]]:
     """Part 2: search p50/p99 over HTTP at each size of chunks + memories (`keep`: a data directory to
     fill once and reuse), per face embedder, beside the engine's in-process p50 and the query
     embedding's. The server runs as its own process, as an operator runs it, so that the client's
     work is not on the server's interpreter. With `rounds` > 1 each face embedder is measured that
-    many times in turn (a fresh server each round, so no answer comes from the query cache, then the
-    in-process figures right after it): one row per round."""
+    many times in turn (a fresh server each round, so no answer comes from the query cache): one row
+    per round. The in-process figures come right after the served ones, or with `interleave` (a block
+    size) in alternating blocks with them (paired.py)."""
     queries = [json.loads(line)["text"] for line in (scifact / "queries.jsonl").open()][:n_queries]
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -272,39 +323,82 @@ def scale(scifact: Path, sizes: Sequence[int], n_queries: int, keep: Path | None
             for spec in [spec for _ in range(rounds) for spec in face_specs]:
                 model = face_model(spec)
                 relabel(data, "scale", model.identity)
-                proc, url = served(data, spec)
                 try:
-                    http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
-                    for q in queries[:20]:  # warm-up: the index loads, the caches fill
-                        http.post("/ns/scale/search", json={"query": q})
-                    wait_quiet(proc.pid)
-                    latencies = []
-                    cpu_before = server_cpu_s(proc.pid)
-                    # Each query once, and not one of the warm-up's: no answer comes from the query cache.
-                    for q in queries[20:]:
-                        t = time.perf_counter()
-                        response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
-                        latencies.append((time.perf_counter() - t) * 1000)
-                        assert response.status_code == 200, response.text
-                    cpu_after = server_cpu_s(proc.pid)
-                    http.close()
+                    row = one_round(data, spec, key, queries, model, interleave)
                 finally:
-                    proc.terminate()
-                    proc.wait(60)
-                latencies.sort()
-                engine_p50, embed_p50, engine_cpu, embed_cpu, sequence_p50 = in_process(data, "scale", queries[20:],
-                                                                                        model)
-                model.close()
-                p50 = latencies[len(latencies) // 2]
-                server_cpu = (cpu_after - cpu_before) / len(latencies) * 1000 if cpu_before and cpu_after else 0.0
+                    model.close()
                 out.append({"items": count, "docs": added, "fill_s": fill_s, "embedder": model.identity.model,
-                            "p50_ms": p50, "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
-                            "engine_p50_ms": engine_p50, "embed_p50_ms": embed_p50,
-                            "ratio": p50 / (engine_p50 + embed_p50), "sequence_p50_ms": sequence_p50,
-                            "sequence_ratio": p50 / sequence_p50, "server_cpu_ms": server_cpu,
-                            "engine_cpu_ms": engine_cpu, "embed_cpu_ms": embed_cpu,
-                            "cpu_ratio": server_cpu / (engine_cpu + embed_cpu)})
+                            "interleaved": interleave, **row})
     return out
+
+
+def one_round(data: Path, spec: str, key: str, queries: Sequence[str], model: MiniLMEmbedder,
+              interleave: int) -> dict[str, float]:
+    """One round of part 2 on a fresh server: each of queries[20:] searched once (the first 20 warm it)."""
+    proc, url = served(data, spec)
+    reference: Reference | None = None
+    try:
+        http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        for q in queries[:20]:  # warm-up: the index loads, the caches fill
+            http.post("/ns/scale/search", json={"query": q})
+        wait_quiet(proc.pid)
+        if interleave:
+            reference = Reference(data, "scale", model)
+            latencies, server_cpu = served_blocks(http, proc.pid, queries[20:], reference, interleave)
+        else:
+            latencies = []
+            cpu_before = server_cpu_s(proc.pid)
+            # Each query once, and not one of the warm-up's: no answer comes from the query cache.
+            for q in queries[20:]:
+                t = time.perf_counter()
+                response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
+                latencies.append((time.perf_counter() - t) * 1000)
+                assert response.status_code == 200, response.text
+            cpu_after = server_cpu_s(proc.pid)
+            server_cpu = (cpu_after - cpu_before) / len(latencies) * 1000 if cpu_before and cpu_after else 0.0
+        http.close()
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        if reference is not None:
+            reference.close()
+    if reference is not None:
+        ref = reference.p50s()
+        p50 = statistics.median(latencies)
+    else:
+        ref = in_process(data, "scale", queries[20:], model)
+        p50 = sorted(latencies)[len(latencies) // 2]
+    ordered = sorted(latencies)
+    return {"p50_ms": p50, "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+            "engine_p50_ms": ref["engine"], "embed_p50_ms": ref["embed"], "ratio": p50 / (ref["engine"] + ref["embed"]),
+            "sequence_p50_ms": ref["sequence"], "sequence_ratio": p50 / ref["sequence"], "server_cpu_ms": server_cpu,
+            "engine_cpu_ms": ref["engine_cpu"], "embed_cpu_ms": ref["embed_cpu"],
+            "cpu_ratio": server_cpu / (ref["engine_cpu"] + ref["embed_cpu"]),
+            "asked_p50_ms": ref["asked"], "asked_ratio": p50 / (ref["asked"] + ref["embed"])}
+
+
+def served_blocks(http: httpx.Client, pid: int, queries: Sequence[str], reference: Reference,
+                  size: int) -> tuple[list[float], float]:
+    """The served searches of `queries` (ms each) and the server's CPU ms per search, in blocks of `size`,
+    each block's in-process reference timed right after it (`reference.block`). Each block, on each side,
+    starts with an untimed query of its own (the block's first, marked), so that no answer comes from
+    the query cache."""
+    latencies: list[float] = []
+    cpu_ns = 0
+    for part in blocks(queries, size):
+        warm = f"{part[0]} (warm-up)"
+        assert http.post("/ns/scale/search", json={"query": warm, "limit": 10}).status_code == 200
+        before = task_cpu_ns(pid)
+        for q in part:
+            t = time.perf_counter()
+            response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
+            latencies.append((time.perf_counter() - t) * 1000)
+            assert response.status_code == 200, response.text
+        after = task_cpu_ns(pid)
+        if before is not None and after is not None:
+            cpu_ns += after - before
+        reference.block(part, warm=f"{part[0]} (in-process warm-up)")
+    return latencies, cpu_ns / len(latencies) / 1e6
 
 
 def main() -> None:
@@ -320,6 +414,9 @@ def main() -> None:
                              " figures right after: the host's speed drifts between minutes, a median of rounds less")
     parser.add_argument("--face-embedders", default="auto",
                         help="--face-embedder specs to compare in this run, e.g. local,auto (float32, int8)")
+    parser.add_argument("--interleave", type=int, default=0, metavar="N",
+                        help="time the in-process references in blocks of N queries alternating with the served"
+                             " ones on one server (paired.py), not after it: both sides meet one machine state")
     shared = Path(os.environ.get("ENGRAM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
     args = parser.parse_args()
@@ -335,26 +432,31 @@ def main() -> None:
                   f" {result['searchable_max_s'] * 1000:.0f} ms |", flush=True)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if sizes:
+        print("\nin-process references: " + (f"in blocks of {args.interleave} queries alternating with the served ones"
+                                            " (paired.py)" if args.interleave else "after each round's served searches"))
         print("\n| chunks + memories | documents | fill s (stand-in vectors) | face embedder | search p50 ms |"
               " p99 ms | engine in-process p50 ms | query embedding p50 ms | p50 / (engine + embedding) |"
               " server CPU ms per search | engine CPU ms | embedding CPU ms | CPU / (engine + embedding) |"
-              " embedding then engine, in sequence, p50 ms | p50 / that |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        rows = scale(args.scifact, sizes, args.queries, args.data, specs, args.rounds)
+              " embedding then engine, in sequence, p50 ms | p50 / that |"
+              " engine as the face asks it (content words, columns) p50 ms | p50 / (that + embedding) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        rows = scale(args.scifact, sizes, args.queries, args.data, specs, args.rounds, args.interleave)
         for row in rows:
             print(f"| {row['items']} | {row['docs']} | {row['fill_s']:.0f} | {row['embedder']} | {row['p50_ms']:.2f} |"
                   f" {row['p99_ms']:.2f} | {row['engine_p50_ms']:.2f} | {row['embed_p50_ms']:.2f} |"
                   f" {row['ratio']:.2f} | {row['server_cpu_ms']:.2f} | {row['engine_cpu_ms']:.2f} |"
                   f" {row['embed_cpu_ms']:.2f} | {row['cpu_ratio']:.2f} | {row['sequence_p50_ms']:.2f} |"
-                  f" {row['sequence_ratio']:.2f} |", flush=True)
+                  f" {row['sequence_ratio']:.2f} | {row['asked_p50_ms']:.2f} | {row['asked_ratio']:.2f} |", flush=True)
         if args.rounds > 1:
             print("\n| chunks + memories | face embedder | rounds | median p50 / (engine + embedding) |"
-                  " median CPU / (engine + embedding) | median p50 / (in sequence) |\n|---|---|---|---|---|---|")
+                  " median CPU / (engine + embedding) | median p50 / (in sequence) |"
+                  " median p50 / (engine as the face asks it + embedding) |\n|---|---|---|---|---|---|---|")
             for items_, model_ in dict.fromkeys((r["items"], r["embedder"]) for r in rows):
                 mine = [r for r in rows if (r["items"], r["embedder"]) == (items_, model_)]
                 print(f"| {items_} | {model_} | {len(mine)} | {statistics.median(r['ratio'] for r in mine):.2f} |"
                       f" {statistics.median(r['cpu_ratio'] for r in mine):.2f} |"
-                      f" {statistics.median(r['sequence_ratio'] for r in mine):.2f} |")
+                      f" {statistics.median(r['sequence_ratio'] for r in mine):.2f} |"
+                      f" {statistics.median(r['asked_ratio'] for r in mine):.2f} |")
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
