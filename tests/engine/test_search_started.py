@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -236,7 +237,7 @@ def test_a_lone_row_is_summed_as_in_the_one_call_of_several_rows_a_search_makes(
 def test_a_search_run_beside_scans_and_fuses_on_the_thread_that_makes_the_vector(space, monkeypatch) -> None:
     index, _ = space
     ran_on: list[tuple[str, str]] = []
-    for step in ("_vector_candidates", "_fuse", "_hits"):
+    for step in ("_fused", "_hits"):
         original = getattr(SpaceIndex, step)
         monkeypatch.setattr(SpaceIndex, step, lambda self, *args, _step=step, _original=original: (
             ran_on.append((_step, threading.current_thread().name)), _original(self, *args))[1])
@@ -249,7 +250,7 @@ def test_a_search_run_beside_scans_and_fuses_on_the_thread_that_makes_the_vector
     maker.join()
     got = started.finish()
     here = threading.current_thread().name
-    assert ran_on == [("_vector_candidates", "embedder"), ("_fuse", "embedder"), ("_hits", here)]
+    assert ran_on == [("_fused", "embedder"), ("_hits", here)]
     monkeypatch.undo()
     assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river stone", vector=query, limit=8)))
 
@@ -298,8 +299,8 @@ class Held(Future):
 def test_a_finish_that_comes_before_the_vectors_thread_runs_beside_runs_the_rest_itself(space, monkeypatch) -> None:
     index, _ = space
     ran_on: list[str] = []
-    original = SpaceIndex._vector_candidates
-    monkeypatch.setattr(SpaceIndex, "_vector_candidates", lambda self, *args: (
+    original = SpaceIndex._fused
+    monkeypatch.setattr(SpaceIndex, "_fused", lambda self, *args: (
         ran_on.append(threading.current_thread().name), original(self, *args))[1])
     query = np.random.default_rng(7).standard_normal(DIMS).astype(np.float32)
     later = Held()
@@ -311,3 +312,46 @@ def test_a_finish_that_comes_before_the_vectors_thread_runs_beside_runs_the_rest
     assert ran_on == [threading.current_thread().name]
     monkeypatch.undo()
     assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river paper", vector=query, limit=9)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=QUERIES, limit=st.integers(1, 80), fusion=st.sampled_from(["convex", "rrf"]), filters=FILTERS,
+       seed=st.integers(0, 2**32 - 1))
+def test_a_started_search_runs_its_rest_in_one_call_and_answers_as_its_steps_bit_for_bit(
+        space, c_loops: str, q: str, limit: int, fusion: str, filters: Filters, seed: int) -> None:
+    index, _ = space
+    query = np.random.default_rng(seed).standard_normal(DIMS).astype(np.float32)
+    req = SearchRequest("hybrid", q=q, vector=future_of(query), limit=limit, fusion=fusion, filters=filters,
+                        explain=False)
+    kw = index.start(req).keyword
+    assert kw is not None
+    steps = replace(kw, rest=None)  # the same pass, its rest one step after another
+    with index.reading():
+        one = index._fused(replace(req, vector=query), kw).fused
+        many = index._fused(replace(req, vector=query), steps).fused
+    assert [a.tobytes() for a in (one.ords, one.scores, one.sims, one.bm25, one.has_sim)] == [
+        a.tobytes() for a in (many.ords, many.scores, many.sims, many.bm25, many.has_sim)]
+    assert one.approximate == many.approximate
+
+
+def test_a_hybrid_search_plans_its_rest_with_its_keyword_pass(space) -> None:
+    index, _ = space
+    started = index.start(SearchRequest("hybrid", q="river stone", vector=Future(), limit=10))
+    assert started.keyword is not None and started.keyword.rest is not None
+    assert started.keyword.rest.kw_ords.size > 0 and started.keyword.rest.scoring is not None
+
+
+def test_a_search_with_a_rerank_deadline_takes_its_rest_step_by_step(space) -> None:
+    index, _ = space
+    started = index.start(SearchRequest("hybrid", q="river stone", vector=Future(), limit=10, rerank_deadline_s=5.0))
+    assert started.keyword is not None and started.keyword.rest is None
+
+
+def test_a_lone_keyword_row_takes_its_rest_step_by_step_and_answers_as_one_search(space, monkeypatch) -> None:
+    index, _ = space
+    monkeypatch.setattr(index.keyword, "top_rows", lambda query, k, allowed: np.array([5], np.int64))
+    query = np.random.default_rng(3).standard_normal(DIMS).astype(np.float32)
+    started = index.start(SearchRequest("hybrid", q="river stone", vector=future_of(query), limit=10))
+    assert started.keyword is not None and started.keyword.rest is None
+    got = started.finish()
+    assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river stone", vector=query, limit=10)))

@@ -36,11 +36,12 @@ int engram_portable(void)
  * that the tests can run all three of its loops on such a machine. Read under the GIL. */
 static int avoid_avx512 = 0;
 
-/* The scan's level for engram_select_scan. */
-static int scan_level(void)
+/* The scan's level for engram_select_scan (_kernels.h). */
+int engram_scan_level(void)
 {
     return force_portable ? 2 : avoid_avx512 ? 1 : 0;
 }
+#define scan_level engram_scan_level
 
 
 int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name)
@@ -167,7 +168,6 @@ static PyObject *nearest(PyObject *self, PyObject *args)
     memset(v, 0, sizeof(v));
     Py_buffer *q = &v[0], *c = &v[1], *e = &v[2], *o = &v[3];
     PyObject *result = NULL;
-    Py_ssize_t *hist = NULL;
     if (engram_get_buffer(q_obj, q, 0, "query") < 0 || engram_get_buffer(c_obj, c, 0, "codes") < 0
         || (e_obj != Py_None && engram_get_buffer(e_obj, e, 0, "excluded") < 0) || engram_get_buffer(o_obj, o, 1, "out") < 0)
         goto done;
@@ -182,24 +182,38 @@ static PyObject *nearest(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "out must hold int64");
         goto done;
     }
-    uint16_t *dist = engram_scratch(n);
-    if (dist == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if ((hist = scan(q, c, n, dist)) == NULL)
-        goto done;
     Py_ssize_t written;
     int level = scan_level();
     Py_BEGIN_ALLOW_THREADS
-    written = engram_pick_nearest(dist, e->obj ? (const uint8_t *)e->buf : NULL, n, q->len * 8,
-                                  (int64_t *)o->buf, o->len / 8, hist, level);
+    written = engram_nearest_into((const uint8_t *)q->buf, q->len, (const uint8_t *)c->buf, n,
+                                  e->obj ? (const uint8_t *)e->buf : NULL, (int64_t *)o->buf, o->len / 8, level);
     Py_END_ALLOW_THREADS
+    if (written < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     result = PyLong_FromSsize_t(written);
 done:
-    PyMem_RawFree(hist);
     engram_release_all(v, 4);
     return result;
+}
+
+/* nearest's work, the GIL released by the caller (_kernels.h). */
+Py_ssize_t engram_nearest_into(const uint8_t *query, Py_ssize_t width, const uint8_t *codes, Py_ssize_t n,
+                               const uint8_t *excluded, int64_t *out, Py_ssize_t count, int level)
+{
+    Py_ssize_t bits = width * 8;
+    uint16_t *dist = engram_scratch(n);
+    Py_ssize_t *hist = PyMem_RawCalloc(4 * ((size_t)bits + 1), sizeof(Py_ssize_t));
+    if (dist == NULL || hist == NULL) {
+        PyMem_RawFree(hist);
+        return -1;
+    }
+    const char *name;
+    engram_select_scan(level, &name)(query, codes, n, width, dist, hist, bits + 1);
+    Py_ssize_t written = engram_pick_nearest(dist, excluded, n, bits, out, count, hist, level);
+    PyMem_RawFree(hist);
+    return written;
 }
 
 
@@ -269,8 +283,27 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    int bad_row = 0;
+    int bad_row;
     Py_BEGIN_ALLOW_THREADS
+    bad_row = engram_bm25_into(ords, m, starts, lengths, doc_lengths, docs, ids, tfs, arena, qids, cols, idf, t,
+                               table, vocab, k1, b, average, out, width);
+    Py_END_ALLOW_THREADS
+    result = engram_rows_result(bad_row);
+done:
+    engram_release_all(v, 11);
+    return result;
+}
+
+
+/* bm25_parts' walk over the rows, the GIL released by the caller: 1 when a row lay outside the arena
+ * (_kernels.h). */
+int engram_bm25_into(const int64_t *ords, Py_ssize_t m, const int64_t *starts, const int32_t *lengths,
+                     const int64_t *doc_lengths, Py_ssize_t docs, const uint32_t *ids, const uint16_t *tfs,
+                     Py_ssize_t arena, const int64_t *qids, const int64_t *cols, const double *idf, Py_ssize_t t,
+                     int32_t *table, Py_ssize_t vocab, double k1, double b, double average, double *out,
+                     Py_ssize_t width)
+{
+    int bad_row = 0;
     engram_number_terms(table, qids, t);
     for (Py_ssize_t i = 0; i < m && !bad_row; i++) {
         /* Ordinals come in no useful order: ask early for the bounds of the row 2 * AHEAD on, and
@@ -309,11 +342,7 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
         }
     }
     engram_unnumber_terms(table, qids, t);
-    Py_END_ALLOW_THREADS
-    result = engram_rows_result(bad_row);
-done:
-    engram_release_all(v, 11);
-    return result;
+    return bad_row;
 }
 
 
@@ -358,6 +387,19 @@ static PyObject *cosines(PyObject *self, PyObject *args)
     const char *name;
     engram_dot_fn dot = engram_select_dot(force_portable, &name);
     Py_BEGIN_ALLOW_THREADS
+    engram_cosines_into(q, d, vectors, inv_norms, ords, m, out, dot);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    engram_release_all(v, 5);
+    return result;
+}
+
+
+/* cosines' loop, the GIL released by the caller (_kernels.h). */
+void engram_cosines_into(const double *q, Py_ssize_t d, const uint16_t *vectors, const double *inv_norms,
+                         const int64_t *ords, Py_ssize_t m, float *out, engram_dot_fn dot)
+{
     for (Py_ssize_t i = 0; i < m && i < AHEAD; i++)
         engram_prefetch(vectors + ords[i] * d, d * 2);
     for (Py_ssize_t i = 0; i < m; i++) {
@@ -369,11 +411,6 @@ static PyObject *cosines(PyObject *self, PyObject *args)
         float sim = (float)(dot(vectors + ords[i] * d, q, d) * inv_norms[ords[i]]);
         out[i] = sim > 1.0f ? 1.0f : (sim < -1.0f ? -1.0f : sim);
     }
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    engram_release_all(v, 5);
-    return result;
 }
 
 
@@ -475,6 +512,7 @@ static PyMethodDef methods[] = {
     {"postings_bounds", engram_postings_bounds, METH_VARARGS, engram_postings_bounds_doc},
     {"postings_top", engram_postings_top, METH_VARARGS, engram_postings_top_doc},
     {"rank_top", engram_rank_top, METH_VARARGS, engram_rank_top_doc},
+    {"hybrid_rest", engram_hybrid_rest, METH_VARARGS, engram_hybrid_rest_doc},
     {"snippet_bounds", engram_snippet_bounds, METH_VARARGS, engram_snippet_bounds_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
     {"use_avx512", use_avx512, METH_O, use_avx512_doc},

@@ -155,8 +155,38 @@ PyObject *engram_word_presence(PyObject *self, PyObject *args);
 extern const char engram_fuse_doc[];
 PyObject *engram_fuse(PyObject *self, PyObject *args);
 
-/* Whether use_portable() asked for the portable loops (read under the GIL). */
+/* Whether use_portable() asked for the portable loops, and the scan's level (read under the GIL). */
 int engram_portable(void);
+int engram_scan_level(void);
+
+/* The kernels' work without their buffer checks, each run with the GIL released by its caller, so
+ * that hybrid_rest (_kernels_rest.c) runs a hybrid search's rest as one call: nearest's scan and
+ * pick (-1: out of memory), cosines' loop, bm25_parts' walk (1: a row outside the arena),
+ * combine_scores' sums (each row summed as a row of a call of `as_rows` rows), rank_top's and
+ * fuse's (-1: out of memory). */
+Py_ssize_t engram_nearest_into(const uint8_t *query, Py_ssize_t width, const uint8_t *codes, Py_ssize_t n,
+                               const uint8_t *excluded, int64_t *out, Py_ssize_t count, int level);
+void engram_cosines_into(const double *q, Py_ssize_t d, const uint16_t *vectors, const double *inv_norms,
+                         const int64_t *ords, Py_ssize_t m, float *out, engram_dot_fn dot);
+int engram_bm25_into(const int64_t *ords, Py_ssize_t m, const int64_t *starts, const int32_t *lengths,
+                     const int64_t *doc_lengths, Py_ssize_t docs, const uint32_t *ids, const uint16_t *tfs,
+                     Py_ssize_t arena, const int64_t *qids, const int64_t *cols, const double *idf, Py_ssize_t t,
+                     int32_t *table, Py_ssize_t vocab, double k1, double b, double average, double *out,
+                     Py_ssize_t width);
+void engram_combine_into(const double *parts, Py_ssize_t rows, Py_ssize_t width, const int64_t *const cols[4],
+                         const Py_ssize_t counts[4], double part_weight, Py_ssize_t as_rows, double *gathered,
+                         float *out);
+Py_ssize_t engram_rank_top_into(const int64_t *ords, const float *sims, Py_ssize_t n, Py_ssize_t top,
+                                int64_t *out_ords, float *out_sims);
+Py_ssize_t engram_fuse_into(const int64_t *vec_ords, const float *vec_sims, const float *vec_bm25, Py_ssize_t nv,
+                            const int64_t *kw_ords, const float *kw_bm25, Py_ssize_t nk, const double *q,
+                            const uint16_t *vectors, const double *inv_norms, const uint8_t *live, Py_ssize_t size,
+                            Py_ssize_t d, int method, double alpha, int rrf_k, engram_dot_fn dot, int64_t *out_ords,
+                            double *out_fused, float *out_sims, float *out_bm25, uint8_t *out_has_sim, Py_ssize_t top);
+
+/* A started hybrid search's rest in one call (_kernels_rest.c). */
+extern const char engram_hybrid_rest_doc[];
+PyObject *engram_hybrid_rest(PyObject *self, PyObject *args);
 
 /* keyword._score's sums of the BM25 parts, as numpy added them (_kernels_postings.c). */
 extern const char engram_combine_scores_doc[];

@@ -171,6 +171,16 @@ def postings_top(
 def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
     """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""
 
+def hybrid_rest(
+    vector: tuple[object, ...],
+    counts: tuple[object, ...],
+    sums: tuple[object, ...],
+    keyword: tuple[np.ndarray, np.ndarray],
+    fusion: tuple[object, ...],
+    out: tuple[np.ndarray, ...],
+) -> int:
+    """A started hybrid search's rest in one call (the vector side, its candidates' BM25, the fusion); return how many were written."""
+
 def ascii_explain(
     text: str,
     wanted: set[str],

@@ -167,87 +167,26 @@ static inline int before(const double *fused, const int64_t *ords, Py_ssize_t i,
     return fused[i] > fused[j] || (!(fused[i] < fused[j]) && ords[i] < ords[j]);
 }
 
-PyObject *engram_fuse(PyObject *self, PyObject *args)
+/* fuse's work, the GIL released by the caller: the outputs' count, or -1 when out of memory
+ * (_kernels.h). live holds `size` rows; the vectors rows of d float16 components. */
+Py_ssize_t engram_fuse_into(const int64_t *vec_ords, const float *vec_sims, const float *vec_bm25, Py_ssize_t nv,
+                            const int64_t *kw_ords, const float *kw_bm25, Py_ssize_t nk, const double *q,
+                            const uint16_t *vectors, const double *inv_norms, const uint8_t *live, Py_ssize_t size,
+                            Py_ssize_t d, int method, double alpha, int rrf_k, engram_dot_fn dot, int64_t *out_ords,
+                            double *out_fused, float *out_sims, float *out_bm25, uint8_t *out_has_sim, Py_ssize_t top)
 {
-    PyObject *objs[16];
-    int method, rrf_k;
-    double alpha;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOidiOOOOO:fuse", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
-                          &objs[5], &objs[6], &objs[7], &objs[8], &method, &alpha, &rrf_k, &objs[9], &objs[10],
-                          &objs[11], &objs[12], &objs[13]))
-        return NULL;
-    static const char *names[14] = {"vec_ords", "vec_sims", "vec_bm25", "kw_ords", "kw_bm25", "query", "vectors",
-                                    "inv_norms", "live", "out_ords", "out_fused", "out_sims", "out_bm25",
-                                    "out_has_sim"};
-    Py_buffer v[14];
-    memset(v, 0, sizeof(v));
-    PyObject *result = NULL;
-    void *memory = NULL;
-    for (int i = 0; i < 14; i++)
-        if (engram_get_buffer(objs[i], &v[i], i >= 9, names[i]) < 0)
-            goto done;
-    Py_ssize_t nv = v[0].len / 8, nk = v[3].len / 8, d = v[5].len / 8, top = v[9].len / 8;
-    if (engram_check_array(&v[0], 8, "ql", -1, "vec_ords") < 0 || engram_check_array(&v[1], 4, "f", nv, "vec_sims") < 0
-        || engram_check_array(&v[2], 4, "f", nv, "vec_bm25") < 0 || engram_check_array(&v[3], 8, "ql", -1, "kw_ords") < 0
-        || engram_check_array(&v[4], 4, "f", nk, "kw_bm25") < 0 || engram_check_array(&v[5], 8, "d", -1, "query") < 0
-        || engram_check_array(&v[6], 2, "e", -1, "vectors") < 0 || engram_check_array(&v[7], 8, "d", -1, "inv_norms") < 0
-        || engram_check_array(&v[8], 1, "?Bb", -1, "live") < 0 || engram_check_array(&v[9], 8, "ql", -1, "out_ords") < 0
-        || engram_check_array(&v[10], 8, "d", top, "out_fused") < 0 || engram_check_array(&v[11], 4, "f", top, "out_sims") < 0
-        || engram_check_array(&v[12], 4, "f", top, "out_bm25") < 0 || engram_check_array(&v[13], 1, "?Bb", top, "out_has_sim") < 0)
-        goto done;
-    if (method != 0 && method != 1) {
-        PyErr_SetString(PyExc_ValueError, "method must be 0 (convex) or 1 (rrf)");
-        goto done;
-    }
-    if (d == 0 || (v[6].len / 2) % d != 0) {
-        PyErr_SetString(PyExc_ValueError, "the query must have d > 0 components and vectors rows of d");
-        goto done;
-    }
-    Py_ssize_t rows = (v[6].len / 2) / d, size = v[8].len;
-    if (size > rows || size > v[7].len / 8) {
-        PyErr_SetString(PyExc_ValueError, "live must not cover more rows than vectors and inv_norms hold");
-        goto done;
-    }
-    const int64_t *vec_ords = v[0].buf, *kw_ords = v[3].buf;
-    for (Py_ssize_t i = 0; i < nv; i++)
-        if (vec_ords[i] < 0 || vec_ords[i] >= size) {
-            PyErr_Format(PyExc_ValueError, "vector candidate %lld has no vector", (long long)vec_ords[i]);
-            goto done;
-        }
-    for (Py_ssize_t i = 0; i < nk; i++)
-        if (kw_ords[i] < 0 || kw_ords[i] >= ((int64_t)1 << 43)) {
-            PyErr_SetString(PyExc_ValueError, "ordinals must be non-negative and below 2**43");
-            goto done;
-        }
     Py_ssize_t total = nv + nk;
-    if (total >= ((Py_ssize_t)1 << 20)) { /* positions are packed into 20 bits beside the ordinals */
-        PyErr_SetString(PyExc_ValueError, "at most 2**20 - 1 candidates");
-        goto done;
-    }
     /* One block: the candidates by ordinal, their union's values, and the sorts' work space. */
     size_t bytes = (size_t)total * (sizeof(uint64_t) * 2 + sizeof(int64_t) * 4 + sizeof(double) * 4 + sizeof(float) * 2 + 1);
-    memory = PyMem_RawMalloc(bytes ? bytes : 1);
-    if (memory == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    void *memory = PyMem_RawMalloc(bytes ? bytes : 1);
+    if (memory == NULL)
+        return -1;
     uint64_t *keys = memory, *work = keys + total;
     int64_t *ords = (int64_t *)(work + total), *rank_s = ords + total, *rank_b = rank_s + total, *best = rank_b + total;
     double *zs = (double *)(rank_b + total), *zb = zs + total, *fused = zb + total, *scratch = fused + total;
     float *sims = (float *)(scratch + total), *bm25 = sims + total;
     uint8_t *has_sim = (uint8_t *)(bm25 + total);
-    const float *vec_sims = v[1].buf, *vec_bm25 = v[2].buf, *kw_bm25 = v[4].buf;
-    const double *q = v[5].buf, *inv_norms = v[7].buf;
-    const uint16_t *vectors = v[6].buf;
-    const uint8_t *live = v[8].buf;
-    const char *name;
-    engram_dot_fn dot = engram_select_dot(engram_portable(), &name);
-    int64_t *out_ords = v[9].buf;
-    double *out_fused = v[10].buf;
-    float *out_sims = v[11].buf, *out_bm25 = v[12].buf;
-    uint8_t *out_has_sim = v[13].buf;
     Py_ssize_t n = 0, written = 0;
-    Py_BEGIN_ALLOW_THREADS
     /* The vector candidates first, then the keyword ones: sorted by ordinal, the keyword entry of
      * an ordinal in both comes last, and its BM25 is the one kept (as the numpy version assigned). */
     for (Py_ssize_t i = 0; i < total; i++)
@@ -337,12 +276,110 @@ PyObject *engram_fuse(PyObject *self, PyObject *args)
         }
         written = kept;
     }
+    PyMem_RawFree(memory);
+    return written;
+}
+
+PyObject *engram_fuse(PyObject *self, PyObject *args)
+{
+    PyObject *objs[16];
+    int method, rrf_k;
+    double alpha;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOidiOOOOO:fuse", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5], &objs[6], &objs[7], &objs[8], &method, &alpha, &rrf_k, &objs[9], &objs[10],
+                          &objs[11], &objs[12], &objs[13]))
+        return NULL;
+    static const char *names[14] = {"vec_ords", "vec_sims", "vec_bm25", "kw_ords", "kw_bm25", "query", "vectors",
+                                    "inv_norms", "live", "out_ords", "out_fused", "out_sims", "out_bm25",
+                                    "out_has_sim"};
+    Py_buffer v[14];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    for (int i = 0; i < 14; i++)
+        if (engram_get_buffer(objs[i], &v[i], i >= 9, names[i]) < 0)
+            goto done;
+    Py_ssize_t nv = v[0].len / 8, nk = v[3].len / 8, d = v[5].len / 8, top = v[9].len / 8;
+    if (engram_check_array(&v[0], 8, "ql", -1, "vec_ords") < 0 || engram_check_array(&v[1], 4, "f", nv, "vec_sims") < 0
+        || engram_check_array(&v[2], 4, "f", nv, "vec_bm25") < 0 || engram_check_array(&v[3], 8, "ql", -1, "kw_ords") < 0
+        || engram_check_array(&v[4], 4, "f", nk, "kw_bm25") < 0 || engram_check_array(&v[5], 8, "d", -1, "query") < 0
+        || engram_check_array(&v[6], 2, "e", -1, "vectors") < 0 || engram_check_array(&v[7], 8, "d", -1, "inv_norms") < 0
+        || engram_check_array(&v[8], 1, "?Bb", -1, "live") < 0 || engram_check_array(&v[9], 8, "ql", -1, "out_ords") < 0
+        || engram_check_array(&v[10], 8, "d", top, "out_fused") < 0 || engram_check_array(&v[11], 4, "f", top, "out_sims") < 0
+        || engram_check_array(&v[12], 4, "f", top, "out_bm25") < 0 || engram_check_array(&v[13], 1, "?Bb", top, "out_has_sim") < 0)
+        goto done;
+    if (method != 0 && method != 1) {
+        PyErr_SetString(PyExc_ValueError, "method must be 0 (convex) or 1 (rrf)");
+        goto done;
+    }
+    if (d == 0 || (v[6].len / 2) % d != 0) {
+        PyErr_SetString(PyExc_ValueError, "the query must have d > 0 components and vectors rows of d");
+        goto done;
+    }
+    Py_ssize_t rows = (v[6].len / 2) / d, size = v[8].len;
+    if (size > rows || size > v[7].len / 8) {
+        PyErr_SetString(PyExc_ValueError, "live must not cover more rows than vectors and inv_norms hold");
+        goto done;
+    }
+    const int64_t *vec_ords = v[0].buf, *kw_ords = v[3].buf;
+    for (Py_ssize_t i = 0; i < nv; i++)
+        if (vec_ords[i] < 0 || vec_ords[i] >= size) {
+            PyErr_Format(PyExc_ValueError, "vector candidate %lld has no vector", (long long)vec_ords[i]);
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < nk; i++)
+        if (kw_ords[i] < 0 || kw_ords[i] >= ((int64_t)1 << 43)) {
+            PyErr_SetString(PyExc_ValueError, "ordinals must be non-negative and below 2**43");
+            goto done;
+        }
+    Py_ssize_t total = nv + nk;
+    if (total >= ((Py_ssize_t)1 << 20)) { /* positions are packed into 20 bits beside the ordinals */
+        PyErr_SetString(PyExc_ValueError, "at most 2**20 - 1 candidates");
+        goto done;
+    }
+    const char *name;
+    engram_dot_fn dot = engram_select_dot(engram_portable(), &name);
+    Py_ssize_t written;
+    Py_BEGIN_ALLOW_THREADS
+    written = engram_fuse_into(vec_ords, v[1].buf, v[2].buf, nv, kw_ords, v[4].buf, nk, v[5].buf, v[6].buf, v[7].buf,
+                               v[8].buf, size, d, method, alpha, rrf_k, dot, v[9].buf, v[10].buf, v[11].buf,
+                               v[12].buf, v[13].buf, top);
     Py_END_ALLOW_THREADS
+    if (written < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     result = PyLong_FromSsize_t(written);
 done:
-    PyMem_RawFree(memory);
     engram_release_all(v, 14);
     return result;
+}
+
+/* rank_top's work, the GIL released by the caller: how many were written, or -1 when out of memory
+ * (_kernels.h). */
+Py_ssize_t engram_rank_top_into(const int64_t *ords, const float *sims, Py_ssize_t n, Py_ssize_t top,
+                                int64_t *out_ords, float *out_sims)
+{
+    uint64_t *keys = PyMem_RawMalloc(((size_t)n * 2 + 1) * sizeof(uint64_t));
+    if (keys == NULL)
+        return -1;
+    Py_ssize_t written = n < top ? n : top;
+    /* The position is the low half of the key: the ordinals ascend, so equal cosines order by
+     * ordinal, and each key leads back to its cosine as given (its sign of zero included). */
+    for (Py_ssize_t i = 0; i < n; i++)
+        keys[i] = ((uint64_t)ordered_bits(-sims[i]) << 32) | (uint64_t)i;
+    /* Only the best `written` are wanted in order: picked first (keys are distinct, so which they
+     * are and their order are the whole sort's), a fifth of sorting all of a re-rank's 1,032. */
+    if (written > 0 && written < n && select_smallest(keys, n, written))
+        sort_keys(keys, keys + n, written);
+    else
+        sort_keys(keys, keys + n, n);
+    for (Py_ssize_t r = 0; r < written; r++) {
+        Py_ssize_t at = (Py_ssize_t)(keys[r] & 0xffffffffu);
+        out_ords[r] = ords[at];
+        out_sims[r] = sims[at];
+    }
+    PyMem_RawFree(keys);
+    return written;
 }
 
 const char engram_rank_top_doc[] =
@@ -360,7 +397,6 @@ PyObject *engram_rank_top(PyObject *self, PyObject *args)
     Py_buffer v[4];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    uint64_t *keys = NULL;
     for (int i = 0; i < 4; i++)
         if (engram_get_buffer(objs[i], &v[i], i >= 2, names[i]) < 0)
             goto done;
@@ -375,34 +411,18 @@ PyObject *engram_rank_top(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "ordinals must ascend and cosines must not be NaN");
             goto done;
         }
-    keys = PyMem_RawMalloc(((size_t)n * 2 + 1) * sizeof(uint64_t));
-    if (keys == NULL) {
+    int64_t *out_ords = v[2].buf;
+    float *out_sims = v[3].buf;
+    Py_ssize_t written;
+    Py_BEGIN_ALLOW_THREADS
+    written = engram_rank_top_into(ords, sims, n, top, out_ords, out_sims);
+    Py_END_ALLOW_THREADS
+    if (written < 0) {
         PyErr_NoMemory();
         goto done;
     }
-    int64_t *out_ords = v[2].buf;
-    float *out_sims = v[3].buf;
-    Py_ssize_t written = n < top ? n : top;
-    Py_BEGIN_ALLOW_THREADS
-    /* The position is the low half of the key: the ordinals ascend, so equal cosines order by
-     * ordinal, and each key leads back to its cosine as given (its sign of zero included). */
-    for (Py_ssize_t i = 0; i < n; i++)
-        keys[i] = ((uint64_t)ordered_bits(-sims[i]) << 32) | (uint64_t)i;
-    /* Only the best `written` are wanted in order: picked first (keys are distinct, so which they
-     * are and their order are the whole sort's), a fifth of sorting all of a re-rank's 1,032. */
-    if (written > 0 && written < n && select_smallest(keys, n, written))
-        sort_keys(keys, keys + n, written);
-    else
-        sort_keys(keys, keys + n, n);
-    for (Py_ssize_t r = 0; r < written; r++) {
-        Py_ssize_t at = (Py_ssize_t)(keys[r] & 0xffffffffu);
-        out_ords[r] = ords[at];
-        out_sims[r] = sims[at];
-    }
-    Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(written);
 done:
-    PyMem_RawFree(keys);
     engram_release_all(v, 4);
     return result;
 }

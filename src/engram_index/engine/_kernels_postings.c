@@ -248,6 +248,37 @@ static double row_sum(const double *values, Py_ssize_t n, Py_ssize_t rows)
     return res;
 }
 
+/* combine_scores' sums, the GIL released by the caller: each row summed as a row of a call of
+ * `as_rows` rows (1: pairwise); gathered holds the most columns of a role (_kernels.h). */
+void engram_combine_into(const double *parts, Py_ssize_t rows, Py_ssize_t width, const int64_t *const cols[4],
+                         const Py_ssize_t counts[4], double part_weight, Py_ssize_t as_rows, double *gathered,
+                         float *out)
+{
+    Py_ssize_t np_ = counts[0], ns = counts[1], nq = counts[3];
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const double *row = parts + r * width;
+        double total = 0.0;
+        if (np_) {
+            for (Py_ssize_t j = 0; j < np_; j++)
+                gathered[j] = row[cols[0][j]];
+            total = row_sum(gathered, np_, as_rows);
+        }
+        if (ns) {
+            for (Py_ssize_t j = 0; j < ns; j++) {
+                double stem = row[cols[1][j]];
+                gathered[j] = stem > 0 ? stem : row[cols[2][j]];
+            }
+            total += row_sum(gathered, ns, as_rows);
+        }
+        if (nq) {
+            for (Py_ssize_t j = 0; j < nq; j++)
+                gathered[j] = row[cols[3][j]];
+            total += part_weight * row_sum(gathered, nq, as_rows);
+        }
+        out[r] = (float)total;
+    }
+}
+
 PyObject *engram_combine_scores(PyObject *self, PyObject *args)
 {
     PyObject *objs[6];
@@ -295,28 +326,7 @@ PyObject *engram_combine_scores(PyObject *self, PyObject *args)
     const double *parts = v[0].buf;
     float *out = v[5].buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        const double *row = parts + r * width;
-        double total = 0.0;
-        if (np_) {
-            for (Py_ssize_t j = 0; j < np_; j++)
-                gathered[j] = row[cols[0][j]];
-            total = row_sum(gathered, np_, rows);
-        }
-        if (ns) {
-            for (Py_ssize_t j = 0; j < ns; j++) {
-                double stem = row[cols[1][j]];
-                gathered[j] = stem > 0 ? stem : row[cols[2][j]];
-            }
-            total += row_sum(gathered, ns, rows);
-        }
-        if (nq) {
-            for (Py_ssize_t j = 0; j < nq; j++)
-                gathered[j] = row[cols[3][j]];
-            total += part_weight * row_sum(gathered, nq, rows);
-        }
-        out[r] = (float)total;
-    }
+    engram_combine_into(parts, rows, width, cols, counts, part_weight, rows, gathered, out);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:

@@ -2,11 +2,12 @@
 
 A face that embeds the query on the server hands the engine a `concurrent.futures.Future` of the
 vector (`SearchRequest.vector`). `SpaceIndex.start` runs at once what needs no vector: a hybrid
-search's query analysis, filter mask and keyword pass (keyword_pass.py). `StartedSearch.finish`
-waits for the vector (its error is the search's) and runs the rest: the vector side, the vector
-candidates' BM25, the fusion, the hits. `run_beside` has the thread that makes the vector run that
-rest's compiled part (the scan, the candidates' BM25, the fusion: loops that let go of the GIL) as
-soon as the vector is there, while the caller does other work; `finish` then makes the hits. Any
+search's query analysis, filter mask and keyword pass (keyword_pass.py), and the rest planned as far
+as it goes without the vector (hybrid_rest.py). `StartedSearch.finish` waits for the vector (its
+error is the search's) and runs the rest: the vector side, the vector candidates' BM25, the fusion
+(one compiled call that lets go of the GIL once), the hits. `run_beside` has the thread that makes
+the vector run that rest's compiled part as soon as the vector is there, while the caller does
+other work (a v5 search takes another collection's hits); `finish` then makes the hits. Any
 other search runs whole in `finish`. The answers are `search`'s with the vector, bit for bit, as of
 the finish: a write applied in between (the index's generation moves) runs the keyword pass, and
 whatever ran beside, again. docs/design/engine.md has the reasoning.
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engram_index.engine import keyword_pass
+from engram_index.engine import hybrid_rest, keyword_pass
 from engram_index.engine.analyzer import QueryWord, query_words
 from engram_index.engine.columns import Columns
 from engram_index.engine.keyword import KeywordIndex
@@ -60,11 +61,14 @@ class Starting:
             return StartedSearch(self, req, self._keyword_pass(req))
 
     def _keyword_pass(self, req: SearchRequest) -> _Pass:
-        """A hybrid search's keyword side as far as it goes without the vector side's candidates."""
+        """A hybrid search's keyword side as far as it goes without the vector side's candidates, and the rest
+        planned as far as it goes without the vector (hybrid_rest.py)."""
         words = query_words(req.q or "")
         n = self._n_candidates(req.limit)
         mask = self.columns.mask(req.filters)
-        return _Pass(self._generation, words, mask, keyword_pass.keyword_pass(self.keyword, words, n, mask))
+        found = keyword_pass.keyword_pass(self.keyword, words, n, mask)
+        rest = hybrid_rest.planned(self.vectors, self.keyword.counts, self._keyword_top, req, n, mask, found)
+        return _Pass(self._generation, words, mask, found, rest)
 
     def _finish(self, started: StartedSearch) -> SearchResult:
         """The rest of a started search, once its vector is there (`StartedSearch.finish`)."""
@@ -85,7 +89,11 @@ class Starting:
     def _fused(self, req: SearchRequest, kw: _Pass) -> _Beside:
         """A started hybrid search's compiled rest, its vector at hand (under the read lock): the vector side,
         its candidates' BM25 (keyword_pass.finish), the keyword top now and their fusion."""
-        query = self.vectors.prepare(self._query_vector(req))  # type: ignore[union-attr]
+        vectors = self.vectors
+        assert vectors is not None  # (a search is started only where the space has vectors)
+        query = vectors.prepare(self._query_vector(req))
+        if kw.rest is not None:  # one compiled call, the GIL let go once
+            return _Beside(kw.generation, hybrid_rest.run(vectors, self.keyword.counts, kw.rest, query))
         n = self._n_candidates(req.limit)
         vec = self._vector_candidates(req, query, n, kw.mask)
         kw_ords, kw_scores, vec_bm25 = keyword_pass.finish(self.keyword, kw.found, vec.ords)
@@ -153,3 +161,4 @@ class _Pass:
     words: list[QueryWord]
     mask: np.ndarray | None
     found: keyword_pass.KeywordPass
+    rest: hybrid_rest.Rest | None  # the rest planned (None: its steps one by one)

@@ -21,6 +21,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -80,6 +81,16 @@ class QueryPlan:
         self.weights = np.array([c[3] for c in self.columns], np.float64)
         for array in (self.kinds, self.groups, self.weights):
             array.flags.writeable = False  # a plan is shared by the searches of one query
+
+
+class Scoring(NamedTuple):
+    """A query's terms as a pass over the rows scores them: the vocabulary ids of those held, their
+    columns among the terms, their idf, and the live documents' average length."""
+
+    qids: np.ndarray
+    cols: np.ndarray
+    idf: np.ndarray
+    average: float
 
 
 class TermCounts:
@@ -284,18 +295,25 @@ class TermCounts:
         """Each (distinct) term's BM25 part in each ordinal's score: shape (ordinals, terms), float64; 0 where absent."""
         ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
         out = np.zeros((ords.size, len(terms)), np.float64)
-        qids, columns = self._known(terms)
-        if not columns or not self._live or not ords.size:
+        scoring = self.scoring(terms) if ords.size else None
+        if scoring is None:
             return out
-        cols = np.array(columns, np.int64)
-        idf = self._idf(qids)
-        average = self._tokens / self._live
         # One compiled pass over the ordinals' rows, finding each entry's query term through a
         # lookup table over the vocabulary (the numpy version of it made some forty calls).
-        _kernels.bm25_parts(ords, self._starts, self._lengths, self._doc_lengths, self._ids, self._tfs,
-                            qids, cols, idf, self._table(), K1, B, average, out)
+        _kernels.bm25_parts(ords, *self.rows(), scoring.qids, scoring.cols, scoring.idf, self.table(), K1, B,
+                            scoring.average, out)
         return out
 
+    def scoring(self, terms: Sequence[str]) -> Scoring | None:
+        """What `term_scores` scores these terms with (None: nothing, no term being held or no document live)."""
+        qids, columns = self._known(terms)
+        if not columns or not self._live:
+            return None
+        return Scoring(qids, np.array(columns, np.int64), self._idf(qids), self._tokens / self._live)
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The arrays a pass over the rows reads (bm25_parts'): starts, lengths, doc_lengths, ids, tfs."""
+        return self._starts, self._lengths, self._doc_lengths, self._ids, self._tfs
     def presence(self, terms: Sequence[str], term_whole: np.ndarray, term_part: np.ndarray, ords: np.ndarray,
                  prev: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The words each ordinal's row holds, whole and in part (booleans, ordinals x words), from the
@@ -313,7 +331,7 @@ class TermCounts:
         # One compiled pass marks each row's words, and the row's beside it (`bm25_parts` > 0, turned
         # into words by a product with each word's terms, made some twenty array steps of it).
         _kernels.word_presence(ords, beside, self._starts, self._lengths, self._ids, qids,
-                               np.ascontiguousarray(term_whole), np.ascontiguousarray(term_part), self._table(),
+                               np.ascontiguousarray(term_whole), np.ascontiguousarray(term_part), self.table(),
                                whole, part)
         return whole, part
 
@@ -387,7 +405,7 @@ class TermCounts:
             self._tables.scratch = scratch
         return scratch
 
-    def _table(self) -> np.ndarray:
+    def table(self) -> np.ndarray:
         """This thread's zeroed lookup table over the vocabulary (searches run on several threads)."""
         table: np.ndarray | None = getattr(self._tables, "table", None)
         if table is None or table.size < len(self._terms):

@@ -69,6 +69,16 @@ class PreparedQuery:
     code: np.ndarray  # packed sign bits
 
 
+@dataclass(frozen=True, slots=True)
+class ScanPlan:
+    """What a search scores before its query is known: how many the scan keeps, the re-rank's pool when
+    known up front (None: the scan's), and the rows the scan skips (None: none)."""
+
+    wanted: int
+    pool: np.ndarray | None
+    excluded: np.ndarray | None
+
+
 def _empty_hits() -> VectorHits:
     """Return a result with no hits."""
     return VectorHits(np.zeros(0, np.int64), np.zeros(0, np.float32), False)
@@ -330,6 +340,17 @@ class VectorIndex:
                              self._inv_norms, self._live[: self._size], method, alpha, rrf_k,
                              ords, fused, sims, bm25, has_sim)
 
+    def rest(self, query: PreparedQuery, plan: ScanPlan, n: int, counts: tuple[object, ...], sums: tuple[object, ...],
+             keyword: tuple[np.ndarray, np.ndarray], fusion: tuple[int, float, int, int],
+             out: tuple[np.ndarray, ...]) -> int:
+        """A started hybrid search's rest over this index's vectors in one compiled call (_kernels.hybrid_rest):
+        the plan's best n by exact cosine, their BM25 (`counts`, `sums`), their fusion with the keyword side's
+        top (`keyword`; `fusion`: method, alpha, rrf_k, limit) written into `out`; return how many."""
+        size = self._size
+        return _kernels.hybrid_rest((query.code, self._codes[:size], plan.excluded, plan.pool, plan.wanted,
+                                     query.unit, self._vectors, self._inv_norms, n), counts, sums, keyword,
+                                    (self._live[:size], *fusion), out)
+
     def similarities(self, query: np.ndarray | PreparedQuery, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosine (float32) of the query with each ordinal, NaN where none."""
         unit = self.prepare(query).unit
@@ -391,6 +412,33 @@ class VectorIndex:
         sims = np.cos(np.pi * distances[picked[order]] / self.dims).astype(np.float32)
         return VectorHits(found[order].astype(np.int64), sims, True)
 
+    def plan(self, k: int, allowed: np.ndarray | None = None, candidates: int | None = None) -> ScanPlan | None:
+        """What a search for the k nearest among allowed ordinals scores, whatever its query (`search`'s
+        arguments); None when it can find nothing."""
+        if k <= 0 or self._count == 0:
+            return None
+        size = self._size
+        wanted = self.default_candidates(k) if candidates is None else max(k, candidates)
+        excluded: np.ndarray | None = None  # a bool mask over [0, size) of ordinals to skip
+        pool: np.ndarray | None = None  # the ordinals to score exactly, when known up front
+        if allowed is not None:
+            mask = np.zeros(size, dtype=bool)
+            given = np.asarray(allowed, dtype=bool).reshape(-1)[:size]
+            mask[: len(given)] = given
+            mask &= self._live[:size]
+            admitted = int(np.count_nonzero(mask))
+            if admitted == 0:
+                return None
+            if admitted <= max(wanted, size // self.exact_filter_divisor):
+                pool = np.flatnonzero(mask)
+            else:
+                excluded = ~mask
+        elif self._count <= wanted:
+            pool = np.flatnonzero(self._live[:size])
+        if pool is None and excluded is None and self._count < size:
+            excluded = ~self._live[:size]
+        return ScanPlan(wanted, pool, excluded)
+
     def search(
         self,
         query: np.ndarray | PreparedQuery,
@@ -403,38 +451,18 @@ class VectorIndex:
         """Return the k live vectors most cosine-similar to the query, among allowed ordinals."""
         prepared = self.prepare(query)
         unit, code = prepared.unit, prepared.code
-        if k <= 0 or self._count == 0:
+        plan = self.plan(k, allowed, candidates)
+        if plan is None:
             return _empty_hits()
-        size = self._size
-        wanted = self.default_candidates(k) if candidates is None else max(k, candidates)
-
-        excluded: np.ndarray | None = None  # a bool mask over [0, size) of ordinals to skip
-        pool: np.ndarray | None = None  # the ordinals to score exactly, when known up front
-        if allowed is not None:
-            mask = np.zeros(size, dtype=bool)
-            given = np.asarray(allowed, dtype=bool).reshape(-1)[:size]
-            mask[: len(given)] = given
-            mask &= self._live[:size]
-            admitted = int(np.count_nonzero(mask))
-            if admitted == 0:
-                return _empty_hits()
-            if admitted <= max(wanted, size // self.exact_filter_divisor):
-                pool = np.flatnonzero(mask)
-            else:
-                excluded = ~mask
-        elif self._count <= wanted:
-            pool = np.flatnonzero(self._live[:size])
-
+        size, pool, excluded = self._size, plan.pool, plan.excluded
         if pool is None:
-            if excluded is None and self._count < size:
-                excluded = ~self._live[:size]
             if _passed(deadline):
                 distances = self._distances(code, None)
                 if excluded is not None:
                     distances[excluded] = _FAR
                 return self._coarse_hits(distances, None, k)
             # One compiled pass: distances, the cut, and the ordinals under it (ascending).
-            chosen = np.empty(wanted, dtype=np.int64)
+            chosen = np.empty(plan.wanted, dtype=np.int64)
             pool = chosen[: _kernels.nearest(code, self._codes[:size], excluded, chosen)]
         elif _passed(deadline):
             return self._coarse_hits(self._distances(code, pool), pool, k)
