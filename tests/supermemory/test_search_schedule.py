@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import Future
 from typing import Any
 
@@ -19,28 +18,33 @@ from tests.limits import PATIENCE_S
 from tests.supermemory.conftest import Server, add_done
 
 
-def test_no_collections_hits_are_taken_while_the_memories_search_still_runs_beside(
+def test_the_chunks_hits_are_taken_while_the_memories_search_runs_beside_and_the_memories_after_it(
         server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The memories' compiled rest runs on the thread that made the vector; taking hits is Python, and
-    # taking the chunks' meanwhile would hold the GIL that rest waits for between its compiled steps.
+    # The memories' rest runs on the thread that made the vector as one compiled call that holds no GIL
+    # (engine/hybrid_rest.py): the search thread takes the chunks' hits meanwhile, the memories' once it ends.
     add_done(client, ns, "The lighthouse keeper logs the ships at dawn. Gulls nest on the rocks.")
     add_done(client, ns, "The harbour master counts the ships at noon.")
     face = server.app.state.supermemory
     events: list[tuple[str, str]] = []
     beside = SpaceIndex._run_beside
     take = search._take
+    chunks_taken = threading.Event()
 
-    def slow_beside(self: SpaceIndex, *args: Any) -> Any:
+    def held_beside(self: SpaceIndex, *args: Any) -> Any:
         events.append(("beside begins", threading.current_thread().name))
-        time.sleep(0.2)  # (a long vector side: the search thread has every chance to take hits meanwhile)
+        chunks_taken.wait(PATIENCE_S)  # (a long vector side: it ends once the chunks' hits are taken, if ever)
         try:
             return beside(self, *args)
         finally:
             events.append(("beside ends", threading.current_thread().name))
 
-    def recorded_take(*args: Any) -> Any:
-        events.append(("take", threading.current_thread().name))
-        return take(*args)
+    def recorded_take(face_: Any, ns_: str, leg: Any, *args: Any) -> Any:
+        events.append((f"take {leg.kind}", threading.current_thread().name))
+        try:
+            return take(face_, ns_, leg, *args)
+        finally:
+            if leg.kind == "chunk":
+                chunks_taken.set()
 
     waiting = threading.Event()  # the memories' search is set to run beside: the vector may come now
     run_beside = StartedSearch.run_beside
@@ -53,7 +57,7 @@ def test_no_collections_hits_are_taken_while_the_memories_search_still_runs_besi
         assert waiting.wait(PATIENCE_S)
         vector.set_result(face.embed_query("ships"))
 
-    monkeypatch.setattr(SpaceIndex, "_run_beside", slow_beside)
+    monkeypatch.setattr(SpaceIndex, "_run_beside", held_beside)
     monkeypatch.setattr(StartedSearch, "run_beside", announced)
     monkeypatch.setattr(search, "_take", recorded_take)
     vector: Future = Future()
@@ -61,6 +65,8 @@ def test_no_collections_hits_are_taken_while_the_memories_search_still_runs_besi
     embedder.start()
     got = search.found(face, ns, "ships", "hybrid", 10, Filters(), False, stamp(), vector=vector)
     embedder.join()
-    assert [e for e, _ in events] == ["beside begins", "beside ends", "take", "take"], events
-    assert events[0][1] == "embedder"
+    search_thread = events[1][1]  # (the search pool's)
+    assert search_thread != "embedder"
+    assert events == [("beside begins", "embedder"), ("take chunk", search_thread), ("beside ends", "embedder"),
+                      ("take memory", search_thread)], events
     assert got.ids  # (the search found its candidates)

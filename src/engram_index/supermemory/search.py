@@ -54,6 +54,7 @@ CONTEXT = True  # chunks count the words of the chunk before them in their conve
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
 RUN_BESIDE = True  # the memories' search's compiled rest run on the embedding's thread, beside the chunks' here
+TAKE_BESIDE = True  # and the chunks' hits taken here meanwhile (the memories' rest holds no GIL)
 MEMORY_CONTEXT = True  # memories too: the memory before them (of their document, or of one of the same date)
 # Each collection's engine hits a search scores: max(3 × limit, 30). Fewer cost recall, measured
 # (bench/locomo_flags.py, limit 20): 2 × limit, LoCoMo dev hybrid R@10 0.789 -> 0.779; 1 ×, 0.769.
@@ -199,6 +200,8 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
         started[0].run_beside()
     order = [*range(1, len(legs)), 0][: len(legs)]
     results: list[SearchResult | None] = [None] * len(legs)
+    taken: list[Found | None] = [None] * len(legs)
+    failed: Exception | None = None  # a take's error, raised once the searches' own have had their turn
     for i in order:
         try:
             results[i] = started[i].finish()
@@ -209,13 +212,20 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
             if i:
                 started[0].finish()
             raise
-    # Both searches done before either's hits are taken: taking them is Python, which holds the GIL that the
-    # memories' search beside waits for between its compiled steps. Taken meanwhile, the chunks' hits made
-    # that search 1.5 ms of wall for 0.9 ms of CPU (bench/v5_timeline.py, docs/design/supermemory.md).
+        result = results[i]
+        if i and TAKE_BESIDE and result is not None and failed is None:
+            # The chunks' hits taken while the memories' search runs beside: its rest is one compiled call
+            # that holds no GIL (engine/hybrid_rest.py), so this Python no longer holds it up.
+            try:
+                taken[i] = _take(face, ns, legs[i], result, _resolved(vector))
+            except Exception as exc:
+                failed = exc
+    if failed is not None:
+        raise failed
     resolved = _resolved(vector)  # (with no collection to search, its error all the same)
-    taken = [_take(face, ns, legs[i], result, resolved) if result is not None else Found.empty()
-             for i, result in enumerate(results)]
-    return Found.joined(taken)
+    return Found.joined([
+        got if got is not None else _take(face, ns, legs[i], result, resolved) if result is not None else Found.empty()
+        for i, (got, result) in enumerate(zip(taken, results))])
 
 
 def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
