@@ -12,10 +12,11 @@ pooled over the blocks and their p50s divided. Each block starts with one untime
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -26,6 +27,17 @@ def blocks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         raise ValueError(f"a block holds at least one item, got {size}")
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+def each_ms(call: Callable[[str, Any], object], pairs: Iterable[tuple[str, Any]],
+            clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Each call's time in milliseconds on `clock`, one (query, vector) pair after another."""
+    out = []
+    for q, v in pairs:
+        began = clock()
+        call(q, v)
+        out.append((clock() - began) * 1000)
+    return out
 
 
 def task_cpu_ns(pid: int) -> int | None:

@@ -43,7 +43,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from paired import Samples, blocks, task_cpu_ns  # noqa: E402
+from paired import Samples, blocks, each_ms, task_cpu_ns  # noqa: E402
 from synth import make_queries, make_space  # noqa: E402
 
 from engram_index.collections import Collections  # noqa: E402
@@ -210,22 +210,15 @@ class Reference:
         embed = self.model.embed_queries
         if warm is not None:
             embed([warm])
-        vectors, embed_cpu, engine_cpu = [], [], []
+        vectors, embed_cpu = [], []
         for q in queries:
             t = time.thread_time()
             vectors.append(embed([q])[0])
             embed_cpu.append((time.thread_time() - t) * 1000)
         if warm is not None:
             self.legs(warm, vectors[0])
-        for q, v in zip(queries, vectors):
-            t = time.thread_time()
-            self.legs(q, v)
-            engine_cpu.append((time.thread_time() - t) * 1000)
-        asked_cpu = []
-        for q, v in zip(queries, vectors):
-            t = time.thread_time()
-            self.legs_asked(q, v)
-            asked_cpu.append((time.thread_time() - t) * 1000)
+        engine_cpu = each_ms(self.legs, zip(queries, vectors), time.thread_time)
+        asked_cpu = each_ms(self.legs_asked, zip(queries, vectors), time.thread_time)
         if warm is not None:
             self.legs(warm, embed([warm])[0])
         in_sequence = []

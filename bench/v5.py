@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from paired import Samples, blocks, task_cpu_ns  # noqa: E402
+from paired import Samples, blocks, each_ms, task_cpu_ns  # noqa: E402
 from retrieve import face_model, server_cpu_s, wait_listening, wait_quiet  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
 
@@ -175,7 +175,7 @@ def fill(scifact: Path, data: Path, size: int) -> tuple[int, float, int]:
     seconds, items)."""
     relabel(data, "scale", MINILM_IDENTITY)  # the stand-in's identity (a run before may have relabelled)
     app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=QueryEmbedding(StandIn(MiniLMEmbedder())),  # type: ignore[arg-type]
+                     embedding=QueryEmbedding(StandIn(MiniLMEmbedder())),
                      key_limits=UNLIMITED)
     key, _ = KeyStore(data).create("supermemory", {"namespaces": None})
     began = time.perf_counter()
@@ -268,11 +268,7 @@ class Reference:
             self.search_both(q, v)
             engine_ms.append((time.perf_counter() - t) * 1000)
             engine_cpu.append((time.thread_time() - c) * 1000)
-        asked_ms = []
-        for q, v in zip(queries, vectors):
-            t = time.perf_counter()
-            self.search_asked(q, v)
-            asked_ms.append((time.perf_counter() - t) * 1000)
+        asked_ms = each_ms(self.search_asked, zip(queries, vectors))
         if warm is not None:
             self.search_both(warm, embed([warm])[0])
         in_sequence = []
