@@ -53,6 +53,16 @@ int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *
     return 0;
 }
 
+/* Acquire views of the first `count` objects, those from `writable_from` on writable (every kernel
+ * takes its outputs last); -1 with TypeError set at the first that fails (release them all after). */
+int engram_get_buffers(PyObject *const *objs, Py_buffer *views, int count, int writable_from, const char *const *names)
+{
+    for (int i = 0; i < count; i++)
+        if (engram_get_buffer(objs[i], &views[i], i >= writable_from, names[i]) < 0)
+            return -1;
+    return 0;
+}
+
 /* Release the acquired views of an array of them (a zeroed view was never acquired). */
 void engram_release_all(Py_buffer *views, int count)
 {
@@ -252,9 +262,8 @@ static PyObject *bm25_parts(PyObject *self, PyObject *args)
     Py_buffer v[11];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    for (int i = 0; i < 11; i++)
-        if (engram_get_buffer(objs[i], &v[i], i == 9 || i == 10, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 11, 9, names) < 0)
+        goto done;
     Py_ssize_t m = v[0].len / 8, docs = v[1].len / 8, arena = v[4].len / 4, t = v[6].len / 8;
     Py_ssize_t vocab = v[9].len / 4;
     if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "ql", -1, "starts") < 0
@@ -361,9 +370,8 @@ static PyObject *cosines(PyObject *self, PyObject *args)
     Py_buffer v[5];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    for (int i = 0; i < 5; i++)
-        if (engram_get_buffer(objs[i], &v[i], i == 4, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 5, 4, names) < 0)
+        goto done;
     Py_ssize_t d = v[0].len / 8, m = v[3].len / 8;
     if (engram_check_array(&v[0], 8, "d", -1, "query") < 0 || engram_check_array(&v[1], 2, "e", -1, "vectors") < 0
         || engram_check_array(&v[2], 8, "d", -1, "inv_norms") < 0 || engram_check_array(&v[3], 8, "ql", -1, "ords") < 0

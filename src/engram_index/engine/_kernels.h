@@ -129,9 +129,10 @@ engram_dot_fn engram_select_dot(int portable, const char **name);
 engram_self_dot_fn engram_select_self_dot(int portable);
 
 /* Buffer checks shared by the module's files (_kernels.c): acquire a C-contiguous view (writable
- * when asked) or set TypeError; release the acquired ones of an array of views; say whether a view
+ * when asked) or set TypeError, or the first `count` of an array of objects (the outputs last); release the acquired ones of an array of views; say whether a view
  * holds items of one size and format; check size, format and count (count < 0: any) or set an error. */
 int engram_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name);
+int engram_get_buffers(PyObject *const *objs, Py_buffer *views, int count, int writable_from, const char *const *names);
 void engram_release_all(Py_buffer *views, int count);
 int engram_has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats);
 int engram_check_array(const Py_buffer *view, Py_ssize_t itemsize, const char *formats, Py_ssize_t count,

@@ -295,9 +295,8 @@ PyObject *engram_fuse(PyObject *self, PyObject *args)
     Py_buffer v[14];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    for (int i = 0; i < 14; i++)
-        if (engram_get_buffer(objs[i], &v[i], i >= 9, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 14, 9, names) < 0)
+        goto done;
     Py_ssize_t nv = v[0].len / 8, nk = v[3].len / 8, d = v[5].len / 8, top = v[9].len / 8;
     if (engram_check_array(&v[0], 8, "ql", -1, "vec_ords") < 0 || engram_check_array(&v[1], 4, "f", nv, "vec_sims") < 0
         || engram_check_array(&v[2], 4, "f", nv, "vec_bm25") < 0 || engram_check_array(&v[3], 8, "ql", -1, "kw_ords") < 0
@@ -397,9 +396,8 @@ PyObject *engram_rank_top(PyObject *self, PyObject *args)
     Py_buffer v[4];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    for (int i = 0; i < 4; i++)
-        if (engram_get_buffer(objs[i], &v[i], i >= 2, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 4, 2, names) < 0)
+        goto done;
     Py_ssize_t n = v[0].len / 8, top = v[2].len / 8;
     if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 4, "f", n, "sims") < 0
         || engram_check_array(&v[2], 8, "ql", -1, "out_ords") < 0 || engram_check_array(&v[3], 4, "f", top, "out_sims") < 0)

@@ -41,9 +41,8 @@ PyObject *engram_word_presence(PyObject *self, PyObject *args)
     Py_buffer v[11];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    for (int i = 0; i < 11; i++)
-        if (engram_get_buffer(objs[i], &v[i], i >= 8, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 11, 8, names) < 0)
+        goto done;
     Py_ssize_t m = v[0].len / 8, docs = v[2].len / 8, arena = v[4].len / 4, t = v[5].len / 8;
     Py_ssize_t vocab = v[8].len / 4;
     if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "ql", -1, "prev") < 0

@@ -39,9 +39,8 @@ PyObject *engram_postings_bounds(PyObject *self, PyObject *args)
     Py_buffer v[5];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
-    for (int i = 0; i < 5; i++)
-        if (engram_get_buffer(objs[i], &v[i], i == 4, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 5, 4, names) < 0)
+        goto done;
     Py_ssize_t vocab = v[0].len / 8 - 1, total = v[1].len / 4, docs = v[3].len / 8;
     if (engram_check_array(&v[0], 8, "ql", -1, "post_starts") < 0 || engram_check_array(&v[1], 4, "i", -1, "post_ords") < 0
         || engram_check_array(&v[2], 2, "H", total, "post_tfs") < 0 || engram_check_array(&v[3], 8, "ql", -1, "doc_lengths") < 0

@@ -33,9 +33,8 @@ PyObject *engram_build_postings(PyObject *self, PyObject *args)
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     int64_t *cursor = NULL;
-    for (int i = 0; i < 7; i++)
-        if (engram_get_buffer(objs[i], &v[i], i >= 4, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 7, 4, names) < 0)
+        goto done;
     Py_ssize_t docs = v[0].len / 8, arena = v[2].len / 4, vocab = v[4].len / 8 - 1, total = v[5].len / 4;
     if (engram_check_array(&v[0], 8, "ql", -1, "starts") < 0 || engram_check_array(&v[1], 4, "i", docs, "lengths") < 0
         || engram_check_array(&v[2], 4, "I", -1, "ids") < 0 || engram_check_array(&v[3], 2, "H", arena, "tfs") < 0
@@ -291,9 +290,8 @@ PyObject *engram_combine_scores(PyObject *self, PyObject *args)
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     double *gathered = NULL;
-    for (int i = 0; i < 6; i++)
-        if (engram_get_buffer(objs[i], &v[i], i == 5, names[i]) < 0)
-            goto done;
+    if (engram_get_buffers(objs, v, 6, 5, names) < 0)
+        goto done;
     Py_ssize_t rows = v[5].len / 4, np_ = v[1].len / 8, ns = v[2].len / 8, nq = v[4].len / 8;
     if (engram_check_array(&v[0], 8, "d", -1, "parts") < 0 || engram_check_array(&v[1], 8, "ql", -1, "plain") < 0
         || engram_check_array(&v[2], 8, "ql", -1, "stems") < 0 || engram_check_array(&v[3], 8, "ql", ns, "exacts") < 0

@@ -314,6 +314,7 @@ class TermCounts:
     def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The arrays a pass over the rows reads (bm25_parts'): starts, lengths, doc_lengths, ids, tfs."""
         return self._starts, self._lengths, self._doc_lengths, self._ids, self._tfs
+
     def presence(self, terms: Sequence[str], term_whole: np.ndarray, term_part: np.ndarray, ords: np.ndarray,
                  prev: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The words each ordinal's row holds, whole and in part (booleans, ordinals x words), from the
