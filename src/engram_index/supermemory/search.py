@@ -223,9 +223,10 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
     if failed is not None:
         raise failed
     resolved = _resolved(vector)  # (with no collection to search, its error all the same)
-    return Found.joined([
-        got if got is not None else _take(face, ns, legs[i], result, resolved) if result is not None else Found.empty()
-        for i, (got, result) in enumerate(zip(taken, results))])
+    for i, result in enumerate(results):  # the hits not taken meanwhile, in the collections' order
+        if taken[i] is None and result is not None:
+            taken[i] = _take(face, ns, legs[i], result, resolved)
+    return Found.joined([got if got is not None else Found.empty() for got in taken])
 
 
 def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
