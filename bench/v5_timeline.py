@@ -4,8 +4,8 @@ Serves a copy of a bench/v5.py data directory (`engram-index serve`, as bench/v5
 stamps at a hybrid search's steps, each the wall clock and its thread's CPU clock: the app's
 first call and last send (the event loop), the route's `prepare`, the search pool's job, the
 query's embedding (on the face's embedding thread), the job's first wait for the vector and its
-end, and after the vector the memories' search beside it (on the embedding's thread) and each
-collection's hits taken. One keep-alive client sends each query once (no query-cache hits). It
+end, and after the vector each collection's search and take (the chunks' on the embedding's
+thread, as soon as it has made the vector) and each one's hits taken. One keep-alive client sends each query once (no query-cache hits). It
 prints, per step, the median thread CPU and wall µs, the same of those parts, and two sums of CPU
 medians: the path when the embedding overlaps
 the job's work before the vector (the longer of the two counts), and the same work one step
@@ -36,10 +36,11 @@ STEPS = [("the event loop, before the hop", "call", "prepared"), ("the hop to th
          ("the job, before the vector", "job", "waits"), ("the embedding (its thread)", "embed>", "embed<"),
          ("the vector's hand-over", "embed<", "woken"), ("the job, after the vector", "woken", "done"),
          ("the hop back", "done", "back"), ("the event loop, after", "back", "sent")]
-# The job's parts after the vector: the memories' search's compiled rest on the embedding's thread (when the
-# vector came after the search had begun), and each collection's hits taken (Python) on the job's.
-PARTS = [("the memories' search beside (the embedding's thread)", "beside"), ("taking the chunks' hits", "take chunk"),
-         ("taking the memories' hits", "take memory")]
+# The job's parts after the vector: each collection's search (its compiled rest) and take, the chunks' on the
+# embedding's thread as soon as the vector is made, the memories' on the job's; and each one's hits taken (Python).
+PARTS = [("the chunks' search and take (the embedding's thread)", "search chunk"),
+         ("the memories' search and take (the job's thread)", "search memory"),
+         ("taking the chunks' hits", "take chunk"), ("taking the memories' hits", "take memory")]
 HOPS = {"prepared", "embed<", "done"}  # steps from one thread to another: no thread's CPU clock spans them
 
 
@@ -74,9 +75,15 @@ def child() -> None:
         setattr(owner, name, call)
 
     wrapped(routes, "start_search", "prepare>", "prepared")
-    import engram_index.engine.search as engine_search
+    searched = search._searched
 
-    wrapped(engine_search.SpaceIndex, "_run_beside", "beside>", "beside<")
+    def searching_leg(face: Any, ns: str, leg: Any, *args: Any) -> Any:
+        stamp(f"search {leg.kind}>")
+        try:
+            return searched(face, ns, leg, *args)
+        finally:
+            stamp(f"search {leg.kind}<", first=False)
+    search._searched = searching_leg
     take = search._take
 
     def taking(face: Any, ns: str, leg: Any, *args: Any) -> Any:
@@ -111,7 +118,7 @@ def child() -> None:
             return result(self, timeout)
         finally:
             if mine:
-                stamp("woken")
+                stamp("woken")  # (its first wait's end: the vector's hand-over)
     cf.Future.result = waited  # type: ignore[method-assign]
     serve = server.run
 

@@ -234,84 +234,14 @@ def test_a_lone_row_is_summed_as_in_the_one_call_of_several_rows_a_search_makes(
     assert [a.tobytes() for a in two] == [a.tobytes() for a in one]
 
 
-def test_a_search_run_beside_scans_and_fuses_on_the_thread_that_makes_the_vector(space, monkeypatch) -> None:
-    index, _ = space
-    ran_on: list[tuple[str, str]] = []
-    for step in ("_fused", "_hits"):
-        original = getattr(SpaceIndex, step)
-        monkeypatch.setattr(SpaceIndex, step, lambda self, *args, _step=step, _original=original: (
-            ran_on.append((_step, threading.current_thread().name)), _original(self, *args))[1])
-    query = np.random.default_rng(5).standard_normal(DIMS).astype(np.float32)
-    later: Future = Future()
-    started = index.start(SearchRequest("hybrid", q="river stone", vector=later, limit=8))
-    started.run_beside()
-    maker = threading.Thread(target=later.set_result, args=(query,), name="embedder")
-    maker.start()
-    maker.join()
-    got = started.finish()
-    here = threading.current_thread().name
-    assert ran_on == [("_fused", "embedder"), ("_hits", here)]
-    monkeypatch.undo()
-    assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river stone", vector=query, limit=8)))
-
-
-def test_what_ran_beside_before_a_write_runs_again_at_the_finish(fresh) -> None:
-    index, docs = fresh
-    query = np.random.default_rng(6).standard_normal(DIMS).astype(np.float32)
-    later: Future = Future()
-    started = index.start(SearchRequest("hybrid", q="river", vector=later, limit=10, explain=False))
-    started.run_beside()
-    later.set_result(query)
-    best = index.search(SearchRequest("vector", vector=query, limit=1, explain=False)).hits[0].document.id
-    index.apply([(int(best[1:]), None)], seq=3)  # the vector side's best is gone
-    got = started.finish()
-    assert best not in [h.document.id for h in got.hits]
-    assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river", vector=query, limit=10,
-                                                            explain=False)))
-
-
-def test_what_failed_beside_leaves_its_error_to_the_finish(space) -> None:
+def test_a_vector_of_other_dimensions_is_the_searchs_error_when_it_finishes(space) -> None:
     index, _ = space
     wrong = np.ones(DIMS + 1, np.float32)  # another model's vector: its dimensions do not fit
     later: Future = Future()
     started = index.start(SearchRequest("hybrid", q="river", vector=later, limit=5))
-    started.run_beside()
     later.set_result(wrong)
     with pytest.raises(ValueError, match="dimensions"):
         started.finish()
-
-
-class Held(Future):
-    """A Future whose done-callbacks run when the test says (as when their thread is not running yet)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held: list = []
-
-    def add_done_callback(self, fn) -> None:  # type: ignore[no-untyped-def]
-        self.held.append(fn)
-
-    def fire(self) -> None:
-        for fn in self.held:
-            fn(self)
-
-
-def test_a_finish_that_comes_before_the_vectors_thread_runs_beside_runs_the_rest_itself(space, monkeypatch) -> None:
-    index, _ = space
-    ran_on: list[str] = []
-    original = SpaceIndex._fused
-    monkeypatch.setattr(SpaceIndex, "_fused", lambda self, *args: (
-        ran_on.append(threading.current_thread().name), original(self, *args))[1])
-    query = np.random.default_rng(7).standard_normal(DIMS).astype(np.float32)
-    later = Held()
-    started = index.start(SearchRequest("hybrid", q="river paper", vector=later, limit=9))
-    started.run_beside()
-    later.set_result(query)  # made, but its thread has not run what waits beside
-    got = started.finish()
-    later.fire()  # its thread comes round at last: the finish took that on already
-    assert ran_on == [threading.current_thread().name]
-    monkeypatch.undo()
-    assert answer(got) == answer(index.search(SearchRequest("hybrid", q="river paper", vector=query, limit=9)))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -327,8 +257,8 @@ def test_a_started_search_runs_its_rest_in_one_call_and_answers_as_its_steps_bit
     assert kw is not None
     steps = replace(kw, rest=None)  # the same pass, its rest one step after another
     with index.reading():
-        one = index._fused(replace(req, vector=query), kw).fused
-        many = index._fused(replace(req, vector=query), steps).fused
+        one = index._fused(replace(req, vector=query), kw)
+        many = index._fused(replace(req, vector=query), steps)
     assert [a.tobytes() for a in (one.ords, one.scores, one.sims, one.bm25, one.has_sim)] == [
         a.tobytes() for a in (many.ords, many.scores, many.sims, many.bm25, many.has_sim)]
     assert one.approximate == many.approximate

@@ -10,35 +10,42 @@ import pytest
 from supermemory import Supermemory
 
 from engram_index.engine.search import SpaceIndex
-from engram_index.engine.started import StartedSearch
 from engram_index.engine.types import Filters
 from engram_index.supermemory import search
 from engram_index.supermemory.face import stamp
+from engram_index.supermemory.found import KINDS
+from engram_index.supermemory.tables import chunks_collection
 from tests.limits import PATIENCE_S
 from tests.supermemory.conftest import Server, add_done
 
 
-def test_the_chunks_hits_are_taken_while_the_memories_search_runs_beside_and_the_memories_after_it(
+def test_the_chunks_are_searched_and_taken_where_the_vector_is_made_while_the_memories_rest_runs_here(
         server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The memories' rest runs on the thread that made the vector as one compiled call that holds no GIL
-    # (engine/hybrid_rest.py): the search thread takes the chunks' hits meanwhile, the memories' once it ends.
+    # The thread that made the vector searches the chunks and takes their hits at once; the search's own thread
+    # runs the memories' rest (one compiled call that holds no GIL, engine/hybrid_rest.py) meanwhile, and takes
+    # the memories' hits once it ends. Each side waits for the other's step, so the test needs no timing.
     add_done(client, ns, "The lighthouse keeper logs the ships at dawn. Gulls nest on the rocks.")
     add_done(client, ns, "The harbour master counts the ships at noon.")
     face = server.app.state.supermemory
     events: list[tuple[str, str]] = []
-    beside = SpaceIndex._run_beside
+    fused = SpaceIndex._fused
     take = search._take
-    chunks_taken = threading.Event()
+    memories_rest_begun, chunks_taken = threading.Event(), threading.Event()
 
-    def held_beside(self: SpaceIndex, *args: Any) -> Any:
-        events.append(("beside begins", threading.current_thread().name))
+    def held_rest(self: SpaceIndex, *args: Any) -> Any:
+        if threading.current_thread().name == "embedder":
+            return fused(self, *args)
+        events.append(("memories' rest begins", threading.current_thread().name))
+        memories_rest_begun.set()
         chunks_taken.wait(PATIENCE_S)  # (a long vector side: it ends once the chunks' hits are taken, if ever)
         try:
-            return beside(self, *args)
+            return fused(self, *args)
         finally:
-            events.append(("beside ends", threading.current_thread().name))
+            events.append(("memories' rest ends", threading.current_thread().name))
 
     def recorded_take(face_: Any, ns_: str, leg: Any, *args: Any) -> Any:
+        if leg.kind == "chunk":
+            memories_rest_begun.wait(PATIENCE_S)
         events.append((f"take {leg.kind}", threading.current_thread().name))
         try:
             return take(face_, ns_, leg, *args)
@@ -46,27 +53,65 @@ def test_the_chunks_hits_are_taken_while_the_memories_search_runs_beside_and_the
             if leg.kind == "chunk":
                 chunks_taken.set()
 
-    waiting = threading.Event()  # the memories' search is set to run beside: the vector may come now
-    run_beside = StartedSearch.run_beside
+    waiting = threading.Event()  # the chunks' search is set to run where the vector is made: it may come now
+    after_vector = search.AfterVector
 
-    def announced(self: StartedSearch) -> None:
-        run_beside(self)
+    def announced(*args: Any) -> Any:
+        made = after_vector(*args)
         waiting.set()
+        return made
 
     def embed() -> None:
         assert waiting.wait(PATIENCE_S)
         vector.set_result(face.embed_query("ships"))
 
-    monkeypatch.setattr(SpaceIndex, "_run_beside", held_beside)
-    monkeypatch.setattr(StartedSearch, "run_beside", announced)
+    monkeypatch.setattr(SpaceIndex, "_fused", held_rest)
+    monkeypatch.setattr(search, "AfterVector", announced)
     monkeypatch.setattr(search, "_take", recorded_take)
     vector: Future = Future()
     embedder = threading.Thread(target=embed, name="embedder")
     embedder.start()
     got = search.found(face, ns, "ships", "hybrid", 10, Filters(), False, stamp(), vector=vector)
     embedder.join()
-    search_thread = events[1][1]  # (the search pool's)
+    search_thread = events[0][1]  # (the search pool's)
     assert search_thread != "embedder"
-    assert events == [("beside begins", "embedder"), ("take chunk", search_thread), ("beside ends", "embedder"),
-                      ("take memory", search_thread)], events
-    assert got.ids  # (the search found its candidates)
+    assert events == [("memories' rest begins", search_thread), ("take chunk", "embedder"),
+                      ("memories' rest ends", search_thread), ("take memory", search_thread)], events
+    assert {KINDS[k] for k in got.kinds.tolist()} == {"memory", "chunk"}
+
+
+class Broken(Exception):
+    """A step that failed on purpose."""
+
+
+@pytest.mark.parametrize("failing, raised", [
+    ({"take memory", "take chunk"}, "take memory"),
+    ({"take memory", "search chunk"}, "search chunk"),
+    ({"search memory", "search chunk", "take memory"}, "search memory"),
+    ({"take chunk"}, "take chunk"),
+])
+def test_errors_come_as_a_search_that_searches_each_collection_then_takes_each_ones_hits(
+        server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch, failing: set[str],
+        raised: str) -> None:
+    # Whichever thread ran a step, a search's error comes before a take's, each in the collections' order.
+    add_done(client, ns, "The lighthouse keeper logs the ships at dawn. Gulls nest on the rocks.")
+    face = server.app.state.supermemory
+    take, finish = search._take, search.StartedSearch.finish
+
+    def broken_take(face_: Any, ns_: str, leg: Any, *args: Any) -> Any:
+        if f"take {leg.kind}" in failing:
+            raise Broken(f"take {leg.kind}")
+        return take(face_, ns_, leg, *args)
+
+    def broken_finish(self: Any) -> Any:
+        kind = "chunk" if self.req.q and self.index is face.collections.index(chunks_collection(ns)) else "memory"
+        if f"search {kind}" in failing:
+            raise Broken(f"search {kind}")
+        return finish(self)
+
+    monkeypatch.setattr(search, "_take", broken_take)
+    monkeypatch.setattr(search.StartedSearch, "finish", broken_finish)
+    for vector in (face.start_embedding("ships lighthouse"), face.embed_query("ships")):
+        with pytest.raises(Broken) as caught:
+            search.found(face, ns, "ships lighthouse", "hybrid", 10, Filters(), False, stamp(), vector=vector)
+        assert str(caught.value) == raised

@@ -5,12 +5,10 @@ vector (`SearchRequest.vector`). `SpaceIndex.start` runs at once what needs no v
 search's query analysis, filter mask and keyword pass (keyword_pass.py), and the rest planned as far
 as it goes without the vector (hybrid_rest.py). `StartedSearch.finish` waits for the vector (its
 error is the search's) and runs the rest: the vector side, the vector candidates' BM25, the fusion
-(one compiled call that lets go of the GIL once), the hits. `run_beside` has the thread that makes
-the vector run that rest's compiled part as soon as the vector is there, while the caller does
-other work (a v5 search takes another collection's hits); `finish` then makes the hits. Any
-other search runs whole in `finish`. The answers are `search`'s with the vector, bit for bit, as of
-the finish: a write applied in between (the index's generation moves) runs the keyword pass, and
-whatever ran beside, again. docs/design/engine.md has the reasoning.
+(one compiled call that lets go of the GIL once), the hits. Any other search runs whole in
+`finish`. The answers are `search`'s with the vector, bit for bit, as of the finish: a write
+applied in between (the index's generation moves) runs the keyword pass again.
+docs/design/engine.md has the reasoning.
 """
 
 from __future__ import annotations
@@ -77,80 +75,36 @@ class Starting:
             req = replace(req, vector=req.vector.result())
         if started.keyword is None:
             return self.search(req)
-        # What runs beside, unless its thread has not begun it: then it is this thread's (a busy machine may
-        # not have run the vector's thread since the vector was made).
-        beside = started.beside.result() if started.beside is not None and not started.beside.cancel() else None
         with self.reading():
             kw = started.keyword if started.keyword.generation == self._generation else self._keyword_pass(req)
-            if beside is None or beside.generation != self._generation:
-                beside = self._fused(req, kw)
-            return self._hits(req, kw.words, beside.fused)
+            return self._hits(req, kw.words, self._fused(req, kw))
 
-    def _fused(self, req: SearchRequest, kw: _Pass) -> _Beside:
+    def _fused(self, req: SearchRequest, kw: _Pass) -> Fused:
         """A started hybrid search's compiled rest, its vector at hand (under the read lock): the vector side,
         its candidates' BM25 (keyword_pass.finish), the keyword top now and their fusion."""
         vectors = self.vectors
         assert vectors is not None  # (a search is started only where the space has vectors)
         query = vectors.prepare(self._query_vector(req))
         if kw.rest is not None:  # one compiled call, the GIL let go once
-            return _Beside(kw.generation, hybrid_rest.run(vectors, self.keyword.counts, kw.rest, query))
+            return hybrid_rest.run(vectors, self.keyword.counts, kw.rest, query)
         n = self._n_candidates(req.limit)
         vec = self._vector_candidates(req, query, n, kw.mask)
         kw_ords, kw_scores, vec_bm25 = keyword_pass.finish(self.keyword, kw.found, vec.ords)
-        return _Beside(kw.generation, self._fuse(req, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n)))
-
-    def _run_beside(self, started: StartedSearch) -> _Beside | None:
-        """`_fused` where the vector is made, once it is (`run_beside`); None when a write came since the
-        keyword pass or it failed (the finish runs it again, and meets the error)."""
-        kw = started.keyword
-        assert kw is not None and isinstance(started.req.vector, Future)
-        try:
-            req = replace(started.req, vector=started.req.vector.result())
-            with self.reading():
-                return self._fused(req, kw) if kw.generation == self._generation else None
-        except Exception:
-            return None
+        return self._fuse(req, query, vec, vec_bm25, *self._keyword_top(kw_ords, kw_scores, n))
 
 
 class StartedSearch:
     """A search begun by `SpaceIndex.start`, its keyword pass done (a hybrid one's), waiting for its vector."""
 
-    __slots__ = ("index", "req", "keyword", "beside")
+    __slots__ = ("index", "req", "keyword")
 
     def __init__(self, index: Starting, req: SearchRequest, keyword: _Pass | None) -> None:
         """Hold the index, the request and the keyword pass (None: the whole search runs at the finish)."""
         self.index, self.req, self.keyword = index, req, keyword
-        self.beside: Future[_Beside | None] | None = None  # what ran where the vector was made (`run_beside`)
 
     def finish(self) -> SearchResult:
         """Wait for the vector (its error is the search's) and run the rest of the search."""
         return self.index._finish(self)
-
-    def run_beside(self) -> None:
-        """Have the thread that makes the vector run the rest's compiled part as soon as the vector is
-        there (the vector side's scan, its candidates' BM25, the fusion: loops that let go of the GIL)
-        while this thread does other work; `finish` takes it unless a write came meanwhile, and makes
-        the hits; a finish that comes before that thread has begun it runs it itself. Nothing happens
-        unless a hybrid search's vector is still coming."""
-        vector = self.req.vector
-        if self.keyword is None or not isinstance(vector, Future) or vector.done():
-            return
-        beside: Future[_Beside | None] = Future()
-        self.beside = beside
-
-        def run(_: object) -> None:
-            if beside.set_running_or_notify_cancel():  # (else the finish took it on)
-                beside.set_result(self.index._run_beside(self))
-
-        vector.add_done_callback(run)
-
-
-@dataclass(frozen=True, slots=True)
-class _Beside:
-    """A started hybrid search's fused best, and the index state it saw (the writes applied, by count)."""
-
-    generation: int
-    fused: Fused
 
 
 @dataclass(frozen=True, slots=True)

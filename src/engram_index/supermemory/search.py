@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from engram_index.embed.after_vector import AfterVector
 from engram_index.embed.pass_start import wait_for_pass
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.keyword_query import held_columns_of
+from engram_index.engine.started import StartedSearch
 from engram_index.engine.types import Filters, SearchRequest, SearchResult
 from engram_index.engine.analyzer import QueryWord
 from engram_index.ranking import (
@@ -53,8 +55,7 @@ CONTEXT = True  # chunks count the words of the chunk before them in their conve
 # hybrid: a memory and the chunk that backs it are one result scored with the evidence of both
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
-RUN_BESIDE = True  # the memories' search's compiled rest run on the embedding's thread, beside the chunks' here
-TAKE_BESIDE = True  # and the chunks' hits taken here meanwhile (the memories' rest holds no GIL)
+WHERE_MADE = True  # the chunks' search and take run where the vector is made, beside the memories' (_found)
 MEMORY_CONTEXT = True  # memories too: the memory before them (of their document, or of one of the same date)
 # Each collection's engine hits a search scores: max(3 × limit, 30). Fewer cost recall, measured
 # (bench/locomo_flags.py, limit 20): 2 × limit, LoCoMo dev hybrid R@10 0.789 -> 0.779; 1 ×, 0.769.
@@ -184,7 +185,8 @@ def found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, 
 
 def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool,
            at_ms: int, vector: Any, meanwhile: Callable[[], object] | None) -> Found:
-    """`found`, on a search pool thread."""
+    """`found`, on a search pool thread. Errors come in the order of a search that embeds, then searches
+    each collection, then takes each one's hits: the embedding's, the searches', the takes'."""
     wait_for_pass(vector)  # the embedding takes the GIL first: the answer waits for it, not for this
     try:
         legs = _legs(face, ns, query, mode, limit, flt, forgotten, at_ms, vector)
@@ -194,39 +196,51 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
         raise
     if meanwhile is not None:
         meanwhile()
-    # The memories' vector side (the larger), its candidates' BM25 and their fusion run on the embedding's thread
-    # once the vector is there, while this thread finishes the chunks' search: two cores, each in compiled loops.
-    if RUN_BESIDE and len(started) > 1:
-        started[0].run_beside()
-    order = [*range(1, len(legs)), 0][: len(legs)]
-    results: list[SearchResult | None] = [None] * len(legs)
-    taken: list[Found | None] = [None] * len(legs)
-    failed: Exception | None = None  # a take's error, raised once the searches' own have had their turn
-    for i in order:
+    # The chunks' search and take run on the thread that makes the vector, as soon as it has (it is awake
+    # then; this one has to be woken), while this one searches the memories, the larger collection: each
+    # search's rest is one compiled call that holds no GIL (engine/hybrid_rest.py), so the chunks' take
+    # (Python) runs during the memories' rest, and the memories' take after it.
+    beside = (AfterVector(vector, lambda: _searched(face, ns, legs[1], started[1], vector))
+              if WHERE_MADE and len(legs) > 1 and isinstance(vector, Future) else None)
+    done = [_searched(face, ns, leg, one, vector) for leg, one in zip(legs, started) if beside is None or leg is legs[0]]
+    if beside is not None:
+        done.append(beside.result())
+    for _, error in done:  # a search's error first, in the collections' order, then a take's
+        if isinstance(error, _SearchFailed):
+            raise error.cause
+    for got, error in done:
+        if error is not None:
+            raise error
+    if not done:
+        _resolved(vector)  # (with no collection to search, the embedding's error all the same)
+    return Found.joined([got if got is not None else Found.empty() for got, _ in done])
+
+
+class _SearchFailed(Exception):
+    """A collection's search failed (its cause), rather than its take."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _searched(face: Face, ns: str, leg: _Leg, started: StartedSearch, vector: Any
+              ) -> tuple[Found | None, Exception | None]:
+    """One collection's search finished and its hits taken; an error is returned (a search's wrapped in
+    `_SearchFailed`, the embedding's first), not raised, so that the caller raises them in order."""
+    try:
+        result = started.finish()
+    except Exception as exc:
+        failed: Exception = exc
         try:
-            results[i] = started[i].finish()
-        except Exception:
-            # The errors in the order of a search that embeds, then searches each collection, then takes each
-            # one's hits: the embedding's first, then the memories' search's.
-            _resolved(vector)
-            if i:
-                started[0].finish()
-            raise
-        result = results[i]
-        if i and TAKE_BESIDE and result is not None and failed is None:
-            # The chunks' hits taken while the memories' search runs beside: its rest is one compiled call
-            # that holds no GIL (engine/hybrid_rest.py), so this Python no longer holds it up.
-            try:
-                taken[i] = _take(face, ns, legs[i], result, _resolved(vector))
-            except Exception as exc:
-                failed = exc
-    if failed is not None:
-        raise failed
-    resolved = _resolved(vector)  # (with no collection to search, its error all the same)
-    for i, result in enumerate(results):  # the hits not taken meanwhile, in the collections' order
-        if taken[i] is None and result is not None:
-            taken[i] = _take(face, ns, legs[i], result, resolved)
-    return Found.joined([got if got is not None else Found.empty() for got in taken])
+            _resolved(vector)  # the embedding's error first
+        except Exception as embedding:
+            failed = embedding
+        return None, _SearchFailed(failed)
+    try:
+        return _take(face, ns, leg, result, _resolved(vector)), None
+    except Exception as exc:
+        return None, exc
 
 
 def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, forgotten: bool, at_ms: int,
