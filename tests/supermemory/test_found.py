@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram_index.supermemory import search, why_fewer
+from engram_index.supermemory import search, statements, why_fewer
 from engram_index.supermemory.candidates import QueryExplainer
 from engram_index.supermemory.found import Found, rank, ranked_candidates
 
@@ -76,3 +76,26 @@ def test_a_candidates_hit_is_made_from_its_columns_with_none_where_the_engine_ha
         "d1c0", ("sm:doc:d1",), 0.5, None)
     assert (second.hit.similarity, second.hit.bm25, second.doc_id) == (None, 2.25, "d1")
     assert second.own_similarity == (1 - 0.7) * 0.5  # no cosine: the keyword part alone
+
+
+@settings(max_examples=300, deadline=None)
+@given(found=found_sets(), limit=st.integers(1, 12), threshold=st.sampled_from([0.0, 0.3, 0.91]),
+       named=st.sets(st.sampled_from(GROUPS)))
+def test_chunks_that_name_their_memories_rank_as_their_texts_would_and_only_the_others_texts_are_read(
+        found: Found, limit: int, threshold: float, named: set[str]) -> None:
+    # The documents in `named` were processed since chunks name the memories whose statement they hold (their
+    # records' authors); the others' chunks name nothing, and their texts are read as before.
+    expected = search.rank(found.candidates(), limit, threshold)
+    texts = list(found.texts)
+    for j in range(len(found)):
+        if not found.kinds[j] and found.groups[j] in named:
+            found.links[j] = statements.chunk_author(
+                found.ids[i] for i in range(len(found))
+                if found.kinds[i] and found.groups[i] == found.groups[j] and statements.holds(texts[j], texts[i]))
+    sharing = found.sharing_a_document()
+    read = set(found.unlinked(sharing))
+    assert read == {i for i in sharing if found.groups[i] not in named}
+    found.texts = [t if i in read else "" for i, t in enumerate(texts)]  # (what Rows.read_found reads)
+    ranked = rank(found, sharing, limit, threshold)
+    found.texts = texts  # (the page's rows, read after ranking)
+    assert described(ranked_candidates(found, ranked)) == described(expected)

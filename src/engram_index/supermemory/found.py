@@ -17,6 +17,7 @@ import numpy as np
 
 from engram_index.engine.types import Document, Hit
 from engram_index.supermemory.candidates import _KEYWORD_WEIGHT, VECTOR_WEIGHT, Candidate, QueryExplainer
+from engram_index.supermemory import statements
 from engram_index.supermemory.tables import chunk_document
 
 KINDS = ("chunk", "memory")  # a kind's code: its place here (the order search.rank breaks ties in)
@@ -39,12 +40,14 @@ class Found:
     order: np.ndarray  # int64: insertion order in its collection
     groups: list[str]
     own: np.ndarray  # float64: Candidate.own_similarity
+    links: list[str]  # a chunk record's author: the memories whose statement it holds (statements.py); else ""
 
     @classmethod
     def of(cls, kind: str, ids: list[str], doc_ids: list[str | None], sims: np.ndarray, bm25: np.ndarray,
            tags: list[tuple[str, ...]], explainer: QueryExplainer, vector: bool, coverage: np.ndarray,
-           order: np.ndarray, groups: list[str]) -> Found:
-        """One collection's candidates, each scored alone as Candidate scores it."""
+           order: np.ndarray, groups: list[str], links: list[str] | None = None) -> Found:
+        """One collection's candidates, each scored alone as Candidate scores it (`links`: the chunks' records'
+        authors, statements.py)."""
         n = len(ids)
         sims = np.asarray(sims, np.float64)
         if vector:
@@ -56,13 +59,13 @@ class Found:
             own = coverage.astype(np.float64, copy=True)
         return cls(np.full(n, KINDS.index(kind), np.int8), ids, doc_ids, [""] * n, sims,
                    np.asarray(bm25, np.float64), tags, [explainer] * n, np.full(n, vector, bool), coverage,
-                   np.asarray(order, np.int64), groups, own)
+                   np.asarray(order, np.int64), groups, own, [""] * n if links is None else links)
 
     @classmethod
     def empty(cls) -> Found:
         """No candidates."""
         return cls(np.zeros(0, np.int8), [], [], [], np.zeros(0), np.zeros(0), [], [], np.zeros(0, bool), np.zeros(0),
-                   np.zeros(0, np.int64), [], np.zeros(0))
+                   np.zeros(0, np.int64), [], np.zeros(0), [])
 
     @classmethod
     def joined(cls, parts: Sequence[Found]) -> Found:
@@ -75,7 +78,7 @@ class Found:
                    sum((p.tags for p in parts), []), sum((p.explainers for p in parts), []),
                    np.concatenate([p.vector for p in parts]), np.concatenate([p.coverage for p in parts]),
                    np.concatenate([p.order for p in parts]), sum((p.groups for p in parts), []),
-                   np.concatenate([p.own for p in parts]))
+                   np.concatenate([p.own for p in parts]), sum((p.links for p in parts), []))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -110,32 +113,55 @@ class Found:
         both.discard("")
         return [i for i, g in enumerate(groups) if g in both]
 
+    def unlinked(self, sharing: Sequence[int]) -> list[int]:
+        """Of `sharing`'s places, those whose texts say which chunk a memory is a statement of: the memories and
+        chunks of the documents one of whose chunks among them was written before chunks named the memories
+        they hold (`statements.held_by`). The others' chunks name them."""
+        kinds, groups, links = self.kinds, self.groups, self.links
+        unnamed = {groups[i] for i in sharing if not kinds[i] and statements.held_by(links[i]) is None}
+        return [i for i in sharing if groups[i] in unnamed] if unnamed else []
+
 
 def sources(found: Found, sharing: Sequence[int]) -> np.ndarray:
     """Each candidate's source as a place: a chunk is its own; a memory is the first chunk of its document
     among the candidates that holds its statement, else its own (search._sources). `sharing`: the places of
-    the memories and chunks whose document has both (`Found.sharing_a_document`), whose texts are read."""
+    the memories and chunks whose document has both (`Found.sharing_a_document`). A chunk whose record
+    names the memories it holds says so itself; the others' texts (`Found.unlinked`) are read."""
     out = np.arange(len(found))
-    kinds, groups, texts = found.kinds, found.groups, found.texts
+    kinds, groups, texts, ids = found.kinds, found.groups, found.texts, found.ids
     chunks: dict[str, list[int]] = {}
     for i in sharing:
         if not kinds[i]:
             chunks.setdefault(groups[i], []).append(i)
+    named: dict[str, list[frozenset[str]] | None] = {}  # per document, its chunks' memories (None: unnamed)
+    for group, places in chunks.items():
+        named_by = [statements.held_by(found.links[j]) for j in places]
+        named[group] = [h for h in named_by if h is not None] if all(h is not None for h in named_by) else None
     spaced: dict[int, str] = {}
     for i in sharing:
-        if kinds[i] and texts[i]:
+        if not kinds[i]:
+            continue
+        group = groups[i]
+        by_chunk = named[group]
+        if by_chunk is not None:
+            for j, memories in zip(chunks[group], by_chunk):
+                if ids[i] in memories:
+                    out[i] = j
+                    break
+            continue
+        if texts[i]:
             raw, statement = texts[i], None
-            for j in chunks[groups[i]]:
+            for j in chunks[group]:
                 # Held as it is, it is held with their whitespace made single spaces (a run inside the statement
-                # is the same run of the chunk): the usual case, without making either.
+                # is the same run of the chunk): the usual case, without making either (statements.holds).
                 if raw in texts[j]:
                     out[i] = j
                     break
                 if statement is None:
-                    statement = " ".join(raw.split())
+                    statement = statements.spaced(raw)
                 text = spaced.get(j)
                 if text is None:
-                    text = spaced[j] = " ".join(texts[j].split())
+                    text = spaced[j] = statements.spaced(texts[j])
                 if statement in text:
                     out[i] = j
                     break

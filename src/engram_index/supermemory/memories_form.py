@@ -13,7 +13,7 @@ from typing import Any
 
 from engram_index.engine.types import Document
 from engram_index.store.base import Statement, StoredDocument
-from engram_index.supermemory import extract
+from engram_index.supermemory import extract, statements
 from engram_index.supermemory.face import Face, doc_tag, f16, stamp
 from engram_index.supermemory.forming import Formed, Job, NewMemory
 from engram_index.supermemory.tables import (
@@ -59,17 +59,35 @@ def form(face: Face, ns: str, doc: DocRow, text: str) -> Formed:
 
 
 def _chunk_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[StoredDocument], list[str], list[Statement]]:
-    """A job's chunk records, the old chunks to delete, and the chunk rows."""
+    """A job's chunk records, the old chunks to delete, and the chunk rows. Each record names, as its author,
+    the memories of its document whose statement it holds once the job is written (statements.py)."""
     doc = job.doc
     ids = [chunk_id(doc.id, i) for i in range(len(job.chunks))]
     old = {r[0] for r in face.store.query("SELECT id FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc.id))}
-    puts = [StoredDocument(Document(cid, "", span.text, (doc_tag(doc.id),), None, now,
-                                    metadata={"doc": doc.id, "position": i}, vector=f16(vec)))
-            for i, (cid, span, vec) in enumerate(zip(ids, job.chunks, job.chunk_vectors))]
+    latest = _latest_after(face, ns, job)
+    puts: list[StoredDocument] = []
+    for i, (cid, span, vec) in enumerate(zip(ids, job.chunks, job.chunk_vectors)):
+        author = statements.chunk_author(statements.held_in(span.text, latest))
+        puts.append(StoredDocument(Document(cid, author, span.text, (doc_tag(doc.id),), None, now,
+                                            metadata={"doc": doc.id, "position": i}, vector=f16(vec))))
     rows: list[Statement] = [("DELETE FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc.id))]
     rows += [("INSERT INTO sm_chunks(ns, id, doc_id, position, content, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
               (ns, cid, doc.id, i, span.text, now)) for i, (cid, span) in enumerate(zip(ids, job.chunks))]
     return puts, sorted(old - set(ids)), rows
+
+
+def _latest_after(face: Face, ns: str, job: Job) -> list[tuple[str, str]]:
+    """The id and text of each of the document's latest memories once the job is written (`_memory_writes`):
+    those latest now and the ones it forms, less those it retires or supersedes."""
+    doc, formed = job.doc, job.formed
+    latest = {m.id: m.memory for m in latest_of(face, ns, doc.id)}
+    if formed is None:
+        return list(latest.items())
+    for memory in formed.new:
+        latest[extract.memory_id(ns, doc.id, doc.revision, memory.text)] = memory.text
+    for gone in [*formed.retire, *(m.target.id for m in formed.new if m.target is not None and m.relation == "updates")]:
+        latest.pop(gone, None)
+    return list(latest.items())
 
 
 def index(face: Face, ns: str, jobs: Sequence[Job]) -> None:

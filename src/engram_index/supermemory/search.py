@@ -56,6 +56,9 @@ CONTEXT = True  # chunks count the words of the chunk before them in their conve
 # (1 - (1 - memory)(1 - chunk)), rather than the better alone.
 BACKED = True
 WHERE_MADE = True  # the chunks' search and take run where the vector is made, beside the memories' (_found)
+# Which chunk a memory is a statement of, from what the chunks' records name (statements.py) rather than from the
+# texts of both, read for each search: the texts are read only for documents whose chunks name nothing.
+LINKED = True
 MEMORY_CONTEXT = True  # memories too: the memory before them (of their document, or of one of the same date)
 # Each collection's engine hits a search scores: max(3 × limit, 30). Fewer cost recall, measured
 # (bench/locomo_flags.py, limit 20): 2 × limit, LoCoMo dev hybrid R@10 0.789 -> 0.779; 1 ×, 0.769.
@@ -298,6 +301,8 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
         else:
             got = context.taken(index, result.columns, leg.skip, leg.filters)
             got.held = context.coverage_alone(index, got, leg.topic)
+        # A chunk's record names the memories whose statement it holds (statements.py), as its author.
+        links = index.columns.authors(got.ords) if leg.kind == "chunk" and LINKED else None
     groups: list[str] = []
     for tags in got.tags:  # (each one's first tag that is not a state: ~90 candidates a search)
         group = ""
@@ -307,7 +312,7 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
                 break
         groups.append(group)
     return Found.of(leg.kind, got.ids, [None] * len(got.ids), got.sims, got.bm25, got.tags, leg.explainer,
-                    leg.use_vector, got.held, got.ords, groups)
+                    leg.use_vector, got.held, got.ords, groups, links)
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +355,8 @@ def search(face: Face, ns: str, body: dict[str, Any], explain: bool, vector: Any
         if len(queries) == 1 and BACKED and not COLLAPSE_INTO_CHUNK:  # in columns (found.py)
             cols = found(face, ns, queries[0], mode, limit, flt, forgotten, at_ms, vector, meanwhile=why.gather)
             sharing = cols.sharing_a_document()
-            rows.read_found(cols, sharing)  # the texts that say which chunk a memory is a statement of
+            # The texts that say which chunk a memory is a statement of, where no chunk's record says it.
+            rows.read_found(cols, cols.unlinked(sharing) if LINKED else sharing)
             order = found_rank(cols, sharing, limit, threshold)
             ranked, cut = ranked_candidates(cols, order), order.below(threshold)
         else:
