@@ -115,3 +115,46 @@ def test_errors_come_as_a_search_that_searches_each_collection_then_takes_each_o
         with pytest.raises(Broken) as caught:
             search.found(face, ns, "ships lighthouse", "hybrid", 10, Filters(), False, stamp(), vector=vector)
         assert str(caught.value) == raised
+
+
+def test_the_two_collections_hits_are_taken_one_at_a_time(
+        server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both takes are Python: two at once would share one GIL and pass it to and fro. Each take waits a while for
+    # the other to begin; the other begins only once it has ended.
+    add_done(client, ns, "The lighthouse keeper logs the ships at dawn. Gulls nest on the rocks.")
+    add_done(client, ns, "The harbour master counts the ships at noon.")
+    face = server.app.state.supermemory
+    events: list[str] = []
+    take = search._take
+    taking = {"memory": threading.Event(), "chunk": threading.Event()}
+
+    def recorded_take(face_: Any, ns_: str, leg: Any, *args: Any) -> Any:
+        events.append(f"take {leg.kind} begins")
+        taking[leg.kind].set()
+        taking["chunk" if leg.kind == "memory" else "memory"].wait(0.5)  # (at once, were two takes run together)
+        try:
+            return take(face_, ns_, leg, *args)
+        finally:
+            events.append(f"take {leg.kind} ends")
+
+    waiting = threading.Event()  # the chunks' search is set to run where the vector is made: it may come now
+    after_vector = search.AfterVector
+
+    def announced(*args: Any) -> Any:
+        made = after_vector(*args)
+        waiting.set()
+        return made
+
+    def embed() -> None:
+        assert waiting.wait(PATIENCE_S)
+        vector.set_result(face.embed_query("ships"))
+
+    monkeypatch.setattr(search, "AfterVector", announced)
+    monkeypatch.setattr(search, "_take", recorded_take)
+    vector: Future = Future()
+    embedder = threading.Thread(target=embed, name="embedder")
+    embedder.start()
+    search.found(face, ns, "ships", "hybrid", 10, Filters(), False, stamp(), vector=vector)
+    embedder.join()
+    assert events in (["take chunk begins", "take chunk ends", "take memory begins", "take memory ends"],
+                      ["take memory begins", "take memory ends", "take chunk begins", "take chunk ends"]), events

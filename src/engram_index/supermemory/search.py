@@ -16,6 +16,7 @@ threshold 0.3 keeps what is on topic. docs/design/supermemory.md has the reasoni
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -203,9 +204,12 @@ def _found(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters,
     # then; this one has to be woken), while this one searches the memories, the larger collection: each
     # search's rest is one compiled call that holds no GIL (engine/hybrid_rest.py), so the chunks' take
     # (Python) runs during the memories' rest, and the memories' take after it.
-    beside = (AfterVector(vector, lambda: _searched(face, ns, legs[1], started[1], vector))
+    # One take at a time: both are Python, so two at once share one GIL and pass it to and fro.
+    taking = threading.Lock()
+    beside = (AfterVector(vector, lambda: _searched(face, ns, legs[1], started[1], vector, taking))
               if WHERE_MADE and len(legs) > 1 and isinstance(vector, Future) else None)
-    done = [_searched(face, ns, leg, one, vector) for leg, one in zip(legs, started) if beside is None or leg is legs[0]]
+    done = [_searched(face, ns, leg, one, vector, taking) for leg, one in zip(legs, started)
+            if beside is None or leg is legs[0]]
     if beside is not None:
         done.append(beside.result())
     for _, error in done:  # a search's error first, in the collections' order, then a take's
@@ -227,7 +231,7 @@ class _SearchFailed(Exception):
         self.cause = cause
 
 
-def _searched(face: Face, ns: str, leg: _Leg, started: StartedSearch, vector: Any
+def _searched(face: Face, ns: str, leg: _Leg, started: StartedSearch, vector: Any, taking: threading.Lock
               ) -> tuple[Found | None, Exception | None]:
     """One collection's search finished and its hits taken; an error is returned (a search's wrapped in
     `_SearchFailed`, the embedding's first), not raised, so that the caller raises them in order."""
@@ -241,7 +245,9 @@ def _searched(face: Face, ns: str, leg: _Leg, started: StartedSearch, vector: An
             failed = embedding
         return None, _SearchFailed(failed)
     try:
-        return _take(face, ns, leg, result, _resolved(vector)), None
+        resolved = _resolved(vector)
+        with taking:
+            return _take(face, ns, leg, result, resolved), None
     except Exception as exc:
         return None, exc
 
