@@ -75,24 +75,20 @@ def child() -> None:
         setattr(owner, name, call)
 
     wrapped(routes, "start_search", "prepare>", "prepared")
-    searched = search._searched
+    def per_leg(name: str, step: str) -> None:
+        """Stamp `search.<name>` as `<step> <its leg's kind>` > and <."""
+        fn = getattr(search, name)
 
-    def searching_leg(face: Any, ns: str, leg: Any, *args: Any) -> Any:
-        stamp(f"search {leg.kind}>")
-        try:
-            return searched(face, ns, leg, *args)
-        finally:
-            stamp(f"search {leg.kind}<", first=False)
-    search._searched = searching_leg
-    take = search._take
+        def call(face: Any, ns: str, leg: Any, *args: Any) -> Any:
+            stamp(f"{step} {leg.kind}>")
+            try:
+                return fn(face, ns, leg, *args)
+            finally:
+                stamp(f"{step} {leg.kind}<", first=False)
+        setattr(search, name, call)
 
-    def taking(face: Any, ns: str, leg: Any, *args: Any) -> Any:
-        stamp(f"take {leg.kind}>")
-        try:
-            return take(face, ns, leg, *args)
-        finally:
-            stamp(f"take {leg.kind}<", first=False)
-    search._take = taking
+    per_leg("_searched", "search")
+    per_leg("_take", "take")
     wrapped(query_cache.QueryCache, "vector", "embed>", "embed<")
     wrapped(search, "search", "search>", "done")
     job = searching._as_job

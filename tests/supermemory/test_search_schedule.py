@@ -19,6 +19,31 @@ from tests.limits import PATIENCE_S
 from tests.supermemory.conftest import Server, add_done
 
 
+def found_with_a_later_vector(face: Any, ns: str, query: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`search.found` whose vector a thread named "embedder" makes once the chunks' search is set to run where
+    the vector is made (so that it does run there, not at once on the search's thread)."""
+    waiting = threading.Event()
+    after_vector = search.AfterVector
+
+    def announced(*args: Any) -> Any:
+        made = after_vector(*args)
+        waiting.set()
+        return made
+
+    def embed() -> None:
+        assert waiting.wait(PATIENCE_S)
+        vector.set_result(face.embed_query(query))
+
+    monkeypatch.setattr(search, "AfterVector", announced)
+    vector: Future = Future()
+    embedder = threading.Thread(target=embed, name="embedder")
+    embedder.start()
+    try:
+        return search.found(face, ns, query, "hybrid", 10, Filters(), False, stamp(), vector=vector)
+    finally:
+        embedder.join()
+
+
 def test_the_chunks_are_searched_and_taken_where_the_vector_is_made_while_the_memories_rest_runs_here(
         server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The thread that made the vector searches the chunks and takes their hits at once; the search's own thread
@@ -53,26 +78,9 @@ def test_the_chunks_are_searched_and_taken_where_the_vector_is_made_while_the_me
             if leg.kind == "chunk":
                 chunks_taken.set()
 
-    waiting = threading.Event()  # the chunks' search is set to run where the vector is made: it may come now
-    after_vector = search.AfterVector
-
-    def announced(*args: Any) -> Any:
-        made = after_vector(*args)
-        waiting.set()
-        return made
-
-    def embed() -> None:
-        assert waiting.wait(PATIENCE_S)
-        vector.set_result(face.embed_query("ships"))
-
     monkeypatch.setattr(SpaceIndex, "_fused", held_rest)
-    monkeypatch.setattr(search, "AfterVector", announced)
     monkeypatch.setattr(search, "_take", recorded_take)
-    vector: Future = Future()
-    embedder = threading.Thread(target=embed, name="embedder")
-    embedder.start()
-    got = search.found(face, ns, "ships", "hybrid", 10, Filters(), False, stamp(), vector=vector)
-    embedder.join()
+    got = found_with_a_later_vector(face, ns, "ships", monkeypatch)
     search_thread = events[0][1]  # (the search pool's)
     assert search_thread != "embedder"
     assert events == [("memories' rest begins", search_thread), ("take chunk", "embedder"),
@@ -137,24 +145,7 @@ def test_the_two_collections_hits_are_taken_one_at_a_time(
         finally:
             events.append(f"take {leg.kind} ends")
 
-    waiting = threading.Event()  # the chunks' search is set to run where the vector is made: it may come now
-    after_vector = search.AfterVector
-
-    def announced(*args: Any) -> Any:
-        made = after_vector(*args)
-        waiting.set()
-        return made
-
-    def embed() -> None:
-        assert waiting.wait(PATIENCE_S)
-        vector.set_result(face.embed_query("ships"))
-
-    monkeypatch.setattr(search, "AfterVector", announced)
     monkeypatch.setattr(search, "_take", recorded_take)
-    vector: Future = Future()
-    embedder = threading.Thread(target=embed, name="embedder")
-    embedder.start()
-    search.found(face, ns, "ships", "hybrid", 10, Filters(), False, stamp(), vector=vector)
-    embedder.join()
+    found_with_a_later_vector(face, ns, "ships", monkeypatch)
     assert events in (["take chunk begins", "take chunk ends", "take memory begins", "take memory ends"],
                       ["take memory begins", "take memory ends", "take chunk begins", "take chunk ends"]), events

@@ -13,6 +13,15 @@ from engram_index.supermemory import search, statements
 from engram_index.supermemory.tables import chunks_collection
 from tests.supermemory.conftest import Server, add_done, wait_done
 
+# A chunk's text, a statement, and whether the text holds it.
+CASES = [
+    ("Ana adopted a puppy. It is brown.", "Ana adopted a puppy.", True),
+    ("Ana  adopted\na puppy. It is brown.", "Ana adopted a puppy.", True),
+    ("Ana adopted a puppy.", "Ana  adopted a\tpuppy.", True),
+    ("Ana adopted a kitten.", "Ana adopted a puppy.", False),
+    ("Ana adopted a puppy.", "", False),
+    ("Ana adopted a puppy.", "  ", True),
+]
 WORDS = ("river garden lantern harbour violin orchard meadow signal copper willow falcon ember quartz "
          "canyon pepper marble tundra beacon saddle crimson").split()
 
@@ -42,26 +51,13 @@ def held_now(server: Server, ns: str) -> dict[str, tuple[frozenset[str] | None, 
             for c, text in texts.items()}
 
 
-@pytest.mark.parametrize("text, statement, held", [
-    ("Ana adopted a puppy. It is brown.", "Ana adopted a puppy.", True),
-    ("Ana  adopted\na puppy. It is brown.", "Ana adopted a puppy.", True),
-    ("Ana adopted a puppy.", "Ana  adopted a\tpuppy.", True),
-    ("Ana adopted a kitten.", "Ana adopted a puppy.", False),
-    ("Ana adopted a puppy.", "", False),
-])
+@pytest.mark.parametrize("text, statement, held", CASES)
 def test_a_chunk_holds_a_statement_as_it_is_or_with_its_whitespace_made_single_spaces(
         text: str, statement: str, held: bool) -> None:
     assert statements.holds(text, statement) is held
 
 
-@pytest.mark.parametrize("text, statement, held", [
-    ("Ana adopted a puppy. It is brown.", "Ana adopted a puppy.", True),
-    ("Ana  adopted\na puppy. It is brown.", "Ana adopted a puppy.", True),
-    ("Ana adopted a puppy.", "Ana  adopted a\tpuppy.", True),
-    ("Ana adopted a kitten.", "Ana adopted a puppy.", False),
-    ("Ana adopted a puppy.", "", False),
-    ("Ana adopted a puppy.", "  ", True),
-])
+@pytest.mark.parametrize("text, statement, held", CASES)
 def test_the_memories_a_chunk_holds_are_those_holds_says_it_holds(text: str, statement: str, held: bool) -> None:
     memories = [("m0", "It is brown."), ("m1", statement), ("m2", "Ana")]
     assert statements.held_in(text, memories) == [m for m, s in memories if statements.holds(text, s)]
