@@ -6,7 +6,8 @@ the face finds them (limit 100, threshold 0.3) and ranks them with the face's ow
 (`found.rank`) under other per-candidate scores: the vector's weight, and keyword coverage taken
 over more of the candidate's document (its whole document; its document's first chunk, which holds
 the title), and the face's score with each result backed by the best other result of its document
-(a document found several times ranks higher), the candidate's own BM25 saturated into 0-1 in place
+(a document found several times ranks higher), a memory and the chunk that holds it backing each
+other more or less than the face's `1 - (1 - own)(1 - other)`, the candidate's own BM25 saturated into 0-1 in place
 of coverage or beside it, each kind (memory, chunk) with weights of its own, and (`--idf-power`) coverage's word weights as a power of their idf.
 `--chunk-target` fills a new `--data` with chunks of another size (the whole abstract, say), and
 `--embed-whole` one whose chunks are embedded whole (as with an LLM) instead of pooling their
@@ -46,6 +47,7 @@ from engram_index.engine.types import Filters, SearchRequest  # noqa: E402
 from engram_index.evaluation import load_scifact, ndcg_at  # noqa: E402
 from engram_index.ranking import content_words  # noqa: E402
 from engram_index.supermemory import chunking, context, pipeline  # noqa: E402
+from engram_index.supermemory import found as found_module  # noqa: E402
 from engram_index.supermemory import search as v5search  # noqa: E402
 from engram_index.supermemory.face import Face, stamp  # noqa: E402
 from engram_index.supermemory.found import Found, either, rank  # noqa: E402
@@ -142,9 +144,19 @@ def main() -> None:
             taken.append((q["_id"], cols, sharing, [sci.get(d) for d in docs], cosine,
                           np.array([whole[d] for d in docs]), np.array([lead[d] for d in docs]), docs))
 
-    def ndcg(score: Score, backing: float = 0.0, memory_weight: float | None = None) -> float:
+    def ndcg(score: Score, backing: float = 0.0, memory_weight: float | None = None, pair: float = 1.0) -> float:
         """nDCG@10 of the candidates ranked by `score` (`memory_weight`: a memory's cosine weight in the face's
-        form, the rest coverage, in place of `score`'s for memories)."""
+        form, the rest coverage, in place of `score`'s for memories; `pair`: the weight of the other's score
+        when a memory and the chunk that holds it are one result, 1 - (1 - own)(1 - min(pair × other, 1)))."""
+        if pair != 1.0:
+            found_module.either = lambda own, other: either(own, np.minimum(pair * np.clip(other, 0.0, 1.0), 1.0))
+        try:
+            return statistics.fmean(scored(score, backing, memory_weight))
+        finally:
+            found_module.either = either
+
+    def scored(score: Score, backing: float, memory_weight: float | None) -> list[float]:
+        """Each query's nDCG@10 (`ndcg`)."""
         out = []
         for qid, cols, sharing, scifact_ids, cosine, whole, lead, docs in taken:
             own = cols.own.copy()
@@ -161,7 +173,7 @@ def main() -> None:
                     ranked.append(d)
             cols.own = own
             out.append(ndcg_at(ranked, qrels[qid]))
-        return statistics.fmean(out)
+        return out
 
     def by_document(own: np.ndarray, docs: list[str], weight: float) -> np.ndarray:
         """Each candidate backed by `weight` × the best other candidate of its document (found.either)."""
@@ -208,6 +220,9 @@ def main() -> None:
     for weight in (0.1, 0.2, 0.3, 0.5):
         print(f"| the face's, each backed by {weight} × the best other result of its document | "
               f"{ndcg(face_score, weight):.4f} |")
+    for pair in (0.0, 0.5, 0.75, 1.25, 1.5):  # (1: the face's own)
+        print(f"| the face's, a memory and the chunk that holds it backing each other at {pair} × the other's score | "
+              f"{ndcg(face_score, pair=pair):.4f} |")
     print(f"| the face's, above its threshold, in the order of the engine's fusion (z-scores, alpha {CONVEX_ALPHA}) | "
           f"{ndcg(lambda c, own, whole, lead, bm25: fusion_order(0.7 * c + 0.3 * own, c, bm25)):.4f} |")
     print("\n| the engine's own search over one of the face's collections (limit 100) | hybrid | vector | keyword |"
