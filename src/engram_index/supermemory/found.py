@@ -126,43 +126,22 @@ def sources(found: Found, sharing: Sequence[int]) -> np.ndarray:
     """Each candidate's source as a place: a chunk is its own; a memory is the first chunk of its document
     among the candidates that holds its statement, else its own (search._sources). `sharing`: the places of
     the memories and chunks whose document has both (`Found.sharing_a_document`). A chunk whose record
-    names the memories it holds says so itself; the others' texts (`Found.unlinked`) are read."""
+    names the memories it holds says so itself; the others' texts (`Found.unlinked`) say it by
+    `statements.held_in`."""
     out = np.arange(len(found))
     kinds, groups, texts, ids = found.kinds, found.groups, found.texts, found.ids
     chunks: dict[str, list[int]] = {}
+    memories: dict[str, list[int]] = {}
     for i in sharing:
-        if not kinds[i]:
-            chunks.setdefault(groups[i], []).append(i)
-    named: dict[str, list[frozenset[str]] | None] = {}  # per document, its chunks' memories (None: unnamed)
+        (memories if kinds[i] else chunks).setdefault(groups[i], []).append(i)
     for group, places in chunks.items():
-        named_by = [statements.held_by(found.links[j]) for j in places]
-        named[group] = [h for h in named_by if h is not None] if all(h is not None for h in named_by) else None
-    spaced: dict[int, str] = {}
-    for i in sharing:
-        if not kinds[i]:
-            continue
-        group = groups[i]
-        by_chunk = named[group]
-        if by_chunk is not None:
-            for j, memories in zip(chunks[group], by_chunk):
-                if ids[i] in memories:
-                    out[i] = j
-                    break
-            continue
-        if texts[i]:
-            raw, statement = texts[i], None
-            for j in chunks[group]:
-                # Held as it is, it is held with their whitespace made single spaces (a run inside the statement
-                # is the same run of the chunk): the usual case, without making either (statements.holds).
-                if raw in texts[j]:
-                    out[i] = j
-                    break
-                if statement is None:
-                    statement = statements.spaced(raw)
-                text = spaced.get(j)
-                if text is None:
-                    text = spaced[j] = statements.spaced(texts[j])
-                if statement in text:
+        held = [statements.held_by(found.links[j]) for j in places]
+        if any(h is None for h in held):  # written before chunks named their memories: the texts say it
+            said = [(ids[i], texts[i]) for i in memories[group]]
+            held = [frozenset(statements.held_in(texts[j], said)) for j in places]
+        for i in memories[group]:
+            for j, names in zip(places, held):
+                if names is not None and ids[i] in names:
                     out[i] = j
                     break
     return out

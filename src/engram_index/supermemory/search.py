@@ -35,7 +35,7 @@ from engram_index.engine.analyzer import QueryWord
 from engram_index.ranking import (
     content_query, content_words, one_per_source,
 )
-from engram_index.supermemory import context, filters as v5filters, why_fewer
+from engram_index.supermemory import context, filters as v5filters, statements, why_fewer
 from engram_index.errors import UnknownSpace
 from engram_index.shortfall import Gathered
 from engram_index.supermemory.candidates import Candidate, QueryExplainer
@@ -75,16 +75,11 @@ def _sources(found: Sequence[Candidate]) -> dict[tuple[str, str], tuple[str, str
         if c.kind == "chunk" and c.group:
             chunks.setdefault(c.group, []).append(c)
     out: dict[tuple[str, str], tuple[str, str]] = {}
-    spaced: dict[str, str] = {}  # each chunk's text with its whitespace made single spaces, made once
     for c in found:
         out[(c.kind, c.id)] = (c.kind, c.id)
-        if c.kind == "memory" and c.group in chunks and c.text:  # (no text: its row is gone)
-            statement = " ".join(c.text.split())
+        if c.kind == "memory" and c.group in chunks:  # (no text, its row gone: held by none)
             for chunk in chunks[c.group]:
-                text = spaced.get(chunk.id)
-                if text is None:
-                    text = spaced[chunk.id] = " ".join(chunk.text.split())
-                if statement in text:
+                if statements.holds(chunk.text, c.text):
                     out[(c.kind, c.id)] = ("chunk", chunk.id)
                     break
     return out
