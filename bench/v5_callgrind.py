@@ -1,0 +1,101 @@
+"""Instructions per v5 search, or per search in its hits' takes, counted by callgrind: a CPU measure that
+another process's load does not move (thread CPU on a shared 2-core machine moves by more than a small
+change between runs of the same code).
+
+Opens namespace `scale` of a bench/v5.py data directory in process (its search pool and embedding
+inline, the query vectors cached beforehand so that no embedding is counted; give it a copy), warms
+it with 20 searches, then runs `--searches` more (SciFact queries none repeats, hybrid, limit 10,
+Python's cyclic garbage collector off so that where its passes fall does not move the count).
+`--part search` counts the whole searches inside one functools.reduce call, which `valgrind
+--tool=callgrind --toggle-collect=functools_reduce` counts alone; `--part take` counts only each
+collection's take (search._take, each wrapped in a reduce of its own). `--src` picks the checkout
+whose code runs (its compiled kernels built beside it). valgrind has no AVX-512: the kernels take
+their AVX2 or portable loops there.
+
+    python bench/v5_callgrind.py --data DIR [--searches 20] [--part search|take] [--src DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+def measured(src: Path, data: Path, searches: int, part: str) -> None:
+    """Under valgrind: the face in process, warmed, then the counted searches."""
+    sys.path.insert(0, str(src / "bench"))
+    sys.path.insert(0, str(src / "src"))
+    import asyncio
+    import functools
+    import gc
+    import json
+    import logging
+    from typing import Any
+
+    import engram_index.supermemory.search as search
+    from v5_parts import inline_face
+
+    logging.disable(logging.WARNING)
+    shared = Path(os.environ.get("ENGRAM_SHARED", _HERE.parents[1] / "shared"))
+    queries = [json.loads(line)["text"] for line in (shared / "data" / "scifact" / "queries.jsonl").open()]
+    texts = queries[:20 + searches]
+
+    async def run() -> None:
+        async with inline_face(data, texts) as face:
+            def one(q: str) -> None:
+                search.search(face, "scale", {"query": q, "limit": 10}, False)
+
+            for q in texts[:20]:
+                one(q)
+            gc.collect()
+            gc.disable()
+            if part == "take":
+                take = search._take
+
+                def counted(*args: Any) -> Any:
+                    return functools.reduce(lambda _, __: take(*args), [0], None)
+                search._take = counted  # type: ignore[assignment]
+                for q in texts[20:]:
+                    one(q)
+            else:
+                functools.reduce(lambda _, q: one(q), texts[20:], None)
+            os._exit(0)  # counted; the app's lifespan was entered in another task than this could leave it from
+
+    asyncio.run(run())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--searches", type=int, default=20)
+    parser.add_argument("--part", default="search", choices=("search", "take"))
+    parser.add_argument("--src", type=Path, default=_HERE.parent, help="the checkout whose code runs")
+    parser.add_argument("--measured", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measured:
+        measured(args.src, args.data, args.searches, args.part)
+        return
+    out = Path(tempfile.mkdtemp(prefix="v5-callgrind-")) / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
+                    f"--callgrind-out-file={out}", sys.executable, __file__, "--measured", "--data", str(args.data),
+                    "--searches", str(args.searches), "--part", args.part, "--src", str(args.src)],
+                   check=True, cwd=args.src, capture_output=True)
+    totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
+    assert totals is not None, "callgrind wrote no totals"
+    what = "whole search" if args.part == "search" else "search in its hits' takes"
+    print(f"code of {args.src}: {int(totals.group(1)) / args.searches / 1e6:.3f} M instructions per {what}"
+          f" ({args.searches} searches; profile: {out})")
+
+
+if __name__ == "__main__":
+    from machine import print_machine
+
+    print_machine()
+    main()
