@@ -206,3 +206,20 @@ def test_memories_written_before_records_named_their_document_have_no_neighbours
     face.collections.write(name, older)
     body = {"query": "puppy wonderful", "searchMode": "memories", "threshold": 0, "limit": 10}
     assert _memory_coverage(_search(server, ns, body), "That is wonderful news for the family.") < 1.0
+
+
+def test_a_chunk_holds_the_words_of_the_chunk_before_it_in_its_own_document_without_any_date(
+        server: Server, client: Supermemory, ns: str) -> None:
+    # Three chunks: the first holds the puppy, the second and third only the neighbours' words.
+    first = "Ana adopted a puppy named Rex at the shelter on the hill. " * 24
+    second = "The neighbours thought it was wonderful news for the whole street. " * 24
+    add_done(client, ns, first + "\n\n" + second)
+    add_done(client, ns, "The bakery sells rye bread and wonderful cakes.")
+    body = {"query": "puppy wonderful", "searchMode": "chunks", "threshold": 0, "limit": 10}
+    results = _search(server, ns, body)
+    chunks = [r for r in results if "neighbours" in r["chunk"] and "puppy" not in r["chunk"].lower()]
+    assert chunks, [r["chunk"][:40] for r in results]
+    # The document's later chunk holds "puppy" through the chunk before it; the bakery's, of another
+    # document with no date, holds "wonderful" alone.
+    assert max(c["explanation"]["keywordCoverage"] for c in chunks) == 1.0
+    assert _coverage(results, "The bakery sells rye bread and wonderful cakes.") < 1.0

@@ -28,6 +28,10 @@ class Columns:
         # Each ordinal's source as a code (0: none): whether two memories are of one conversation
         # is then a comparison of two integers, without reading either document.
         self.source = np.zeros(0, np.int32)
+        # Each ordinal's first tag as a code (0: no tag): whether two documents lead with one tag (a v5
+        # face's chunks, of one document) is a comparison of two integers, without their tags or ids.
+        self.first_tag = np.zeros(0, np.int32)
+        self._first_tag_codes: dict[str, int] = {}
         self.ids: list[str | None] = []
         self._by_id: dict[str, int] = {}
         self._author_codes: dict[str, int] = {}
@@ -46,7 +50,7 @@ class Columns:
         if size <= self.live.size:
             return
         cap = max(size, 2 * self.live.size, 1024)
-        for name in ("live", "created", "author", "source"):
+        for name in ("live", "created", "author", "source", "first_tag"):
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
             new[: old.size] = old
@@ -79,6 +83,7 @@ class Columns:
         self._by_id[doc.id] = ord_
         tags = tuple(dict.fromkeys(doc.tags))
         self._doc_tags[ord_] = tags
+        self.first_tag[ord_] = self._first_tag_codes.setdefault(tags[0], len(self._first_tag_codes) + 1) if tags else 0
         for tag in tags:
             self._tags.setdefault(tag, set()).add(ord_)
             self._tag_cache.pop(tag, None)
@@ -91,6 +96,7 @@ class Columns:
             self.live[ord_] = False
             self.sourced -= bool(self.source[ord_])
             self.source[ord_] = 0
+            self.first_tag[ord_] = 0
             old_id = self.ids[ord_]
             if old_id is not None and self._by_id.get(old_id) == ord_:
                 del self._by_id[old_id]

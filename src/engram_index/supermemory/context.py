@@ -111,17 +111,22 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: Hits, filters: Filt
     inside `index.reading()`."""
 
     def chunk_pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
-        """Whether each pair of chunks is of one document, or of two of one date (a chunk's document is
-        in its id)."""
-        column = index.columns.ids
-        # (chunk_document's own rpartition inline: two hundred ids a search)
-        a = [(column[o] or "").rpartition("c")[0] for o in earlier.tolist()]
-        b = [(column[o] or "").rpartition("c")[0] for o in later.tolist()]
-        # Only chunks of two documents ask their dates (most context is a chunk of the same document).
-        apart = [d for x, y in zip(a, b) if x != y for d in (x, y)]
-        known_dates = face.dates(ns, apart) if apart else {}
-        return np.fromiter((x == y or (known_dates[x] is not None and known_dates[x] == known_dates[y])
-                            for x, y in zip(a, b)), bool, len(a))
+        """Whether each pair of chunks is of one document, or of two of one date. A chunk's one tag is its
+        document's (face.doc_tag), so two chunks leading with one tag are of one document; the others'
+        documents are in their ids, and only they ask their dates."""
+        codes = index.columns.first_tag
+        a = codes[earlier]
+        out: np.ndarray = (a == codes[later]) & (a != 0)
+        apart = np.flatnonzero(~out)
+        # Without dates, two chunks leading with two tags are of two documents that no date joins.
+        if apart.size and (face.dated(ns) or not a[apart].all() or not codes[later[apart]].all()):
+            column = index.columns.ids
+            # (chunk_document's own rpartition inline)
+            x = [(column[o] or "").rpartition("c")[0] for o in earlier[apart].tolist()]
+            y = [(column[o] or "").rpartition("c")[0] for o in later[apart].tolist()]
+            dates = face.dates(ns, x + y)
+            out[apart] = [p == q or (dates[p] is not None and dates[p] == dates[q]) for p, q in zip(x, y)]
+        return out
 
     def memory_pairs(earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
         """The same of memories, whose record names its document as its author: one document is one
@@ -132,7 +137,7 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: Hits, filters: Filt
         named = np.ones(a.size, bool) if unnamed is None else (a != unnamed) & (b != unnamed)
         out: np.ndarray = named & (a == b)
         apart = np.flatnonzero(named & (a != b))
-        if apart.size:
+        if apart.size and face.dated(ns):  # (without dates, memories of two documents are never joined)
             x, y = index.columns.authors(earlier[apart]), index.columns.authors(later[apart])
             dates = face.dates(ns, x + y)
             out[apart] = [dates[p] is not None and dates[p] == dates[q] for p, q in zip(x, y)]

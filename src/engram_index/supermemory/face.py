@@ -250,6 +250,10 @@ class Face:
                 self._dates.setdefault(ns, {}).update(read)
         return {d: read[d] if d in read else kept[d] for d in ids}
 
+    def dated(self, ns: str) -> bool:
+        """Whether any document of the namespace has a date (as of now: `any_dated` with its write count)."""
+        return self.any_dated(ns, self._writes.get(ns, 0))
+
     def any_dated(self, ns: str, writes: int) -> bool:
         """Whether any document of the namespace has a date (one indexed probe, kept like `dates`; `writes`:
         the namespace's write count before the caller began reading)."""
