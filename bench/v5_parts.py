@@ -55,7 +55,7 @@ PARTS: list[tuple[Any, str, str]] = [
     (search, "query_words", "  query_words"), (face_module.Face, "expired_ids", "  Face.expired_ids"),
     (keyword.KeywordIndex, "holds", "  KeywordIndex.holds (engine, face's calls and its own)"),
     (columns.Columns, "documents", "  Columns.documents (engine, face's calls and its own)"),
-    (vector.VectorIndex, "similarities", "  VectorIndex.similarities"), (context, "coverages", "  coverages"),
+    (vector.VectorIndex, "similarities", "  VectorIndex.similarities"), (keyword.KeywordIndex, "coverage", "  KeywordIndex.coverage"),
     (vector.VectorIndex, "prepare", "  VectorIndex.prepare (engine and face)"), (face_module.Face, "dates", "  Face.dates"),
     (page.Rows, "read", "Rows.read"), (page.Rows, "read_found", "Rows.read_found"),
     (face_module.Face, "memories", "  Face.memories (both reads')"),

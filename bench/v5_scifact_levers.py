@@ -97,8 +97,20 @@ def doc_coverage(face: Face, query: str, docs: list[str], chunks: dict[str, int]
         for d in docs:
             ords = index.columns.ids_to_ords([f"{d}c{p}" for p in range(1 if lead else chunks.get(d, 0))])
             whole, part = index.keyword.holds(topic, ords)
-            out[d] = float(context.coverages(whole.any(0, keepdims=True), part.any(0, keepdims=True), weights)[0])
+            out[d] = union_coverage(whole.any(0), part.any(0), weights)
     return out
+
+
+def union_coverage(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None) -> float:
+    """The face's keyword coverage (KeywordIndex.coverage) of the words any of a document's chunks holds."""
+    w = np.ones(whole.size) if weights is None or not weights.sum() > 0 else weights
+    held = half = 0.0
+    for j, weight in enumerate(w.tolist()):  # (word after word, as the face sums them)
+        if whole[j]:
+            held += weight
+        elif part[j]:
+            half += weight
+    return (held + 0.5 * half) / float(w.sum()) if whole.size else 0.0
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from engram_index.supermemory.candidates import VECTOR_WEIGHT  # noqa: E402
 
 
 def coverage(words: list, text: str) -> float:  # type: ignore[type-arg]
-    """The face's keyword coverage of a text (as search.coverages computes it from the term counts)."""
+    """A text's keyword coverage, each word weighing 1 (the face's, KeywordIndex.coverage, weighs them by idf)."""
     matched = {t.term for t in match_terms(words, text, (), None)}
     if not words:
         return 0.0

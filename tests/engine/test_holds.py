@@ -62,3 +62,46 @@ def test_holds_agree_with_the_term_counts_bm25_parts_on_random_queries() -> None
         for j, (plain, stems, exacts, parts) in enumerate(roles.columns):
             assert whole[:, j].tolist() == present[:, np.concatenate([plain, stems, exacts])].any(axis=1).tolist()
             assert part[:, j].tolist() == present[:, parts].any(axis=1).tolist()
+
+
+def test_coverage_weighs_what_holds_says_each_row_or_the_row_beside_it_holds_word_after_word() -> None:
+    rng = np.random.default_rng(4)
+    vocab = ["alpha", "beta", "gamma", "delta", "running", "runs", "HttpServer", "parseJSON", "json", "x1"]
+    docs = {i: Document(f"d{i}", "", " ".join(rng.choice(vocab, int(rng.integers(1, 6))))) for i in range(40)}
+    index = SpaceIndex(None, None, lambda ords: {o: docs[o] for o in ords if o in docs})
+    index.apply(list(docs.items()), seq=1)
+    for trial in range(25):
+        words = searchable_words(query_words(" ".join(rng.choice([*vocab, "run", "server", "omega"], 4))))
+        ords = rng.integers(-1, 42, 12).astype(np.int64)
+        prev = rng.integers(-1, 42, 12).astype(np.int64) if trial % 2 else None
+        weights = rng.random(len(words)) * 3
+        whole, part = index.keyword.holds(words, ords, prev)
+        coverage = index.keyword.coverage(words, ords, prev, weights)
+        expected = []
+        for w_row, p_row in zip(whole.tolist(), part.tolist()):
+            held = sum((weights[j] for j in range(len(words)) if w_row[j]), 0.0)  # (in the words' order)
+            half = sum((weights[j] for j in range(len(words)) if p_row[j] and not w_row[j]), 0.0)
+            expected.append((held + 0.5 * half) / sum(weights.tolist(), 0.0))
+        assert coverage.tolist() == expected
+    # Without weights (or with none above 0) every word weighs 1; with no word there is nothing to cover.
+    ords = np.array([0, 1, 2], np.int64)
+    words = searchable_words(query_words("alpha beta"))
+    whole, part = index.keyword.holds(words, ords)
+    unweighted = ((whole.sum(axis=1) + 0.5 * (part & ~whole).sum(axis=1)) / 2).tolist()
+    assert index.keyword.coverage(words, ords, None, None).tolist() == unweighted
+    assert index.keyword.coverage(words, ords, None, np.zeros(2)).tolist() == unweighted
+    assert index.keyword.coverage([], ords, None, None).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_document_holding_every_word_covers_exactly_one_whatever_the_weights() -> None:
+    # numpy's product and sum add the weights in orders of their own: a quarter of random weightings made
+    # such a document 0.9999999999999999 or 1.0000000000000002, and the threshold judged it by that.
+    docs = {0: Document("a", "", "alpha beta gamma delta epsilon zeta eta theta")}
+    index = SpaceIndex(None, None, lambda ords: {o: docs[o] for o in ords if o in docs})
+    index.apply(list(docs.items()), seq=1)
+    words = searchable_words(query_words("alpha beta gamma delta epsilon zeta eta theta"))
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        k = int(rng.integers(1, len(words) + 1))
+        weights = rng.random(k) * 6
+        assert index.keyword.coverage(words[:k], np.array([0], np.int64), None, weights).tolist() == [1.0]

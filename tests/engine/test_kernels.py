@@ -363,6 +363,67 @@ def test_word_presence_marks_the_words_of_each_row_and_of_the_row_beside_it(with
     assert not table.any()  # the scratch table is left as it was given
 
 
+def reference_coverage(whole: np.ndarray, part: np.ndarray, weights: np.ndarray, total: float) -> list[float]:
+    """word_coverage the slow, obvious way: per ordinal, its whole words' weights and half its other parts'
+    weights, each summed word after word, over `total`."""
+    out = []
+    for w_row, p_row in zip(whole.tolist(), part.tolist()):
+        held = half = 0.0
+        for j, weight in enumerate(weights.tolist()):
+            if w_row[j]:
+                held += weight
+            elif p_row[j]:
+                half += weight
+        out.append((held + 0.5 * half) / total)
+    return out
+
+
+@pytest.mark.parametrize("with_prev", [False, True])
+def test_word_coverage_weighs_the_words_each_row_or_the_row_beside_it_holds(with_prev: bool) -> None:
+    rng = np.random.default_rng(6)
+    docs, vocab, words = 80, 50, 9
+    starts, lengths, ids = term_rows(rng, docs, vocab, 10, [2, 11])
+    qids = np.array([3, 8, 21, 40, 49, 0, 17], np.int64)
+    term_whole = rng.random((qids.size, words)) < 0.3
+    term_part = rng.random((qids.size, words)) < 0.3
+    ords = np.array([0, 2, 5, 79, 80, -1, 5, 33, 11, 60, 7, 8], np.int64)
+    prev = (np.array([-1, 1, 4, 78, 3, 7, 90, -5, 10, 59, 6, 7], np.int64) if with_prev
+            else np.zeros(0, np.int64))
+    weights = rng.random(words) * 5
+    total = 0.0
+    for weight in weights.tolist():  # (word after word)
+        total += weight
+    table = np.zeros(vocab, np.int32)
+    out = np.full(ords.size, np.nan)
+    _kernels.word_coverage(ords, prev, starts, lengths, ids, qids, term_whole, term_part, table, weights, out)
+    whole, part = reference_presence(ords, prev, starts, lengths, ids, qids, term_whole, term_part)
+    assert out.tolist() == reference_coverage(whole, part, weights, total)
+    assert 0.0 < out.max() <= 1.0 and out.min() == 0.0  # (80 and -1 hold nothing)
+    # numpy's product gives the same figures but for the order it adds them in.
+    expected = (whole @ weights + 0.5 * (part & ~whole) @ weights) / total
+    assert np.allclose(out, expected, rtol=1e-15, atol=0.0)
+    assert not table.any()
+
+
+def test_word_coverage_of_no_query_term_is_zero_and_refuses_mismatched_weights() -> None:
+    one = np.zeros(1, np.int64)
+    args = dict(ords=one, prev=np.zeros(0, np.int64), starts=one, lengths=np.ones(1, np.int32),
+                ids=np.zeros(1, np.uint32), qids=np.zeros(0, np.int64), term_whole=np.zeros((0, 2), bool),
+                term_part=np.zeros((0, 2), bool), table=np.zeros(5, np.int32))
+    out = np.full(1, np.nan)
+    _kernels.word_coverage(*args.values(), np.ones(2), out)
+    assert out.tolist() == [0.0]
+    args |= dict(qids=np.array([0], np.int64), term_whole=np.ones((1, 2), bool), term_part=np.zeros((1, 2), bool))
+    _kernels.word_coverage(*args.values(), np.array([1.0, 3.0]), out)
+    assert out.tolist() == [1.0]
+    with pytest.raises(ValueError, match="weights holds 3 items, expected 2"):
+        _kernels.word_coverage(*args.values(), np.ones(3), out)
+    with pytest.raises(ValueError, match="out holds 2 items, expected 1"):
+        _kernels.word_coverage(*args.values(), np.ones(2), np.zeros(2))
+    with pytest.raises(ValueError, match="query term 0: id 5"):
+        _kernels.word_coverage(*{**args, "qids": np.array([5], np.int64)}.values(), np.ones(2), out)
+
+
 def test_word_presence_refuses_terms_outside_the_table_and_mismatched_arrays() -> None:
     one = np.zeros(1, np.int64)
     args = dict(ords=one, prev=np.zeros(0, np.int64), starts=one, lengths=np.ones(1, np.int32),

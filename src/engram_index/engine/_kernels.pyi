@@ -49,6 +49,22 @@ def word_presence(
     """Mark in whole and part (bool, ordinals x words, zeroed) the words each ordinal's row, or the row at prev
     beside it (one per ordinal, or none at all; -1: none), holds."""
 
+def word_coverage(
+    ords: np.ndarray,
+    prev: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    ids: np.ndarray,
+    qids: np.ndarray,
+    term_whole: np.ndarray,
+    term_part: np.ndarray,
+    table: np.ndarray,
+    weights: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Write into out (float64, one per ordinal) the weights of the words each ordinal's row, or the row at prev
+    beside it, holds whole plus half those it holds only in part, over all the weights, each sum word after word."""
+
 def build_postings(
     starts: np.ndarray,
     lengths: np.ndarray,

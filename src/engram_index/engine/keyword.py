@@ -459,6 +459,21 @@ class KeywordIndex:
         held = keyword_query.held_columns_of(words)
         return self.counts.presence(held.terms, held.whole, held.part, ords, prev)
 
+    def coverage(self, words: Sequence[QueryWord], ords: np.ndarray, prev: np.ndarray | None = None,
+                 weights: np.ndarray | None = None) -> np.ndarray:
+        """Each document's keyword coverage of these (searchable) query words, float64: the weights of the
+        words `holds` says it holds whole, plus half those it holds only in part, over all words' weights
+        (each word weighs 1 without weights, or with none above 0); 0 with no word. Summed word after word
+        in one compiled pass, so the same on every CPU."""
+        ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
+        if not words:
+            return np.zeros(ords.size)
+        if weights is None or not weights.sum() > 0:
+            weights = np.ones(len(words))
+        held = keyword_query.held_columns_of(words)
+        return self.counts.coverage(held.terms, held.whole, held.part, ords, prev,
+                                    np.ascontiguousarray(weights, np.float64))
+
     def _score(self, words: Sequence[QueryWord], terms: list[str], ords: np.ndarray) -> np.ndarray:
         """The BM25 of each ordinal for these (searchable) words and their query_terms: per word its
         stem's part where the document holds the stem, else its exact form's, plus PART_WEIGHT × each

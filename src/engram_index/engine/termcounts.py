@@ -336,6 +336,23 @@ class TermCounts:
                                whole, part)
         return whole, part
 
+    def coverage(self, terms: Sequence[str], term_whole: np.ndarray, term_part: np.ndarray, ords: np.ndarray,
+                 prev: np.ndarray | None, weights: np.ndarray) -> np.ndarray:
+        """`presence`'s words weighed (float64 `weights`, one per word): per ordinal, the weights of the words
+        held whole plus half those held only in part, over all the weights, each sum taken in the words' order."""
+        ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
+        out = np.zeros(ords.size)
+        qids, rows = self._known(terms)
+        if not rows or not self._live or not ords.size:
+            return out
+        if len(rows) < len(terms):
+            term_whole, term_part = term_whole[rows], term_part[rows]
+        beside = _NONE_BESIDE if prev is None else np.ascontiguousarray(prev, np.int64).reshape(-1)
+        _kernels.word_coverage(ords, beside, self._starts, self._lengths, self._ids, qids,
+                               np.ascontiguousarray(term_whole), np.ascontiguousarray(term_part), self.table(),
+                               weights, out)
+        return out
+
     def _known(self, terms: Sequence[str]) -> tuple[np.ndarray, list[int]]:
         """The term ids of those of `terms` the vocabulary holds (int64), and where each is among `terms`."""
         known = [(self._vocab[t], i) for i, t in enumerate(terms) if t in self._vocab]

@@ -27,16 +27,6 @@ IDF_COVERAGE = True
 IDF_POWER = 1.0
 
 
-def coverages(whole: np.ndarray, part: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Per document, the share of the query's content words it holds (an identifier part counts half),
-    each word weighted by `weights` (its idf: a rare word says more than a common one) when given."""
-    if not whole.shape[1]:
-        return np.zeros(whole.shape[0])
-    w = np.ones(whole.shape[1]) if weights is None or not weights.sum() > 0 else weights
-    score: np.ndarray = (whole @ w + 0.5 * (part & ~whole) @ w) / w.sum()
-    return score
-
-
 def word_weights(index: SpaceIndex, words: Sequence[QueryWord]) -> np.ndarray | None:
     """Each content word's idf in the collection, of the word as asked (its exact form: the commoner
     stem weighed less and measured worse, docs/design/ranking.md), or None when IDF_COVERAGE is off."""
@@ -97,7 +87,7 @@ def taken(index: SpaceIndex, found: Fused, skip: set[str], filters: Filters) -> 
 
 def coverage_alone(index: SpaceIndex, got: Taken, topic: Sequence[QueryWord]) -> np.ndarray:
     """Each candidate's keyword coverage of its own words. Call inside `index.reading()`."""
-    return coverages(*index.keyword.holds(topic, got.ords), word_weights(index, topic))
+    return index.keyword.coverage(topic, got.ords, None, word_weights(index, topic))
 
 
 def in_context(face: Face, ns: str, index: SpaceIndex, hits: Hits, filters: Filters,
@@ -154,9 +144,10 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: Hits, filters: Filt
     if vector is not None and index.vectors is not None and joined.any():  # a joined one's cosine (NaN: none)
         sims[joined] = index.vectors.similarities(index.vectors.prepare(np.asarray(vector, np.float64)), ords[joined])
     sims[at], bm25[at] = hits.sims, hits.bm25  # a hit's own, as the engine worked them out
-    # The candidates and the ones before them in one pass over the term counts.
-    whole, part = index.keyword.holds(topic, ords, np.where(ctx.has_prev, ctx.prev, -1) if ctx.has_prev.any() else None)
+    # The candidates and the ones before them weighed in one pass over the term counts.
+    coverage = index.keyword.coverage(topic, ords, np.where(ctx.has_prev, ctx.prev, -1) if ctx.has_prev.any() else None,
+                                      word_weights(index, topic))
     ord_list = ords.tolist()
     named = index.columns.ids
     return Taken(ords, [named[o] for o in ord_list], index.columns.tags_many(ord_list), sims, bm25,
-                 coverages(whole, part, word_weights(index, topic)))
+                 coverage)
