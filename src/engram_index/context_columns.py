@@ -12,41 +12,31 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from engram_index.engine import _kernels
 from engram_index.engine.analyzer import QueryWord
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Filters, Hit
-from engram_index.ranking import NEXT_CONTEXT, Context, Pairs, context_scores, usable, with_context
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """`np.unique(values)` (ascending, each once) in two array steps: its general machinery costs more
-    than the sort on arrays of a retrieve's size."""
-    ordered = np.sort(values)
-    keep = np.ones(ordered.size, bool)
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    out: np.ndarray = ordered[keep]
-    return out
+from engram_index.ranking import NEXT_CONTEXT, Context, Pairs, context_scores, with_context
 
 
 def in_context(index: SpaceIndex, found: np.ndarray, filters: Filters, pairs: Pairs, follow: bool) -> Context:
     """`ranking.with_context(..., pairs=pairs)` of the hits found at these ordinals (-1: no longer in the
-    index, left out), the same context in fewer array steps (the filters' mask looked up once, no
-    `np.unique`); its `docs` are none (the caller knows its hits by their ordinals). Call inside
-    `index.reading()`."""
+    index, left out), the same context in one compiled pass and the pairs' test; its `docs` are none
+    (the caller knows its hits by their ordinals). Call inside `index.reading()`."""
     columns = index.columns
     if NEXT_CONTEXT:  # the turn after as context too: only the general version knows it
         docs = columns.documents(found[found >= 0].tolist())
         hits = [Hit(docs[o], 0.0) for o in found.tolist() if o in docs]
         ctx = with_context(index, hits, filters, None, follow=follow, pairs=pairs)
         return Context(ctx.ords, ctx.prev, ctx.has_prev, {}, ctx.next, ctx.has_next)
-    ords = found[found >= 0]
-    mask = columns.mask(filters)
-    if follow:  # and the turns just after the hits
-        after = ords + 1
-        ords = np.concatenate([ords, after[usable(columns, mask, after)]])
-    cands = _distinct(ords)
+    # The hits and (following) the turns just after them, ascending, each once; whether the turn before each
+    # is live and passes the filters: one compiled pass.
+    found = np.ascontiguousarray(found, np.int64)
+    cands = np.empty(2 * found.size, np.int64)
+    has_prev = np.empty(2 * found.size, bool)
+    m = _kernels.context_candidates(found, columns.live, columns.mask(filters), follow, cands, has_prev)
+    cands, has_prev = cands[:m], has_prev[:m]
     prev = cands - 1
-    has_prev = usable(columns, mask, prev)
     if has_prev.any():
         has_prev[has_prev] = pairs(prev[has_prev], cands[has_prev])
     return Context(cands, prev, has_prev, {}, cands + 1, np.zeros(cands.size, bool))

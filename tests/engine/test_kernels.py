@@ -443,3 +443,39 @@ def test_word_presence_refuses_terms_outside_the_table_and_mismatched_arrays() -
         _kernels.word_presence(*{**args, "term_whole": np.ones((1, 2), np.float32)}.values(), *outs)
     with pytest.raises(ValueError, match="a row lies outside the arena"):
         _kernels.word_presence(*{**args, "lengths": np.array([3], np.int32)}.values(), *outs)
+
+
+def reference_candidates(found: np.ndarray, live: np.ndarray, mask: np.ndarray | None,
+                         follow: bool) -> tuple[list[int], list[bool]]:
+    """context_candidates the slow, obvious way: the hits (-1: none) and, following, each usable one after
+    a hit, ascending and each once; and whether the one before each is usable."""
+    def usable(o: int) -> bool:
+        return 0 <= o < live.size and bool(live[o]) and (mask is None or (o < mask.size and bool(mask[o])))
+    cands = sorted({int(o) for o in found if o >= 0} | ({int(o) + 1 for o in found if o >= 0 and usable(int(o) + 1)}
+                                                        if follow else set()))
+    return cands, [usable(o - 1) for o in cands]
+
+
+@pytest.mark.parametrize("follow", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_context_candidates_are_the_hits_and_the_usable_ones_after_them_ascending_each_once(
+        follow: bool, masked: bool) -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        size = int(rng.integers(1, 200))
+        live = rng.random(size) < 0.8
+        mask = (rng.random(int(rng.integers(0, size + 5))) < 0.7) if masked else None
+        found = rng.integers(-1, size + 3, int(rng.integers(0, 60))).astype(np.int64)
+        cands = np.zeros(2 * found.size, np.int64)
+        has_prev = np.zeros(2 * found.size, bool)
+        m = _kernels.context_candidates(found, live, mask, follow, cands, has_prev)
+        expected, expected_prev = reference_candidates(found, live, mask, follow)
+        assert cands[:m].tolist() == expected and has_prev[:m].tolist() == expected_prev
+
+
+def test_context_candidates_refuses_outputs_too_small_for_the_hits_and_those_after_them() -> None:
+    found = np.array([1, 2], np.int64)
+    with pytest.raises(ValueError, match="cands holds 3 items, expected 4"):
+        _kernels.context_candidates(found, np.ones(4, bool), None, True, np.zeros(3, np.int64), np.zeros(4, bool))
+    with pytest.raises(ValueError, match="has_prev holds 3 items, expected 4"):
+        _kernels.context_candidates(found, np.ones(4, bool), None, True, np.zeros(4, np.int64), np.zeros(3, bool))

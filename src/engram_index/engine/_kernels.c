@@ -515,6 +515,7 @@ static PyMethodDef methods[] = {
     {"mostly_ascii_explain", engram_mostly_ascii_explain, METH_VARARGS, engram_mostly_ascii_explain_doc},
     {"word_presence", engram_word_presence, METH_VARARGS, engram_word_presence_doc},
     {"word_coverage", engram_word_coverage, METH_VARARGS, engram_word_coverage_doc},
+    {"context_candidates", engram_context_candidates, METH_VARARGS, engram_context_candidates_doc},
     {"fuse", engram_fuse, METH_VARARGS, engram_fuse_doc},
     {"combine_scores", engram_combine_scores, METH_VARARGS, engram_combine_scores_doc},
     {"select_top", engram_select_top, METH_VARARGS, engram_select_top_doc},

@@ -151,6 +151,8 @@ PyObject *engram_ascii_spans(PyObject *self, PyObject *args);
 /* Which query words the term counts' rows hold, and the rows beside them (_kernels_holds.c). */
 extern const char engram_word_presence_doc[];
 PyObject *engram_word_presence(PyObject *self, PyObject *args);
+extern const char engram_context_candidates_doc[];
+PyObject *engram_context_candidates(PyObject *self, PyObject *args);
 extern const char engram_word_coverage_doc[];
 PyObject *engram_word_coverage(PyObject *self, PyObject *args);
 

@@ -65,6 +65,17 @@ def word_coverage(
     """Write into out (float64, one per ordinal) the weights of the words each ordinal's row, or the row at prev
     beside it, holds whole plus half those it holds only in part, over all the weights, each sum word after word."""
 
+def context_candidates(
+    found: np.ndarray,
+    live: np.ndarray,
+    mask: np.ndarray | None,
+    follow: bool,
+    cands: np.ndarray,
+    has_prev: np.ndarray,
+) -> int:
+    """Write into cands the hits at the ordinals found (-1: none) and, with follow, each usable ordinal just after
+    a hit, ascending and each once, and into has_prev whether the one before each is usable; return how many."""
+
 def build_postings(
     starts: np.ndarray,
     lengths: np.ndarray,
