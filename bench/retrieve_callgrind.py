@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+
+from callgrind_count import count  # noqa: E402
 
 
 def measured(src: Path, data: Path, requests: int, mode: str) -> None:
@@ -100,14 +100,9 @@ def main() -> None:
     if args.measured:
         measured(args.src, args.data, args.requests, args.mode)
         return
-    out = Path(tempfile.mkdtemp(prefix="retrieve-callgrind-")) / "callgrind.out"
-    subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
-                    f"--callgrind-out-file={out}", sys.executable, __file__, "--measured", "--data", str(args.data),
-                    "--requests", str(args.requests), "--mode", args.mode, "--src", str(args.src)],
-                   check=True, cwd=args.src, capture_output=True)
-    totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-    assert totals is not None, "callgrind wrote no totals"
-    print(f"code of {args.src}: {int(totals.group(1)) / args.requests / 1e6:.2f} M instructions per `{args.mode}`"
+    total, out = count(__file__, ["--data", str(args.data), "--requests", str(args.requests), "--mode", args.mode,
+                                  "--src", str(args.src)], args.src, "retrieve-callgrind-")
+    print(f"code of {args.src}: {total / args.requests / 1e6:.2f} M instructions per `{args.mode}`"
           f" retrieve ({args.requests} retrieves; profile: {out})")
 
 

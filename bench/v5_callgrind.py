@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+
+from callgrind_count import count  # noqa: E402
 
 
 def measured(src: Path, data: Path, searches: int, part: str) -> None:
@@ -82,15 +82,10 @@ def main() -> None:
     if args.measured:
         measured(args.src, args.data, args.searches, args.part)
         return
-    out = Path(tempfile.mkdtemp(prefix="v5-callgrind-")) / "callgrind.out"
-    subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
-                    f"--callgrind-out-file={out}", sys.executable, __file__, "--measured", "--data", str(args.data),
-                    "--searches", str(args.searches), "--part", args.part, "--src", str(args.src)],
-                   check=True, cwd=args.src, capture_output=True)
-    totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-    assert totals is not None, "callgrind wrote no totals"
+    total, out = count(__file__, ["--data", str(args.data), "--searches", str(args.searches), "--part", args.part,
+                                  "--src", str(args.src)], args.src, "v5-callgrind-")
     what = "whole search" if args.part == "search" else "search in its hits' takes"
-    print(f"code of {args.src}: {int(totals.group(1)) / args.searches / 1e6:.3f} M instructions per {what}"
+    print(f"code of {args.src}: {total / args.searches / 1e6:.3f} M instructions per {what}"
           f" ({args.searches} searches; profile: {out})")
 
 

@@ -61,6 +61,31 @@ static int mark_words(const Rows *r, int64_t o, int64_t beside, uint8_t *whole, 
     return 0;
 }
 
+/* Check the arguments word_presence and word_coverage share (v[0] to v[5] and v[8]: ords, prev, starts, lengths,
+ * ids, qids and table; the term matrices and outputs are the caller's): 0, or -1 with an error set. */
+static int check_row_args(const Py_buffer *v)
+{
+    Py_ssize_t m = v[0].len / 8, docs = v[2].len / 8, t = v[5].len / 8, vocab = v[8].len / 4;
+    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "ql", -1, "prev") < 0
+        || engram_check_array(&v[2], 8, "ql", -1, "starts") < 0 || engram_check_array(&v[3], 4, "i", docs, "lengths") < 0
+        || engram_check_array(&v[4], 4, "I", -1, "ids") < 0 || engram_check_array(&v[5], 8, "ql", -1, "qids") < 0
+        || engram_check_array(&v[8], 4, "i", -1, "table") < 0)
+        return -1;
+    Py_ssize_t n_prev = v[1].len / 8;
+    if (n_prev != 0 && n_prev != m) {
+        PyErr_Format(PyExc_ValueError, "prev holds %zd ordinals, not none or one per ordinal (%zd)", n_prev, m);
+        return -1;
+    }
+    const int64_t *qids = v[5].buf;
+    for (Py_ssize_t q = 0; q < t; q++) {
+        if (qids[q] < 0 || qids[q] >= vocab) {
+            PyErr_Format(PyExc_ValueError, "query term %zd: id %lld outside the table", q, (long long)qids[q]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyObject *engram_word_presence(PyObject *self, PyObject *args)
 {
     PyObject *objs[11];
@@ -76,19 +101,11 @@ PyObject *engram_word_presence(PyObject *self, PyObject *args)
         goto done;
     Py_ssize_t m = v[0].len / 8, docs = v[2].len / 8, arena = v[4].len / 4, t = v[5].len / 8;
     Py_ssize_t vocab = v[8].len / 4;
-    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "ql", -1, "prev") < 0
-        || engram_check_array(&v[2], 8, "ql", -1, "starts") < 0 || engram_check_array(&v[3], 4, "i", docs, "lengths") < 0
-        || engram_check_array(&v[4], 4, "I", -1, "ids") < 0 || engram_check_array(&v[5], 8, "ql", -1, "qids") < 0
-        || engram_check_array(&v[6], 1, "?B", -1, "term_whole") < 0
-        || engram_check_array(&v[7], 1, "?B", -1, "term_part") < 0
-        || engram_check_array(&v[8], 4, "i", -1, "table") < 0 || engram_check_array(&v[9], 1, "?B", -1, "whole") < 0
+    if (check_row_args(v) < 0 || engram_check_array(&v[6], 1, "?B", -1, "term_whole") < 0
+        || engram_check_array(&v[7], 1, "?B", -1, "term_part") < 0 || engram_check_array(&v[9], 1, "?B", -1, "whole") < 0
         || engram_check_array(&v[10], 1, "?B", v[9].len, "part") < 0)
         goto done;
     Py_ssize_t n_prev = v[1].len / 8;
-    if (n_prev != 0 && n_prev != m) {
-        PyErr_Format(PyExc_ValueError, "prev holds %zd ordinals, not none or one per ordinal (%zd)", n_prev, m);
-        goto done;
-    }
     if (t == 0) {  /* no query term: nothing is held (whole and part stay as they are, zero) */
         result = Py_NewRef(Py_None);
         goto done;
@@ -107,12 +124,6 @@ PyObject *engram_word_presence(PyObject *self, PyObject *args)
         goto done;
     }
     const int64_t *qids = v[5].buf;
-    for (Py_ssize_t q = 0; q < t; q++) {
-        if (qids[q] < 0 || qids[q] >= vocab) {
-            PyErr_Format(PyExc_ValueError, "query term %zd: id %lld outside the table", q, (long long)qids[q]);
-            goto done;
-        }
-    }
     const int64_t *ords = v[0].buf, *prev = n_prev ? v[1].buf : NULL, *starts = v[2].buf;
     const int32_t *lengths = v[3].buf;
     const uint32_t *ids = v[4].buf;
@@ -159,27 +170,12 @@ PyObject *engram_word_coverage(PyObject *self, PyObject *args)
     Py_ssize_t vocab = v[8].len / 4;
     /* (the words are term_whole's columns; with no query term, the weights say how many) */
     Py_ssize_t words = t ? v[6].len / t : v[9].len / 8;
-    if (engram_check_array(&v[0], 8, "ql", -1, "ords") < 0 || engram_check_array(&v[1], 8, "ql", -1, "prev") < 0
-        || engram_check_array(&v[2], 8, "ql", -1, "starts") < 0 || engram_check_array(&v[3], 4, "i", docs, "lengths") < 0
-        || engram_check_array(&v[4], 4, "I", -1, "ids") < 0 || engram_check_array(&v[5], 8, "ql", -1, "qids") < 0
-        || engram_check_array(&v[6], 1, "?B", t * words, "term_whole") < 0
+    if (check_row_args(v) < 0 || engram_check_array(&v[6], 1, "?B", t * words, "term_whole") < 0
         || engram_check_array(&v[7], 1, "?B", t * words, "term_part") < 0
-        || engram_check_array(&v[8], 4, "i", -1, "table") < 0
-        || engram_check_array(&v[9], 8, "d", words, "weights") < 0
-        || engram_check_array(&v[10], 8, "d", m, "out") < 0)
+        || engram_check_array(&v[9], 8, "d", words, "weights") < 0 || engram_check_array(&v[10], 8, "d", m, "out") < 0)
         goto done;
     Py_ssize_t n_prev = v[1].len / 8;
-    if (n_prev != 0 && n_prev != m) {
-        PyErr_Format(PyExc_ValueError, "prev holds %zd ordinals, not none or one per ordinal (%zd)", n_prev, m);
-        goto done;
-    }
     const int64_t *qids = v[5].buf;
-    for (Py_ssize_t q = 0; q < t; q++) {
-        if (qids[q] < 0 || qids[q] >= vocab) {
-            PyErr_Format(PyExc_ValueError, "query term %zd: id %lld outside the table", q, (long long)qids[q]);
-            goto done;
-        }
-    }
     scratch = PyMem_Calloc(2 * (size_t)words + 2, 1);  /* one ordinal's whole and part words */
     if (scratch == NULL) {
         PyErr_NoMemory();

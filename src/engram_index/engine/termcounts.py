@@ -36,6 +36,9 @@ _MIN_CAPACITY = 1024
 _MAX_TF = int(np.iinfo(np.uint16).max)
 _ABSENT = -1  # the length of an ordinal without a document
 _NONE_BESIDE = np.zeros(0, np.int64)  # `presence` without rows beside the ordinals
+# A compiled pass over rows for query words: ords, beside, starts, lengths, ids, qids, term_whole, term_part, table.
+_WordsPass = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                   np.ndarray]
 _LENGTHS_CHUNK = 1 << 20  # postings entries whose lengths are gathered at once (Postings)
 # Documents written since the postings were inverted are scored from their rows; past this many
 # (or a share of the live ones) the postings are inverted again, in one compiled pass.
@@ -323,17 +326,11 @@ class TermCounts:
         ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
         whole = np.zeros((ords.size, term_whole.shape[1]), np.bool_)
         part = np.zeros_like(whole)
-        qids, rows = self._known(terms)
-        if not rows or not self._live or not ords.size:
-            return whole, part
-        if len(rows) < len(terms):
-            term_whole, term_part = term_whole[rows], term_part[rows]
-        beside = _NONE_BESIDE if prev is None else np.ascontiguousarray(prev, np.int64).reshape(-1)
-        # One compiled pass marks each row's words, and the row's beside it (`bm25_parts` > 0, turned
-        # into words by a product with each word's terms, made some twenty array steps of it).
-        _kernels.word_presence(ords, beside, self._starts, self._lengths, self._ids, qids,
-                               np.ascontiguousarray(term_whole), np.ascontiguousarray(term_part), self.table(),
-                               whole, part)
+        passed = self._words_pass(terms, term_whole, term_part, ords, prev)
+        if passed is not None:
+            # One compiled pass marks each row's words, and the row's beside it (`bm25_parts` > 0, turned
+            # into words by a product with each word's terms, made some twenty array steps of it).
+            _kernels.word_presence(*passed, whole, part)
         return whole, part
 
     def coverage(self, terms: Sequence[str], term_whole: np.ndarray, term_part: np.ndarray, ords: np.ndarray,
@@ -342,16 +339,23 @@ class TermCounts:
         held whole plus half those held only in part, over all the weights, each sum taken in the words' order."""
         ords = np.ascontiguousarray(ords, np.int64).reshape(-1)
         out = np.zeros(ords.size)
+        passed = self._words_pass(terms, term_whole, term_part, ords, prev)
+        if passed is not None:
+            _kernels.word_coverage(*passed, weights, out)
+        return out
+
+    def _words_pass(self, terms: Sequence[str], term_whole: np.ndarray, term_part: np.ndarray, ords: np.ndarray,
+                    prev: np.ndarray | None) -> _WordsPass | None:
+        """The arguments of a compiled pass over these ordinals' rows for the query terms the vocabulary holds
+        (word_presence's and word_coverage's, up to their outputs); None when it would find nothing."""
         qids, rows = self._known(terms)
         if not rows or not self._live or not ords.size:
-            return out
+            return None
         if len(rows) < len(terms):
             term_whole, term_part = term_whole[rows], term_part[rows]
         beside = _NONE_BESIDE if prev is None else np.ascontiguousarray(prev, np.int64).reshape(-1)
-        _kernels.word_coverage(ords, beside, self._starts, self._lengths, self._ids, qids,
-                               np.ascontiguousarray(term_whole), np.ascontiguousarray(term_part), self.table(),
-                               weights, out)
-        return out
+        return (ords, beside, self._starts, self._lengths, self._ids, qids, np.ascontiguousarray(term_whole),
+                np.ascontiguousarray(term_part), self.table())
 
     def _known(self, terms: Sequence[str]) -> tuple[np.ndarray, list[int]]:
         """The term ids of those of `terms` the vocabulary holds (int64), and where each is among `terms`."""
