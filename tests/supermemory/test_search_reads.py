@@ -106,6 +106,11 @@ def test_a_search_asks_no_date_of_a_namespace_without_dated_documents_until_one_
     _add_dated(server, client, ns, "What a lovely surprise that is.", "2023-05-01")
     body = {"query": "kitten lovely", "searchMode": "chunks", "threshold": 0, "limit": 10}
     assert _coverage(_search(server, ns, body), "What a lovely surprise that is.") == 1.0
+    # Now dated: a search asks it once (over a shared store, each asking is a round trip), or not at all.
+    asked.clear()
+    _search(server, ns, body)
+    probes = len([sql for sql in asked if "date IS NOT NULL" in sql])
+    assert probes <= (0 if server.app.state.spaces.shared_store() is None else 1)
 
 
 def test_a_collections_declaration_is_read_once_until_it_changes(tmp_path: Path,

@@ -108,13 +108,14 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: Hits, filters: Filt
         a = codes[earlier]
         out: np.ndarray = (a == codes[later]) & (a != 0)
         apart = np.flatnonzero(~out)
+        dated = face.dated(ns) if apart.size else False
         # Without dates, two chunks leading with two tags are of two documents that no date joins.
-        if apart.size and (face.dated(ns) or not a[apart].all() or not codes[later[apart]].all()):
+        if apart.size and (dated or not a[apart].all() or not codes[later[apart]].all()):
             column = index.columns.ids
             # (chunk_document's own rpartition inline)
             x = [(column[o] or "").rpartition("c")[0] for o in earlier[apart].tolist()]
             y = [(column[o] or "").rpartition("c")[0] for o in later[apart].tolist()]
-            dates = face.dates(ns, x + y)
+            dates = face.dates(ns, x + y, dated)
             out[apart] = [p == q or (dates[p] is not None and dates[p] == dates[q]) for p, q in zip(x, y)]
         return out
 
@@ -129,7 +130,7 @@ def in_context(face: Face, ns: str, index: SpaceIndex, hits: Hits, filters: Filt
         apart = np.flatnonzero(named & (a != b))
         if apart.size and face.dated(ns):  # (without dates, memories of two documents are never joined)
             x, y = index.columns.authors(earlier[apart]), index.columns.authors(later[apart])
-            dates = face.dates(ns, x + y)
+            dates = face.dates(ns, x + y, True)
             out[apart] = [dates[p] is not None and dates[p] == dates[q] for p, q in zip(x, y)]
         return out
 

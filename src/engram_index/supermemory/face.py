@@ -233,11 +233,12 @@ class Face:
         """Documents' metadata by id (only that column: a search page's results carry it)."""
         return {row[0]: json.loads(row[1]) for row in self._rows("sm_documents", "id, metadata", ns, ids)}
 
-    def dates(self, ns: str, ids: Sequence[str]) -> dict[str, str | None]:
+    def dates(self, ns: str, ids: Sequence[str], dated: bool | None = None) -> dict[str, str | None]:
         """Documents' dates by id, None for a document without one or unknown (only that column, kept per
-        namespace until its next write: a search asks them of its chunks' documents, a hundred a search)."""
+        namespace until its next write: a search asks them of its chunks' documents, a hundred a search).
+        `dated`: what `dated` said just before (over a shared store, each asking is a round trip)."""
         writes = self._writes.get(ns, 0)
-        if not self.any_dated(ns, writes):  # no document of the namespace has a date: nothing to look up
+        if not (self.any_dated(ns, writes) if dated is None else dated):  # no dated document: nothing to look up
             return dict.fromkeys(ids)
         kept = self._dates.get(ns, {})  # a write replaces the namespace's dict; it never changes this one
         missing = [d for d in dict.fromkeys(ids) if d not in kept]
