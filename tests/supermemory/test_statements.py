@@ -124,3 +124,10 @@ def test_chunks_written_before_they_named_their_memories_are_judged_by_their_tex
     mixed = _answers(server, ns, queries)
     monkeypatch.setattr(search, "LINKED", False)
     assert _answers(server, ns, queries) == mixed
+
+
+def test_a_records_group_is_its_first_tag_that_is_not_a_state() -> None:
+    states = (search.SUPERSEDED, search.FORGOTTEN)
+    assert search._group((*states, "doc:a", "doc:b")) == "doc:a"
+    assert search._group(("doc:a", states[0])) == "doc:a"
+    assert search._group(states[:1]) == "" and search._group(()) == ""

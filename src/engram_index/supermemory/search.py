@@ -304,16 +304,17 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
             got.held = context.coverage_alone(index, got, leg.topic)
         # A chunk's record names the memories whose statement it holds (statements.py), as its author.
         links = index.columns.authors(got.ords) if leg.kind == "chunk" and LINKED else None
-    groups: list[str] = []
-    for tags in got.tags:  # (each one's first tag that is not a state: ~90 candidates a search)
-        group = ""
-        for tag in tags:
-            if tag != SUPERSEDED and tag != FORGOTTEN:
-                group = tag
-                break
-        groups.append(group)
+    # Each one's first tag that is not a state: its document's, which face.memory_tags and the chunks' records
+    # put first, so the search for it runs only where a record's first tag is a state.
+    groups = [tags[0] if tags and tags[0] != SUPERSEDED and tags[0] != FORGOTTEN else _group(tags)
+              for tags in got.tags]
     return Found.of(leg.kind, got.ids, [None] * len(got.ids), got.sims, got.bm25, got.tags, leg.explainer,
                     leg.use_vector, got.held, got.ords, groups, links)
+
+
+def _group(tags: Sequence[str]) -> str:
+    """The first of a record's tags that is not a state ("" when none is)."""
+    return next((tag for tag in tags if tag != SUPERSEDED and tag != FORGOTTEN), "")
 
 
 @dataclass(frozen=True, slots=True)
