@@ -1,16 +1,29 @@
 """Instructions a bench script's measured part runs, counted by callgrind (retrieve_callgrind.py, v5_callgrind.py).
 
-The script reruns itself under valgrind with `--measured`; what it counts runs inside a
-functools.reduce call, which `--toggle-collect=functools_reduce` counts alone.
+The script reruns itself under valgrind with `--measured` (`measured_setup` readies that process);
+what it counts runs inside a functools.reduce call, which `--toggle-collect=functools_reduce`
+counts alone.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+
+def measured_setup(src: Path) -> list[str]:
+    """In the counted process: `src`'s code and benches first on the path, warnings off; SciFact's queries."""
+    sys.path.insert(0, str(src / "bench"))
+    sys.path.insert(0, str(src / "src"))
+    logging.disable(logging.WARNING)
+    shared = Path(os.environ.get("ENGRAM_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    return [json.loads(line)["text"] for line in (shared / "data" / "scifact" / "queries.jsonl").open()]
 
 
 def count(script: str, args: list[str], src: Path, prefix: str) -> tuple[int, Path]:

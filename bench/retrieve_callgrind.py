@@ -22,19 +22,16 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
-from callgrind_count import count  # noqa: E402
+from callgrind_count import count, measured_setup  # noqa: E402
 
 
 def measured(src: Path, data: Path, requests: int, mode: str) -> None:
     """Under valgrind: the app in process, warmed, then the counted retrieves."""
-    sys.path.insert(0, str(src / "bench"))
-    sys.path.insert(0, str(src / "src"))
+    queries = measured_setup(src)
     import asyncio
     import contextlib
     import functools
     import gc
-    import json
-    import logging
     import uuid
 
     import httpx
@@ -50,14 +47,10 @@ def measured(src: Path, data: Path, requests: int, mode: str) -> None:
     from engram_index.keys import KeyStore
     from engram_index.kindgi.facts import space_name
 
-    logging.disable(logging.WARNING)
-
     async def inline(fn: object, *args: object) -> object:
         return fn(*args)  # type: ignore[operator]
 
     kindgi_routes.run_in_threadpool = inline  # type: ignore[assignment]
-    shared = Path(os.environ.get("ENGRAM_SHARED", _HERE.parents[1] / "shared"))
-    queries = [json.loads(line)["text"] for line in (shared / "data" / "scifact" / "queries.jsonl").open()]
     app = create_app(data, "did:web:localhost", authenticator=InsecureOpen(), embedding=QueryEmbedding(None),
                      key_limits=UNLIMITED, face_embedder=MiniLMEmbedder(int8=True))
     key, _ = KeyStore(data).create("kindgi", {"tenant": "bench", "user": "u0", "projects": ["p0", "p1", "p2"]})

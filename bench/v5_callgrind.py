@@ -25,27 +25,20 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
-from callgrind_count import count  # noqa: E402
+from callgrind_count import count, measured_setup  # noqa: E402
 
 
 def measured(src: Path, data: Path, searches: int, part: str) -> None:
     """Under valgrind: the face in process, warmed, then the counted searches."""
-    sys.path.insert(0, str(src / "bench"))
-    sys.path.insert(0, str(src / "src"))
+    texts = measured_setup(src)[:20 + searches]
     import asyncio
     import functools
     import gc
-    import json
-    import logging
     from typing import Any
 
     import engram_index.supermemory.search as search
     from v5_parts import inline_face
 
-    logging.disable(logging.WARNING)
-    shared = Path(os.environ.get("ENGRAM_SHARED", _HERE.parents[1] / "shared"))
-    queries = [json.loads(line)["text"] for line in (shared / "data" / "scifact" / "queries.jsonl").open()]
-    texts = queries[:20 + searches]
 
     async def run() -> None:
         async with inline_face(data, texts) as face:
