@@ -3,11 +3,12 @@
 What `Starting._fused` does once the vector is known (the vector side's scan and re-rank, its best
 candidates' BM25, the keyword side's top and the fusion) was eight compiled steps with Python between
 them. A v5 search runs one collection's rest while another thread takes the other collection's hits
-(Python): each step's return waited for the GIL that the other thread's Python held. Everything here that the vector does not change is worked out with the
-keyword pass (`planned`, under the same index state), so that the rest is one call that lets go
-of the GIL once (`run`, _kernels.hybrid_rest). The answers are the step-by-step path's, bit for
-bit; a search with a re-rank deadline, or whose keyword top is one row still waiting for its call
-(keyword_pass.py), takes that path.
+(Python): each step's return waited for the GIL that the other thread's Python held. Everything
+here that the vector does not change is worked out with the keyword pass (`planned`, under the same
+index state), so that the rest is one call that lets go of the GIL once (`run`,
+_kernels.hybrid_rest). The answers are the step-by-step path's, bit for bit; a search with a
+re-rank deadline, or whose keyword top is one row still waiting for its call (keyword_pass.py),
+takes that path.
 """
 
 from __future__ import annotations
