@@ -67,6 +67,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID""",
         "CREATE INDEX kindgi_erasures_by_time ON kindgi_erasures(tenant, created_ms, id)",
     ),
+    (
+        # A listing's filters (visibility, scope, type, retention, what was alive at a time) in the time
+        # index: the facts a caller may not see are skipped there, not each read from the table (Facts.page
+        # reads only its page's).
+        "DROP INDEX kindgi_by_time",
+        "CREATE INDEX kindgi_by_time ON kindgi_revisions(tenant, current, created_ms, fact_id, review, expires_ms,"
+        " invalidated_ms, type, user_id, org_id, project_id, thread_id, session_id, participant_id)",
+    ),
 )
 
 
