@@ -20,7 +20,7 @@ from engram_index.supermemory.face import PROCESSING, Face, doc_tag, stamp
 from engram_index.supermemory.memories_form import forget_after
 from engram_index.supermemory.models import CHANGES, is_url
 from engram_index.supermemory.tables import (
-    CHUNK_COLUMNS, MEMORY_COLUMNS, ChunkRow, DocRow, MemoryRow, chunks_collection, memories_collection,
+    CHUNK_COLUMNS, ChunkRow, DocRow, MemoryRow, chunks_collection, document_memories, memories_collection,
 )
 from engram_index.supermemory.views import chunk_view, document_view, memory_view
 
@@ -273,8 +273,10 @@ def chunks_of(face: Face, ns: str, doc_id: str) -> list[ChunkRow]:
 
 def memories_of(face: Face, ns: str, doc_id: str) -> list[MemoryRow]:
     """Every memory formed from a document, oldest first."""
-    return [MemoryRow.from_row(r) for r in face.store.query(
-        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND doc_id=? ORDER BY created_ms, id", (ns, doc_id))]
+    # Sorted here, not in SQL: asked for that order, SQLite walks the namespace's creation index instead of
+    # seeking the document's few memories (tests/supermemory/test_query_plans.py).
+    rows = [MemoryRow.from_row(r) for r in face.store.query(document_memories(), (ns, ns, doc_id))]
+    return sorted(rows, key=lambda m: (m.created_ms, m.id))
 
 
 def memory_counts(face: Face, ns: str, refs: Sequence[str]) -> dict[str, Any]:

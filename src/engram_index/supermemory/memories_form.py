@@ -17,7 +17,7 @@ from engram_index.supermemory import extract, statements
 from engram_index.supermemory.face import Face, doc_tag, f16, stamp
 from engram_index.supermemory.forming import Formed, Job, NewMemory
 from engram_index.supermemory.tables import (
-    MEMORY_COLUMNS, DocRow, MemoryRow, chunk_id, chunks_collection, memories_collection, parse_iso_ms,
+    DocRow, MemoryRow, chunk_id, chunks_collection, document_memories, memories_collection, parse_iso_ms,
 )
 
 FORGET_AFTER_KEY = "forgetAfter"
@@ -36,8 +36,7 @@ def forget_after(doc: DocRow) -> int | None:
 
 def latest_of(face: Face, ns: str, doc_id: str) -> list[MemoryRow]:
     """A document's memories that are still latest."""
-    return [MemoryRow.from_row(r) for r in face.store.query(
-        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND doc_id=? AND is_latest=1", (ns, doc_id))]
+    return [MemoryRow.from_row(r) for r in face.store.query(document_memories(latest=True), (ns, ns, doc_id))]
 
 
 def form(face: Face, ns: str, doc: DocRow, text: str) -> Formed:

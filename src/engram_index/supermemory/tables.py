@@ -110,6 +110,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX sm_documents_dated ON sm_documents(ns, date) WHERE date IS NOT NULL;
     """,
+    # A document's memories and a memory's relations by indexes that hold what their reads test: SQLite,
+    # planning without statistics, walked the whole namespace by its primary key or its creation index
+    # rather than read a narrow index's rows to test `is_latest` or `relation` (tests/supermemory/test_query_plans.py).
+    """
+    DROP INDEX sm_memories_doc;
+    CREATE INDEX sm_memories_doc ON sm_memories(ns, doc_id, is_latest, forgotten_ms, forget_after_ms, created_ms);
+    DROP INDEX sm_relations_dst;
+    CREATE INDEX sm_relations_dst ON sm_relations(ns, dst, relation);
+    """,
 )
 
 
@@ -232,6 +241,14 @@ class MemoryRow:
     def forgotten(self, at_ms: int) -> bool:
         """Forgotten outright, or expired by `at_ms`."""
         return self.forgotten_ms is not None or (self.forget_after_ms is not None and self.forget_after_ms <= at_ms)
+
+
+def document_memories(latest: bool = False) -> str:
+    """The SELECT (params: ns, ns, doc_id) of a document's memory rows, or of its latest alone."""
+    # The ids from the document index first: asked for the rows by document, SQLite (planning without
+    # statistics) walks the namespace by its primary key instead (tests/supermemory/test_query_plans.py).
+    return (f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND id IN (SELECT id FROM sm_memories"
+            f" WHERE ns=? AND doc_id=?{' AND is_latest=1' if latest else ''})")
 
 
 CHUNK_COLUMNS = "id, doc_id, position, content, created_ms"

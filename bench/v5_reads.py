@@ -1,0 +1,87 @@
+"""The v5 face's reads of one document's or one memory's rows, in process, at the size of a bench/v5.py
+namespace: what GET /document/{id}?include=memories, POST /list/documents/memory-counts and a memory's
+related lists cost the store.
+
+Opens a data directory filled by bench/v5.py (`--data DIR`; give it a copy: the checkout's migrations
+run on it), picks its largest namespace and `--docs` of its documents, and times, over `--rounds`
+rounds after one that warms them: a document's memories (`documents.memories_of`), the count of its
+recallable memories (`documents.recallable_count`), the memory counts of all the picked documents at
+once (`documents.memory_counts`, the route's answer) and, when the namespace holds relations, a
+memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
+
+    python bench/v5_reads.py --data DIR [--docs 100] [--rounds 5] [--src CHECKOUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+
+from machine import print_machine  # noqa: E402
+
+
+def p50_ms(run: Callable[[], object], rounds: int) -> float:
+    """The median wall milliseconds of `rounds` calls after one that warms them."""
+    run()
+    spent = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        run()
+        spent.append((time.perf_counter() - began) * 1000)
+    return statistics.median(spent)
+
+
+def main() -> None:
+    """Time each read and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--docs", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--src", type=Path, default=_HERE.parent, help="the checkout whose code runs")
+    args = parser.parse_args()
+    sys.path.insert(0, str(args.src / "src"))
+    from engram_index.collections import Collections
+    from engram_index.keys import KeyStore
+    from engram_index.supermemory import documents, related
+    from engram_index.supermemory.face import Face
+
+    print_machine()
+    collections = Collections(args.data)
+    face = Face(collections, KeyStore(args.data), None)
+    try:
+        query = face.store.query
+        ns, memories = query("SELECT ns, count(*) FROM sm_memories GROUP BY ns ORDER BY 2 DESC LIMIT 1")[0]
+        docs = [r[0] for r in query("SELECT doc_id FROM sm_memories WHERE ns=? GROUP BY doc_id ORDER BY doc_id"
+                                    " LIMIT ?", (ns, args.docs))]
+        linked = query("SELECT src FROM sm_relations WHERE ns=? LIMIT 1", (ns,))
+        print(f"\nnamespace {ns!r}: {memories:,} memories; `{args.src.resolve().name}`'s code;"
+              f" {len(docs)} documents picked\n")
+        reads: dict[str, Callable[[], object]] = {
+            "a document's memories (each picked document in turn), per document":
+                lambda: [documents.memories_of(face, ns, d) for d in docs],
+            "a document's recallable memories counted, per document":
+                lambda: [documents.recallable_count(face, ns, 0, doc_id=d) for d in docs],
+            f"the memory counts of all {len(docs)} documents (one request's answer)":
+                lambda: documents.memory_counts(face, ns, docs),
+        }
+        if linked:
+            reads["a memory's related lists"] = lambda: related.related(face, ns, linked[0][0], 10, 0)
+        print("| read | p50 ms |\n|---|---:|")
+        for label, run in reads.items():
+            spent = p50_ms(run, args.rounds)
+            per = spent / len(docs) if label.endswith("per document") else spent
+            print(f"| {label} | {per:.3f} |")
+    finally:
+        face.close()
+        collections.close()
+
+
+if __name__ == "__main__":
+    main()

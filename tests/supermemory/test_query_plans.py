@@ -1,0 +1,75 @@
+"""The face's reads of one document's or one memory's rows seek an index to them: none walks the namespace.
+
+SQLite plans without statistics (the store never runs ANALYZE), so a plan depends on the schema and the
+SQL alone: what a tiny namespace is planned with here, a namespace of 100k memories is served with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from engram_index.collections import Collections
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.keys import KeyStore
+from engram_index.store.sqlite import Store
+from engram_index.supermemory import documents, related
+from engram_index.supermemory.face import Face
+
+
+@pytest.fixture
+def face(tmp_path: Path) -> Iterator[Face]:
+    spaces = Collections(tmp_path)
+    face = Face(spaces, KeyStore(tmp_path), HashingEmbedder())
+    try:
+        yield face
+    finally:
+        face.close()
+        spaces.close()
+
+
+def plans(face: Face, read: Callable[[], object]) -> list[list[str]]:
+    """The query plan of each SELECT that `read` runs on this thread's connection."""
+    assert isinstance(face.store, Store)
+    conn = face.store._reader()
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        read()
+    finally:
+        conn.set_trace_callback(None)
+    selects = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+    assert selects
+    return [[r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + s)] for s in selects]
+
+
+def walks_the_namespace(plan: list[str]) -> bool:
+    """Whether a plan reads a table by its namespace alone (a scan of everything the namespace holds)."""
+    return any(("SCAN " in step and " USING " not in step) or step.endswith("(ns=?)") for step in plan)
+
+
+def test_a_documents_memories_are_read_through_the_document_index(face: Face) -> None:
+    for plan in plans(face, lambda: documents.memories_of(face, "n", "d1")):
+        assert not walks_the_namespace(plan), plan
+
+
+def test_a_documents_recallable_memories_are_counted_in_the_document_index(face: Face) -> None:
+    for plan in plans(face, lambda: documents.recallable_count(face, "n", 0, doc_id="d1")):
+        assert not walks_the_namespace(plan) and any("COVERING INDEX" in step for step in plan), plan
+
+
+def test_a_memorys_related_memories_are_found_through_the_relation_indexes(face: Face) -> None:
+    found = plans(face, lambda: related.related(face, "n", "m1", 10, 0))
+    relation_plans = [p for p in found if any("sm_relations" in step for step in p)]
+    assert relation_plans
+    for plan in relation_plans:
+        assert not walks_the_namespace(plan), plan
+
+
+def test_a_documents_latest_memories_are_read_through_the_document_index(face: Face) -> None:
+    from engram_index.supermemory.memories_form import latest_of
+
+    for plan in plans(face, lambda: latest_of(face, "n", "d1")):
+        assert not walks_the_namespace(plan), plan
