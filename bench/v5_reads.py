@@ -6,8 +6,9 @@ Opens a data directory filled by bench/v5.py (`--data DIR`; give it a copy: the 
 run on it), picks its largest namespace and `--docs` of its documents, and times, over `--rounds`
 rounds after one that warms them: a document's memories (`documents.memories_of`), the count of its
 recallable memories (`documents.recallable_count`), the memory counts of all the picked documents at
-once (`documents.memory_counts`, the route's answer) and, when the namespace holds relations, a
-memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
+once (`documents.memory_counts`, the route's answer), every document's filterable metadata read afresh
+(`Face.metadata` after `Face.changed`: what a filtered search pays once the namespace's documents
+changed) and, when the namespace holds relations, a memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
 
     python bench/v5_reads.py --data DIR [--docs 100] [--rounds 5] [--src CHECKOUT]
 """
@@ -71,6 +72,12 @@ def main() -> None:
             f"the memory counts of all {len(docs)} documents (one request's answer)":
                 lambda: documents.memory_counts(face, ns, docs),
         }
+        def fresh_metadata() -> object:
+            face.changed(ns)  # as a write of the namespace's documents does
+            return face.metadata(ns)
+
+        reads["every document's metadata read afresh (a filtered search's, once its documents changed)"] = \
+            fresh_metadata
         if linked:
             reads["a memory's related lists"] = lambda: related.related(face, ns, linked[0][0], 10, 0)
         print("| read | p50 ms |\n|---|---:|")

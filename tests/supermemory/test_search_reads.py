@@ -15,6 +15,7 @@ from engram_index.collections import Collections
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.errors import UnknownSpace
 from engram_index.store.base import StoredDocument
+from engram_index.supermemory.pipeline import Pipeline
 from engram_index.supermemory.tables import chunk_document, chunk_id
 from tests.supermemory.conftest import Server, add_done, wait_done
 
@@ -228,3 +229,26 @@ def test_a_chunk_holds_the_words_of_the_chunk_before_it_in_its_own_document_with
     # document with no date, holds "wonderful" alone.
     assert max(c["explanation"]["keywordCoverage"] for c in chunks) == 1.0
     assert _coverage(results, "The bakery sells rye bread and wonderful cakes.") < 1.0
+
+
+def test_a_documents_processing_keeps_what_filters_know_of_the_namespaces_documents(
+        server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Filters read every document's metadata once per change of the documents: forming a document's
+    # chunks and memories (or failing to) changes none of it, so it must not make a filter read them all.
+    add_done(client, ns, "Ana adopted a puppy named Rex.", metadata={"kind": "pet"})
+    pipeline = server.app.state.supermemory_pipeline
+    pipeline.stop()
+    late = client.add(ns, content="Ben adopted a kitten named Tom.", metadata={"kind": "pet"}).id
+    body: dict[str, Any] = {"query": "adopted", "search_mode": "memories", "threshold": 0,
+                            "filter": {"field": "kind", "operator": "eq", "value": "pet"}}
+    client.search(ns, **body)  # the added document is known to filters, though not yet processed
+    store = server.app.state.supermemory.store
+    asked: list[str] = []
+    query = store.query
+    monkeypatch.setattr(store, "query", lambda sql, params=(): asked.append(sql) or query(sql, params))
+    # A new pipeline, as a restart makes: it takes up the queued document.
+    server.app.state.supermemory_pipeline = restarted = Pipeline(server.app.state.supermemory)
+    restarted.start()
+    wait_done(client, ns, late)
+    assert "Ben adopted a kitten named Tom." in {r.memory for r in client.search(ns, **body).results}
+    assert not [sql for sql in asked if sql.startswith("SELECT id, metadata, grp")]

@@ -119,7 +119,8 @@ def index(face: Face, ns: str, jobs: Sequence[Job]) -> None:
                          " AND revision=?", (now, ns, job.doc.id, job.doc.revision)))
         face.collections.write_many([(chunks_collection(ns), puts, deletes),
                                      (memories_collection(ns), memory_puts, ())], also=rows)
-    face.changed(ns)
+    # No `face.changed`: what the face keeps of a namespace is of its documents (their metadata, groups and
+    # dates, the filters compiled from them), and forming their chunks and memories changes none of it.
 
 
 def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[StoredDocument], list[Statement]]:

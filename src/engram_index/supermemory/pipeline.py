@@ -176,7 +176,7 @@ class Pipeline:
         self.face.store.execute([
             ("UPDATE sm_documents SET status='failed', error=?, updated_ms=? WHERE ns=? AND id=? AND revision=?",
              (j.error, now, ns, j.doc.id, j.doc.revision)) for j in failed])
-        self.face.changed(ns)
+        # (A status is nothing the face keeps of the namespace's documents: see memories_form.index.)
 
 
 # Chunks and memories are embedded with their document's metadata as tags, as garden.engram embeds a
