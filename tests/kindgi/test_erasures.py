@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from kindgi.client import AuthError, Kindgi, NotFoundError, ServerError
 
@@ -358,3 +359,31 @@ def test_a_resume_of_a_running_erasure_answers_once_it_ends_and_keeps_no_answer_
     with sqlite3.connect(data / "records.sqlite") as db:
         kept = db.execute("SELECT count(*) FROM kindgi_idempotency WHERE instr(body, ?) > 0", (fact.id,)).fetchone()[0]
     assert kept == 0
+
+
+def test_an_erasure_of_many_facts_withholds_all_their_kept_answers_in_one_pass_over_them(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kept answers are many (every keyed request's, for a day) and large: each pass over them reads all.
+    token = server.token(user="alice", projects=["web"])
+    admin = server.client(admin=True)
+    bodies = [orjson.dumps({"type": "note", "scope": {**SCOPE, "threadId": "conv-7"}, "content": f"wombatword {i}"})
+              for i in range(5)]
+    for i, body in enumerate(bodies):
+        assert httpx.post(f"{server.url}/v1/memory/facts", content=body, headers={
+            "Authorization": f"Bearer {token}", "Idempotency-Key": f"conv-7-{i}",
+            "Content-Type": "application/json"}).status_code == 201
+    store = server.app.state.kindgi.facts.store
+    passes: list[str] = []
+    execute = store.execute
+
+    def counted(statements: Any, *args: Any, **kwargs: Any) -> Any:
+        passes.extend(sql for sql, _ in statements if sql.startswith("UPDATE kindgi_idempotency"))
+        return execute(statements, *args, **kwargs)
+
+    monkeypatch.setattr(store, "execute", counted)
+    assert _finished(admin, str(admin.memory.create_erasure(conversationId="conv-7").id)).status == "completed"  # type: ignore[attr-defined]
+    assert len(passes) == 1, passes
+    for i, body in enumerate(bodies):
+        again = httpx.post(f"{server.url}/v1/memory/facts", content=body, headers={
+            "Authorization": f"Bearer {token}", "Idempotency-Key": f"conv-7-{i}", "Content-Type": "application/json"})
+        assert again.status_code == 409 and b"wombatword" not in again.content, again.text

@@ -53,6 +53,7 @@ from engram_index.store.base import RecordStore, Statement
 KEEP_MS = 24 * 3600 * 1000
 # How long the background writer gathers kept retrieve answers into one transaction.
 GATHER_S = 0.2
+SCRUB_IDS_PER_PASS = 200  # fact ids an erasure's scrub looks for in one pass over the kept answers
 RETRY_AFTER_S = 5
 HEADER = "Idempotency-Key"
 REPLAY_HEADER = "X-Idempotent-Replay"
@@ -276,8 +277,11 @@ class Idempotency:
                 row = behind.row
                 if any(n in row[4] for n in needles):
                     self._unwritten[key] = _Behind((*row[:3], WITHHELD, b"", *row[5:]), behind.facts, behind.checked)
-        self.store.execute([(f"UPDATE kindgi_idempotency SET content_type='{WITHHELD}', body=x''"
-                             " WHERE instr(body, ?) > 0", (n,)) for n in needles])
+        # One pass over the kept answers for many ids at once: they are every keyed request's of a day, and a
+        # pass reads them all (~2 s at 115k answers of 7 KB), where a statement per id made a pass each.
+        parts = [needles[i:i + SCRUB_IDS_PER_PASS] for i in range(0, len(needles), SCRUB_IDS_PER_PASS)]
+        self.store.execute([(f"UPDATE kindgi_idempotency SET content_type='{WITHHELD}', body=x'' WHERE "
+                             + " OR ".join(["instr(body, ?) > 0"] * len(part)), tuple(part)) for part in parts])
         scrub.done.set()
 
     def _write_behind(self) -> None:
