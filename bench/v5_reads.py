@@ -1,6 +1,6 @@
 """The v5 face's reads of one document's or one memory's rows, in process, at the size of a bench/v5.py
-namespace: what GET /document/{id}?include=memories, POST /list/documents/memory-counts and a memory's
-related lists cost the store.
+namespace: what GET /document/{id}?include=memories, POST /list/documents/memory-counts, a profile and a
+memory's related lists cost the store.
 
 Opens a data directory filled by bench/v5.py (`--data DIR`; give it a copy: the checkout's migrations
 run on it), picks its largest namespace and `--docs` of its documents, and times, over `--rounds`
@@ -8,7 +8,8 @@ rounds after one that warms them: a document's memories (`documents.memories_of`
 recallable memories (`documents.recallable_count`), the memory counts of all the picked documents at
 once (`documents.memory_counts`, the route's answer), every document's filterable metadata read afresh
 (`Face.metadata` after `Face.changed`: what a filtered search pays once the namespace's documents
-changed) and, when the namespace holds relations, a memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
+changed), a profile (`memories.profile`, without buckets) and, when the namespace holds relations, a
+memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
 
     python bench/v5_reads.py --data DIR [--docs 100] [--rounds 5] [--src CHECKOUT]
 """
@@ -50,7 +51,7 @@ def main() -> None:
     sys.path.insert(0, str(args.src / "src"))
     from engram_index.collections import Collections
     from engram_index.keys import KeyStore
-    from engram_index.supermemory import documents, related
+    from engram_index.supermemory import documents, memories, related
     from engram_index.supermemory.face import Face
 
     print_machine()
@@ -58,11 +59,11 @@ def main() -> None:
     face = Face(collections, KeyStore(args.data), None)
     try:
         query = face.store.query
-        ns, memories = query("SELECT ns, count(*) FROM sm_memories GROUP BY ns ORDER BY 2 DESC LIMIT 1")[0]
+        ns, held = query("SELECT ns, count(*) FROM sm_memories GROUP BY ns ORDER BY 2 DESC LIMIT 1")[0]
         docs = [r[0] for r in query("SELECT doc_id FROM sm_memories WHERE ns=? GROUP BY doc_id ORDER BY doc_id"
                                     " LIMIT ?", (ns, args.docs))]
         linked = query("SELECT src FROM sm_relations WHERE ns=? LIMIT 1", (ns,))
-        print(f"\nnamespace {ns!r}: {memories:,} memories; `{args.src.resolve().name}`'s code;"
+        print(f"\nnamespace {ns!r}: {held:,} memories; `{args.src.resolve().name}`'s code;"
               f" {len(docs)} documents picked\n")
         reads: dict[str, Callable[[], object]] = {
             "a document's memories (each picked document in turn), per document":
@@ -72,6 +73,8 @@ def main() -> None:
             f"the memory counts of all {len(docs)} documents (one request's answer)":
                 lambda: documents.memory_counts(face, ns, docs),
         }
+        reads["a profile (the namespace has no buckets)"] = lambda: memories.profile(face, ns, {})
+
         def fresh_metadata() -> object:
             face.changed(ns)  # as a write of the namespace's documents does
             return face.metadata(ns)

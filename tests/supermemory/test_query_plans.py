@@ -73,3 +73,14 @@ def test_a_documents_latest_memories_are_read_through_the_document_index(face: F
 
     for plan in plans(face, lambda: latest_of(face, "n", "d1")):
         assert not walks_the_namespace(plan), plan
+
+
+def test_a_profile_without_buckets_reads_its_newest_memories_through_an_index(face: Face) -> None:
+    from engram_index.supermemory import memories
+
+    found = plans(face, lambda: memories.profile(face, "n", {}))
+    memory_plans = [p for p in found if any("sm_memories" in step for step in p)]
+    assert memory_plans
+    for plan in memory_plans:
+        assert not walks_the_namespace(plan) and not any("TEMP B-TREE" in step for step in plan), plan
+        assert all("COVERING" in step for step in plan if "sm_memories_profile" in step), plan

@@ -167,20 +167,49 @@ def profile(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
     test = v5filters.compile_filter(expr) if expr is not None else None
     passing = None if test is None else {d for d, md in face.metadata(ns).items() if test(md)}
     now = stamp()
-    rows = [MemoryRow.from_row(r) for r in face.store.query(
-        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND is_latest=1 AND forgotten_ms IS NULL"
-        " ORDER BY updated_ms DESC, id", (ns,))]
-    rows = [m for m in rows if not m.forgotten(now) and (passing is None or m.doc_id in passing)]
 
     def fact(m: MemoryRow) -> dict[str, str]:
         return {"id": m.id, "memory": m.memory}
 
+    if not buckets:  # the two sections' newest alone, through their index (a bucket reads every memory)
+        return {"profile": {"static": [fact(m) for m in _newest(face, ns, True, STATIC_LIMIT, now, passing)],
+                            "dynamic": [fact(m) for m in _newest(face, ns, False, DYNAMIC_LIMIT, now, passing)],
+                            "buckets": {}}}
+    rows = [MemoryRow.from_row(r) for r in face.store.query(
+        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND is_latest=1 AND forgotten_ms IS NULL"
+        " ORDER BY updated_ms DESC, id", (ns,))]
+    rows = [m for m in rows if not m.forgotten(now) and (passing is None or m.doc_id in passing)]
     return {"profile": {
         "static": [fact(m) for m in rows if m.is_static][:STATIC_LIMIT],
         "dynamic": [fact(m) for m in rows if not m.is_static][:DYNAMIC_LIMIT],
         "buckets": {name: [fact(m) for m in bucket_members(rows, name, description)]
                     for name, description in buckets.items()},
     }}
+
+
+def _newest(face: Face, ns: str, static: bool, limit: int, now: int, passing: set[str] | None) -> list[MemoryRow]:
+    """The `limit` most recently updated recallable latest memories of one profile section (of the documents
+    `passing` names, when given), newest first and equal times by id, as the full read orders them."""
+    # sm_memories_profile holds what is tested (expiry, document), so the memories skipped cost no row read;
+    # with a filter, the ids come in growing batches after the last one read until enough pass.
+    sql = ("SELECT id, doc_id, updated_ms FROM sm_memories WHERE ns=? AND is_static=? AND is_latest=1"
+           " AND forgotten_ms IS NULL AND (forget_after_ms IS NULL OR forget_after_ms > ?){after}"
+           " ORDER BY updated_ms DESC, id LIMIT ?")
+    chosen: list[str] = []
+    after: tuple[Any, ...] = ()
+    batch = limit if passing is None else 4 * limit
+    while len(chosen) < limit:
+        rows = face.store.query(sql.format(after=" AND updated_ms <= ? AND (updated_ms < ? OR id > ?)" if after
+                                           else ""), (ns, int(static), now, *after, batch))
+        chosen += [mid for mid, doc_id, _ in rows if passing is None or doc_id in passing][:limit - len(chosen)]
+        if len(rows) < batch:
+            break
+        after = (rows[-1][2], rows[-1][2], rows[-1][0])  # after the last read: (updated_ms, id) beyond it
+        batch *= 2
+    found = {m.id: m for m in (MemoryRow.from_row(r) for r in face.store.query(
+        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND id IN ({','.join('?' * len(chosen)) or 'NULL'})",
+        (ns, *chosen)))}
+    return [found[i] for i in chosen if i in found]
 
 
 def profile_markdown(result: dict[str, Any]) -> str:

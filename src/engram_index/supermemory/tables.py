@@ -119,6 +119,13 @@ MIGRATIONS: tuple[str, ...] = (
     DROP INDEX sm_relations_dst;
     CREATE INDEX sm_relations_dst ON sm_relations(ns, dst, relation);
     """,
+    # A profile's sections, newest first (memories.profile): each recallable latest memory by whether it is
+    # static, then in the profile's order, with what the profile tests of it beside (the condition's columns
+    # too: SQLite reads the row for a column the condition implies but the index does not hold).
+    """
+    CREATE INDEX sm_memories_profile ON sm_memories(ns, is_static, updated_ms DESC, id, forget_after_ms, doc_id,
+        is_latest, forgotten_ms) WHERE is_latest = 1 AND forgotten_ms IS NULL;
+    """,
 )
 
 
