@@ -8,8 +8,9 @@ rounds after one that warms them: a document's memories (`documents.memories_of`
 recallable memories (`documents.recallable_count`), the memory counts of all the picked documents at
 once (`documents.memory_counts`, the route's answer), every document's filterable metadata read afresh
 (`Face.metadata` after `Face.changed`: what a filtered search pays once the namespace's documents
-changed), a profile (`memories.profile`, without buckets) and, when the namespace holds relations, a
-memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
+changed), a profile (`memories.profile`, without buckets), the first page of memories listed with a
+filter only the picked documents pass (their metadata marked for it: `memories.list_items`) and, when
+the namespace holds relations, a memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
 
     python bench/v5_reads.py --data DIR [--docs 100] [--rounds 5] [--src CHECKOUT]
 """
@@ -74,6 +75,13 @@ def main() -> None:
                 lambda: documents.memory_counts(face, ns, docs),
         }
         reads["a profile (the namespace has no buckets)"] = lambda: memories.profile(face, ns, {})
+        # The picked documents are marked in their metadata, and a list filtered to them pages their memories.
+        face.store.execute([("UPDATE sm_documents SET metadata=? WHERE ns=? AND id=?", ('{"picked": true}', ns, d))
+                            for d in docs])
+        face.changed(ns)
+        picked = {"filter": {"field": "picked", "operator": "eq", "value": True}}
+        reads[f"memories listed with a filter that {len(docs)} documents pass (first page of 10)"] = \
+            lambda: memories.list_items(face, ns, "memories", {}, picked)
 
         def fresh_metadata() -> object:
             face.changed(ns)  # as a write of the namespace's documents does

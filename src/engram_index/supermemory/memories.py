@@ -24,6 +24,9 @@ FORGET_THRESHOLD = 0.6
 FORGET_LIMIT = 100
 STATIC_LIMIT = 50
 DYNAMIC_LIMIT = 20
+# A list whose filter passes at most 1 / BY_DOCUMENT_SHARE of the namespace's documents reads their items
+# through the document index; a wider one walks the namespace's items in order (fewer reads then).
+BY_DOCUMENT_SHARE = 4
 
 
 def get_memory(face: Face, ns: str, memory_id: str, include: Sequence[str], related_limit: int) -> dict[str, Any]:
@@ -126,12 +129,26 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
         rows = face.store.query(f"SELECT {columns} FROM {table} WHERE {where} ORDER BY {order_by} LIMIT ? OFFSET ?",
                                 (*params, limit, (page - 1) * limit))
     else:  # filtered: the ids in order first (light), then the page's rows
-        kept = [r[0] for r in face.store.query(
-            f"SELECT id, {doc_column} FROM {table} WHERE {where} ORDER BY {order_by}", tuple(params)) if r[1] in passing]
+        if len(passing) * BY_DOCUMENT_SHARE > len(face.metadata(ns)):
+            kept = [r[0] for r in face.store.query(f"SELECT id, {doc_column} FROM {table} WHERE {where}"
+                                                   f" ORDER BY {order_by}", tuple(params)) if r[1] in passing]
+        else:  # few documents pass: their items through the document index, ordered here as ORDER BY would
+            keys = "doc_id, position" if kind == "chunks" and sort == "position" else f"{column}, id"
+            found_keys: list[tuple[Any, ...]] = []
+            passing_docs = sorted(passing)
+            for start in range(0, len(passing_docs), 500):
+                part = passing_docs[start:start + 500]
+                # The ids from the document index first (see tables.document_memories), then each one's keys.
+                found_keys += face.store.query(
+                    f"SELECT {keys}, id FROM {table} WHERE ns=? AND id IN (SELECT id FROM {table} WHERE {where}"
+                    f" AND {doc_column} IN ({','.join('?' * len(part))}))", (ns, *params, *part))
+            found_keys.sort(key=lambda r: r[:2], reverse=direction == "DESC")
+            kept = [r[2] for r in found_keys]
         total = len(kept)
         wanted = kept[(page - 1) * limit: page * limit]
         marks = ",".join("?" * len(wanted)) or "NULL"
-        found = {r[0]: r for r in face.store.query(
+        at = 1 if kind == "documents" else 0  # (a document's row begins with its namespace)
+        found = {r[at]: r for r in face.store.query(
             f"SELECT {columns} FROM {table} WHERE ns=? AND id IN ({marks})", (ns, *wanted))}
         rows = [found[i] for i in wanted if i in found]
     out: dict[str, Any] = {"documents": [], "chunks": [], "memories": []}
