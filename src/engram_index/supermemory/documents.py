@@ -51,7 +51,7 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
         doc_id, status, statements = _prepare(face, ns, item, task_type, now, file, file_type)
         if statements:
             face.store.execute([face.namespace_statement(ns, now), *statements])
-    face.changed(ns)
+    face.changed(ns, [doc_id])
     if status == "queued":
         face.on_queued(ns, doc_id)
     return doc_id, status
@@ -152,7 +152,7 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
             results.append({"id": doc_id, "status": status})
         if pending:
             face.store.execute([face.namespace_statement(ns, now), *pending])
-    face.changed(ns)
+    face.changed(ns, [r["id"] for r in results if r["status"] != "error"])
     for doc_id in dict.fromkeys(queued):
         face.on_queued(ns, doc_id)
     return {"results": results, "count": len(results) - failed, "failed": failed}
@@ -205,7 +205,7 @@ def patch(face: Face, ns: str, ref: str, body: dict[str, Any], *, merge_metadata
         statements.append(("UPDATE sm_memories SET forget_after_ms=? WHERE ns=? AND doc_id=?",
                            (forget_after(changed), ns, doc.id)))
     face.store.execute(statements)
-    face.changed(ns)
+    face.changed(ns, [doc.id])
     if reprocess:
         face.on_queued(ns, doc.id)
         return doc.id, "queued"
@@ -250,7 +250,7 @@ def remove(face: Face, ns: str, doc_id: str) -> None:
                                                      (memories_collection(ns), memory_ids))
                   if ids and face.searchable(name)]
         face.collections.write_many(writes, also=also)
-    face.changed(ns)
+    face.changed(ns, [doc_id])
 
 
 def get(face: Face, ns: str, ref: str, include: Sequence[str]) -> dict[str, Any]:

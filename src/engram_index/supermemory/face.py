@@ -97,9 +97,10 @@ class Face:
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
         self._filters: dict[str, dict[str, Any]] = {}
         self._dates: dict[str, dict[str, str | None]] = {}  # documents' dates per namespace until its next write
-        # Only a process that makes every write of its store keeps them: a read-only worker (serve --workers)
-        # or a node over a shared PostgreSQL store would not hear of another process's date change.
-        self._keep_dates = not read_only and collections.shared_store() is None
+        # Only a process that makes every write of its store keeps what it knows of documents (dates,
+        # metadata, compiled filters): a read-only worker (serve --workers) or a node over a shared
+        # PostgreSQL store would not hear of another process's write, and reads them each time.
+        self._sole_writer = not read_only and collections.shared_store() is None
         self._dated: dict[str, bool] = {}  # whether any document of the namespace has a date, until its next write
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
@@ -140,25 +141,39 @@ class Face:
                             "this server runs read-only worker processes (serve --workers); supermemory"
                             " writes need the single-process server")
 
-    def changed(self, ns: str) -> None:
-        """Drop what is cached about a namespace's documents after a write."""
+    def changed(self, ns: str, documents: Sequence[str] | None = None) -> None:
+        """Drop what is cached about a namespace's documents after a write; a write that names the only
+        `documents` it added, changed or removed has what filters know of those alone read again."""
         with self._lock:
-            self._meta.pop(ns, None)
+            meta = self._meta.pop(ns, None)
             self._filters.pop(ns, None)
             self._dates.pop(ns, None)
             self._dated.pop(ns, None)
             self._writes[ns] = self._writes.get(ns, 0) + 1
+            if meta is not None and documents is not None:
+                # Read under the lock: two writes of one document leave the later one's row here.
+                fresh = dict(meta)  # a copy: readers iterate the map they were given
+                named = list(dict.fromkeys(documents))
+                for d in named:
+                    fresh.pop(d, None)
+                for start in range(0, len(named), 500):
+                    part = named[start:start + 500]
+                    fresh.update(_filterable(row) for row in self.store.query(
+                        f"SELECT id, metadata, grp FROM sm_documents WHERE ns=? AND id IN ({','.join('?' * len(part))})",
+                        (ns, *part)))
+                self._meta[ns] = fresh
 
     def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
         """What a filter (by its canonical text `key`) compiles to over the namespace's documents,
-        computed once until the namespace's next write (at most FILTERS_KEPT filters kept)."""
+        computed once until the namespace's next write (at most FILTERS_KEPT filters kept; each time in a
+        process that does not make every write of its store)."""
         held = self._filters.get(ns, {}).get(key)
         if held is not None:
             return held
         writes = self._writes.get(ns, 0)
         fresh = compile_()
         with self._lock:
-            if self._writes.get(ns, 0) != writes:  # a write landed meanwhile: this may be stale
+            if not self._sole_writer or self._writes.get(ns, 0) != writes:  # (a write meanwhile: may be stale)
                 return fresh
             kept = self._filters.setdefault(ns, {})
             if len(kept) >= FILTERS_KEPT:
@@ -167,14 +182,17 @@ class Face:
         return fresh
 
     def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
-        """Every document's filterable metadata in a namespace, by document id (cached until a write)."""
+        """Every document's filterable metadata in a namespace, by document id (kept until a write, in a
+        process that makes every write of its store)."""
         cached = self._meta.get(ns)
         if cached is not None:
             return cached
-        fresh = {row[0]: {**json.loads(row[2]), **json.loads(row[1])}
-                 for row in self.store.query("SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,))}
+        writes = self._writes.get(ns, 0)
+        fresh = dict(_filterable(row) for row in self.store.query(
+            "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
         with self._lock:
-            self._meta[ns] = fresh
+            if self._sole_writer and self._writes.get(ns, 0) == writes:  # else what was read may be stale
+                self._meta[ns] = fresh
         return fresh
 
     # -- namespaces ---------------------------------------------------------------------------
@@ -247,7 +265,7 @@ class Face:
         found = {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
         read = {d: found.get(d) for d in missing}
         with self._lock:
-            if self._keep_dates and self._writes.get(ns, 0) == writes:  # no write meanwhile: what was read is current
+            if self._sole_writer and self._writes.get(ns, 0) == writes:  # no write meanwhile: what was read is current
                 self._dates.setdefault(ns, {}).update(read)
         return {d: read[d] if d in read else kept[d] for d in ids}
 
@@ -263,7 +281,7 @@ class Face:
             return held
         fresh = bool(self.store.query("SELECT 1 FROM sm_documents WHERE ns=? AND date IS NOT NULL LIMIT 1", (ns,)))
         with self._lock:
-            if self._keep_dates and self._writes.get(ns, 0) == writes:
+            if self._sole_writer and self._writes.get(ns, 0) == writes:
                 self._dated[ns] = fresh
         return fresh
 
@@ -379,3 +397,9 @@ class Face:
 def stamp() -> int:
     """Now, in milliseconds (one name for every write's clock)."""
     return now_ms()
+
+
+def _filterable(row: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
+    """A document's id and what filters see of it from its (id, metadata, grp) row: its group's keys, then
+    its metadata's (metadata wins a clash, as DocRow.filterable)."""
+    return row[0], {**json.loads(row[2]), **json.loads(row[1])}
