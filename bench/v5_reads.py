@@ -8,7 +8,8 @@ rounds after one that warms them: a document's memories (`documents.memories_of`
 recallable memories (`documents.recallable_count`), the memory counts of all the picked documents at
 once (`documents.memory_counts`, the route's answer), every document's filterable metadata read afresh
 (`Face.metadata` after `Face.changed`: what a filtered search pays once the namespace's documents
-changed), a profile (`memories.profile`, without buckets), the first page of memories listed with a
+changed), the same of one document (`Face.changed` naming it, as a write of one document does where
+the checkout has it), a profile (`memories.profile`, without buckets), the first page of memories listed with a
 filter only the picked documents pass (their metadata marked for it: `memories.list_items`) and, when
 the namespace holds relations, a memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
 
@@ -18,6 +19,7 @@ the namespace holds relations, a memory's related lists (`related.related`). `--
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import sys
 import time
@@ -89,6 +91,10 @@ def main() -> None:
 
         reads["every document's metadata read afresh (a filtered search's, once its documents changed)"] = \
             fresh_metadata
+        if "documents" in inspect.signature(face.changed).parameters:  # (a checkout that reads one alone)
+            face.metadata(ns)
+            reads["one written document's metadata read again (Face.changed naming it)"] = \
+                lambda: face.changed(ns, docs[:1])  # type: ignore[call-arg]
         if linked:
             reads["a memory's related lists"] = lambda: related.related(face, ns, linked[0][0], 10, 0)
         print("| read | p50 ms |\n|---|---:|")
