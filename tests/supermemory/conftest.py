@@ -14,12 +14,14 @@ import pytest
 from supermemory import Supermemory
 
 from engram_index.admission import Admission
+from engram_index.collections import Collections
 from tests.limits import roomy_app, roomy_embedding, PATIENCE_S
 from engram_index.embed.base import Embedder
 from engram_index.embed.hashing import HashingEmbedder
 from engram_index.engram.auth import InsecureOpen
 from engram_index.keys import KeyStore
 from engram_index.llm.base import LLM, Reranker
+from engram_index.supermemory.face import Face
 from engram_index.testkit.serve import serving
 from tests.conftest import chosen_store
 
@@ -59,6 +61,18 @@ def running(data: Path, embedder: Embedder | None, llm: LLM | None = None,
     with serving(app) as url:
         token, _ = KeyStore(data, app.state.spaces.shared_store()).create("supermemory", {"namespaces": None})
         yield Server(url, data, token, app)
+
+
+@pytest.fixture
+def face(tmp_path: Path) -> Iterator[Face]:
+    """The face alone over a fresh data directory (the hashing embedder; no server, no pipeline)."""
+    spaces = Collections(tmp_path)
+    face = Face(spaces, KeyStore(tmp_path), HashingEmbedder())
+    try:
+        yield face
+    finally:
+        face.close()
+        spaces.close()
 
 
 @pytest.fixture(scope="module")

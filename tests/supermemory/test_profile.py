@@ -4,28 +4,12 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engram_index.collections import Collections
-from engram_index.embed.hashing import HashingEmbedder
-from engram_index.keys import KeyStore
 from engram_index.supermemory import memories
 from engram_index.supermemory.face import Face, stamp
-
-
-@pytest.fixture
-def face(tmp_path: Path) -> Iterator[Face]:
-    spaces = Collections(tmp_path)
-    face = Face(spaces, KeyStore(tmp_path), HashingEmbedder())
-    try:
-        yield face
-    finally:
-        face.close()
-        spaces.close()
 
 
 def _fill(face: Face, rng: random.Random, n: int) -> list[dict[str, Any]]:

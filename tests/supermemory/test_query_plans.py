@@ -6,28 +6,12 @@ SQL alone: what a tiny namespace is planned with here, a namespace of 100k memor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
 
-from engram_index.collections import Collections
-from engram_index.embed.hashing import HashingEmbedder
-from engram_index.keys import KeyStore
 from engram_index.store.sqlite import Store
 from engram_index.supermemory import documents, related
 from engram_index.supermemory.face import Face
-
-
-@pytest.fixture
-def face(tmp_path: Path) -> Iterator[Face]:
-    spaces = Collections(tmp_path)
-    face = Face(spaces, KeyStore(tmp_path), HashingEmbedder())
-    try:
-        yield face
-    finally:
-        face.close()
-        spaces.close()
 
 
 def plans(face: Face, read: Callable[[], object]) -> list[list[str]]:

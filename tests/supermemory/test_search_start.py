@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -23,17 +22,6 @@ from engram_index.shortfall import Gathered
 from engram_index.supermemory.routes import start_search
 from engram_index.supermemory.search import _Why
 from tests.limits import PATIENCE_S
-
-
-@pytest.fixture
-def face(tmp_path: Path) -> Iterator[Face]:
-    spaces = Collections(tmp_path)
-    face = Face(spaces, KeyStore(tmp_path), HashingEmbedder())
-    try:
-        yield face
-    finally:
-        face.close()
-        spaces.close()
 
 
 def call(face: Face, body: dict) -> Call:
