@@ -104,7 +104,8 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
         raise invalid("include.forgotten applies to memories only", "include", "forgotten")
     expr = body.get("filter")
     test = v5filters.compile_filter(expr) if expr is not None else None
-    passing = None if test is None else {d for d, md in face.metadata(ns).items() if test(md)}
+    metadata = face.metadata(ns) if test is not None else {}  # (once: a node over a shared store reads it each time)
+    passing = None if test is None else {d for d, md in metadata.items() if test(md)}
     # A chunk is never updated in place (a revision writes new chunks): its updatedAt is its createdAt.
     column = {"createdAt": "created_ms", "updatedAt": "created_ms" if kind == "chunks" else "updated_ms",
               "position": "doc_id, position"}[sort]
@@ -129,7 +130,7 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
         rows = face.store.query(f"SELECT {columns} FROM {table} WHERE {where} ORDER BY {order_by} LIMIT ? OFFSET ?",
                                 (*params, limit, (page - 1) * limit))
     else:  # filtered: the ids in order first (light), then the page's rows
-        if len(passing) * BY_DOCUMENT_SHARE > len(face.metadata(ns)):
+        if len(passing) * BY_DOCUMENT_SHARE > len(metadata):
             kept = [r[0] for r in face.store.query(f"SELECT id, {doc_column} FROM {table} WHERE {where}"
                                                    f" ORDER BY {order_by}", tuple(params)) if r[1] in passing]
         else:  # few documents pass: their items through the document index, ordered here as ORDER BY would
@@ -212,6 +213,8 @@ def _newest(face: Face, ns: str, static: bool, limit: int, now: int, passing: se
     sql = ("SELECT id, doc_id, updated_ms FROM sm_memories WHERE ns=? AND is_static=? AND is_latest=1"
            " AND forgotten_ms IS NULL AND (forget_after_ms IS NULL OR forget_after_ms > ?){after}"
            " ORDER BY updated_ms DESC, id LIMIT ?")
+    if passing is not None and not passing:
+        return []
     chosen: list[str] = []
     after: tuple[Any, ...] = ()
     batch = limit if passing is None else 4 * limit
