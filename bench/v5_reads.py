@@ -9,7 +9,8 @@ recallable memories (`documents.recallable_count`), the memory counts of all the
 once (`documents.memory_counts`, the route's answer), every document's filterable metadata read afresh
 (`Face.metadata` after `Face.changed`: what a filtered search pays once the namespace's documents
 changed), the same of one document (`Face.changed` naming it, as a write of one document does where
-the checkout has it), a profile (`memories.profile`, without buckets), the first page of memories listed with a
+the checkout has it), a profile (`memories.profile`, without buckets), a deep page of the unfiltered
+memories list (nine tenths of the way through), the first page of memories listed with a
 filter only the picked documents pass (their metadata marked for it: `memories.list_items`) and, when
 the namespace holds relations, a memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
 
@@ -77,6 +78,9 @@ def main() -> None:
                 lambda: documents.memory_counts(face, ns, docs),
         }
         reads["a profile (the namespace has no buckets)"] = lambda: memories.profile(face, ns, {})
+        deep = max(1, held * 9 // 100)  # a page of 10 nine tenths of the way through the memories
+        reads[f"memories listed, page {deep:,} of 10 (unfiltered)"] = \
+            lambda: memories.list_items(face, ns, "memories", {"page": deep, "limit": 10}, {})
         # The picked documents are marked in their metadata, and a list filtered to them pages their memories.
         face.store.execute([("UPDATE sm_documents SET metadata=? WHERE ns=? AND id=?", ('{"picked": true}', ns, d))
                             for d in docs])

@@ -79,3 +79,22 @@ def test_a_list_filtered_to_few_documents_reads_their_items_through_the_document
     for plan in found:
         if any(f"sm_{kind} " in step or step.endswith(f"sm_{kind}") for step in plan):
             assert not walks_the_namespace(plan), plan
+
+
+@pytest.mark.parametrize("kind, sort", SORTS)
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_an_unfiltered_list_pages_every_item_in_the_lists_order(face: Face, kind: str, sort: str, order: str) -> None:
+    _fill(face, random.Random(f"all{kind}{sort}{order}"))
+    column = {"createdAt": "created_ms", "updatedAt": "created_ms" if kind == "chunks" else "updated_ms"}.get(sort)
+    direction = order.upper()
+    order_by = f"doc_id {direction}, position {direction}" if sort == "position" else f"{column} {direction}, id {direction}"
+    live = " AND forgotten_ms IS NULL AND (forget_after_ms IS NULL OR forget_after_ms > ?)" if kind == "memories" else ""
+    # The oracle: the one statement that orders them all.
+    wanted = [r[0] for r in face.store.query(f"SELECT id FROM sm_{kind} WHERE ns='n'{live} ORDER BY {order_by}",
+                                             (stamp(),) if live else ())]
+    got: list[str] = []
+    for page in range(1, len(wanted) // 7 + 2):
+        answer = memories.list_items(face, "n", kind, {"sort": sort, "order": order, "limit": 7, "page": page}, {})
+        assert answer["pagination"]["totalItems"] == len(wanted)
+        got += _ids(answer, kind)
+    assert got == wanted

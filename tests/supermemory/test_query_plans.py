@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
+import pytest
+
 from engram_index.store.sqlite import Store
 from engram_index.supermemory import documents, related
 from engram_index.supermemory.face import Face
@@ -68,3 +70,16 @@ def test_a_profile_without_buckets_reads_its_newest_memories_through_an_index(fa
     for plan in memory_plans:
         assert not walks_the_namespace(plan) and not any("TEMP B-TREE" in step for step in plan), plan
         assert all("COVERING" in step for step in plan if "sm_memories_profile" in step), plan
+
+
+@pytest.mark.parametrize("kind, sort", [("documents", "createdAt"), ("documents", "updatedAt"),
+                                        ("chunks", "createdAt"), ("chunks", "position"),
+                                        ("memories", "createdAt"), ("memories", "updatedAt")])
+def test_a_deep_page_of_a_list_skips_the_items_before_it_in_an_index(face: Face, kind: str, sort: str) -> None:
+    from engram_index.supermemory import memories
+
+    for plan in plans(face, lambda: memories.list_items(face, "n", kind, {"sort": sort, "page": 500}, {})):
+        if any(step.startswith(f"SEARCH sm_{kind}") or step.startswith(f"SCAN sm_{kind}") for step in plan) \
+                and not any("count" in step for step in plan):
+            assert all("COVERING INDEX" in step or "PRIMARY KEY" in step and "id=?" in step
+                       for step in plan if step.startswith(("SEARCH", "SCAN"))), plan

@@ -125,10 +125,11 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
     if kind == "memories" and not include.get("forgotten"):
         where += " AND forgotten_ms IS NULL AND (forget_after_ms IS NULL OR forget_after_ms > ?)"
         params.append(now)
-    if passing is None:  # the page straight from SQLite
+    if passing is None:  # the page's ids from an index that holds what is tested (the items before it skipped
+        # there, not each read from the table), then its rows
         total = int(face.store.query(f"SELECT count(*) FROM {table} WHERE {where}", tuple(params))[0][0])
-        rows = face.store.query(f"SELECT {columns} FROM {table} WHERE {where} ORDER BY {order_by} LIMIT ? OFFSET ?",
-                                (*params, limit, (page - 1) * limit))
+        wanted = [r[0] for r in face.store.query(f"SELECT id FROM {table} WHERE {where} ORDER BY {order_by}"
+                                                 " LIMIT ? OFFSET ?", (*params, limit, (page - 1) * limit))]
     else:  # filtered: the ids in order first (light), then the page's rows
         if len(passing) * BY_DOCUMENT_SHARE > len(metadata):
             kept = [r[0] for r in face.store.query(f"SELECT id, {doc_column} FROM {table} WHERE {where}"
@@ -147,11 +148,11 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
             kept = [r[2] for r in found_keys]
         total = len(kept)
         wanted = kept[(page - 1) * limit: page * limit]
-        marks = ",".join("?" * len(wanted)) or "NULL"
-        at = 1 if kind == "documents" else 0  # (a document's row begins with its namespace)
-        found = {r[at]: r for r in face.store.query(
-            f"SELECT {columns} FROM {table} WHERE ns=? AND id IN ({marks})", (ns, *wanted))}
-        rows = [found[i] for i in wanted if i in found]
+    marks = ",".join("?" * len(wanted)) or "NULL"
+    at = 1 if kind == "documents" else 0  # (a document's row begins with its namespace)
+    found = {r[at]: r for r in face.store.query(
+        f"SELECT {columns} FROM {table} WHERE ns=? AND id IN ({marks})", (ns, *wanted))}
+    rows = [found[i] for i in wanted if i in found]
     out: dict[str, Any] = {"documents": [], "chunks": [], "memories": []}
     if kind == "documents":
         out["documents"] = [document_row(d, content=bool(include.get("content")),

@@ -126,6 +126,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX sm_memories_profile ON sm_memories(ns, is_static, updated_ms DESC, id, forget_after_ms, doc_id,
         is_latest, forgotten_ms) WHERE is_latest = 1 AND forgotten_ms IS NULL;
     """,
+    # A list's orders of memories with what a list tests of each (forgotten, expired) beside, so that a deep
+    # page skips the memories before it in the index (memories.list_items).
+    """
+    DROP INDEX sm_memories_created;
+    CREATE INDEX sm_memories_created ON sm_memories(ns, created_ms, id, forgotten_ms, forget_after_ms);
+    DROP INDEX sm_memories_updated;
+    CREATE INDEX sm_memories_updated ON sm_memories(ns, updated_ms, id, forgotten_ms, forget_after_ms);
+    """,
 )
 
 
