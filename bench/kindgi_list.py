@@ -14,7 +14,6 @@ the checkout whose code runs.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -23,24 +22,17 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
-from machine import print_machine  # noqa: E402
+from in_process import parsed  # noqa: E402
 
 
 def main() -> None:
     """Time each listing and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--rounds", type=int, default=50)
-    parser.add_argument("--limit", type=int, default=10)
-    parser.add_argument("--src", type=Path, default=_HERE.parent, help="the checkout whose code runs")
-    args = parser.parse_args()
-    sys.path.insert(0, str(args.src / "src"))
+    args = parsed(__doc__, rounds=50, limit=10)
     from engram_index.collections import Collections
     from engram_index.kindgi.auth import Principal
     from engram_index.kindgi.facts import Facts
     from engram_index.kindgi.schema import migrate
 
-    print_machine()
     collections = Collections(args.data)
     try:
         migrate(collections.store)

@@ -12,7 +12,6 @@ fresh set for each of `--rounds` rounds. `--src` picks the checkout whose code r
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -21,22 +20,15 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
-from machine import print_machine  # noqa: E402
+from in_process import parsed  # noqa: E402
 
 
 def main() -> None:
     """Time each scrub and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--ids", default="1,10")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--src", type=Path, default=_HERE.parent, help="the checkout whose code runs")
-    args = parser.parse_args()
-    sys.path.insert(0, str(args.src / "src"))
+    args = parsed(__doc__, ids="1,10", rounds=2)
     from engram_index.collections import Collections
     from engram_index.kindgi.idempotency import Idempotency
 
-    print_machine()
     collections = Collections(args.data)
     kept = Idempotency(collections.store)
     try:

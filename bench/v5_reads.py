@@ -19,7 +19,6 @@ the namespace holds relations, a memory's related lists (`related.related`). `--
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import statistics
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
-from machine import print_machine  # noqa: E402
+from in_process import parsed  # noqa: E402
 
 
 def p50_ms(run: Callable[[], object], rounds: int) -> float:
@@ -46,19 +45,12 @@ def p50_ms(run: Callable[[], object], rounds: int) -> float:
 
 def main() -> None:
     """Time each read and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--docs", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--src", type=Path, default=_HERE.parent, help="the checkout whose code runs")
-    args = parser.parse_args()
-    sys.path.insert(0, str(args.src / "src"))
+    args = parsed(__doc__, docs=100, rounds=5)
     from engram_index.collections import Collections
     from engram_index.keys import KeyStore
     from engram_index.supermemory import documents, memories, related
     from engram_index.supermemory.face import Face
 
-    print_machine()
     collections = Collections(args.data)
     face = Face(collections, KeyStore(args.data), None)
     try:
