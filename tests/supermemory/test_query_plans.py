@@ -83,3 +83,10 @@ def test_a_deep_page_of_a_list_skips_the_items_before_it_in_an_index(face: Face,
                 and not any("count" in step for step in plan):
             assert all("COVERING INDEX" in step or "PRIMARY KEY" in step and "id=?" in step
                        for step in plan if step.startswith(("SEARCH", "SCAN"))), plan
+
+
+def test_a_keys_feedback_of_the_day_is_counted_through_an_index(face: Face) -> None:
+    from engram_index.supermemory import namespaces
+
+    for plan in plans(face, lambda: namespaces.feedback(face, "k1", {"rating": 5})):
+        assert all(" USING " in step for step in plan if step.startswith(("SEARCH", "SCAN"))), plan

@@ -134,6 +134,10 @@ MIGRATIONS: tuple[str, ...] = (
     DROP INDEX sm_memories_updated;
     CREATE INDEX sm_memories_updated ON sm_memories(ns, updated_ms, id, forgotten_ms, forget_after_ms);
     """,
+    # A key's feedback of the day, counted at each submission (namespaces.feedback): feedback is never dropped.
+    """
+    CREATE INDEX sm_feedback_key ON sm_feedback(key_id, created_ms);
+    """,
 )
 
 
