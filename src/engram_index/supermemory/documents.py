@@ -50,7 +50,7 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
         now = stamp()
         doc_id, status, statements = _prepare(face, ns, item, task_type, now, file, file_type)
         if statements:
-            face.store.execute([face.namespace_statement(ns, now), *statements])
+            face.store.execute([face.namespace_statement(ns, now), *statements, face.documents_changed(ns)])
     face.changed(ns, [doc_id])
     if status == "queued":
         face.on_queued(ns, doc_id)
@@ -135,7 +135,7 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
         ids: set[str] = set()
         for item in body["documents"]:
             if item.get("id") in ids:
-                face.store.execute([face.namespace_statement(ns, now), *pending])
+                face.store.execute([face.namespace_statement(ns, now), *pending, face.documents_changed(ns)])
                 pending, ids = [], set()
             try:
                 doc_id, status, statements = _prepare(face, ns, item, body.get("taskType"), now)
@@ -151,7 +151,7 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
                 queued.append(doc_id)
             results.append({"id": doc_id, "status": status})
         if pending:
-            face.store.execute([face.namespace_statement(ns, now), *pending])
+            face.store.execute([face.namespace_statement(ns, now), *pending, face.documents_changed(ns)])
     face.changed(ns, [r["id"] for r in results if r["status"] != "error"])
     for doc_id in dict.fromkeys(queued):
         face.on_queued(ns, doc_id)
@@ -204,7 +204,7 @@ def patch(face: Face, ns: str, ref: str, body: dict[str, Any], *, merge_metadata
         changed = DocRow(**{**{f: getattr(doc, f) for f in DocRow.__slots__}, "metadata": json.loads(sets["metadata"])})
         statements.append(("UPDATE sm_memories SET forget_after_ms=? WHERE ns=? AND doc_id=?",
                            (forget_after(changed), ns, doc.id)))
-    face.store.execute(statements)
+    face.store.execute([*statements, face.documents_changed(ns)])
     face.changed(ns, [doc.id])
     if reprocess:
         face.on_queued(ns, doc.id)
@@ -241,6 +241,7 @@ def remove(face: Face, ns: str, doc_id: str) -> None:
             ("DELETE FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc_id)),
             ("DELETE FROM sm_memories WHERE ns=? AND doc_id=?", (ns, doc_id)),
             ("DELETE FROM sm_documents WHERE ns=? AND id=?", (ns, doc_id)),
+            face.documents_changed(ns),
         ]
         if memory_ids:
             also += [(f"DELETE FROM sm_relations WHERE ns=? AND src IN ({marks})", (ns, *memory_ids)),

@@ -96,10 +96,15 @@ class Face:
         self._ensured: set[str] = set()
         self._meta: dict[str, dict[str, dict[str, Any]]] = {}
         self._filters: dict[str, dict[str, Any]] = {}
+        # The same, in a process that does not make every write of its store: kept with the store's count of
+        # the namespace's document changes they were read at (`documents_changed`).
+        self._shared_meta: dict[str, tuple[tuple[int, int], dict[str, dict[str, Any]]]] = {}
+        self._shared_filters: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
         self._dates: dict[str, dict[str, str | None]] = {}  # documents' dates per namespace until its next write
-        # Only a process that makes every write of its store keeps what it knows of documents (dates,
-        # metadata, compiled filters): a read-only worker (serve --workers) or a node over a shared
-        # PostgreSQL store would not hear of another process's write, and reads them each time.
+        # Only a process that makes every write of its store keeps what it knows of documents until its own
+        # next write: a read-only worker (serve --workers) or a node over a shared PostgreSQL store would not
+        # hear of another process's write. It reads the dates each time, and keeps the metadata and compiled
+        # filters only while the store's count of the namespace's document changes stands.
         self._sole_writer = not read_only and collections.shared_store() is None
         self._dated: dict[str, bool] = {}  # whether any document of the namespace has a date, until its next write
         self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
@@ -167,13 +172,25 @@ class Face:
         """What a filter (by its canonical text `key`) compiles to over the namespace's documents,
         computed once until the namespace's next write (at most FILTERS_KEPT filters kept; each time in a
         process that does not make every write of its store)."""
+        if not self._sole_writer:  # kept while the store's count of the documents' changes stands
+            version = self._documents_version(ns)
+            seen, compiled = self._shared_filters.get(ns, (None, {}))
+            if version is not None and seen == version and key in compiled:
+                return compiled[key]
+            fresh = compile_()
+            if version is not None:
+                with self._lock:
+                    seen, compiled = self._shared_filters.get(ns, (None, {}))
+                    kept = compiled if seen == version and len(compiled) < FILTERS_KEPT else {}
+                    self._shared_filters[ns] = (version, {**kept, key: fresh})
+            return fresh
         held = self._filters.get(ns, {}).get(key)
         if held is not None:
             return held
         writes = self._writes.get(ns, 0)
         fresh = compile_()
         with self._lock:
-            if not self._sole_writer or self._writes.get(ns, 0) != writes:  # (a write meanwhile: may be stale)
+            if self._writes.get(ns, 0) != writes:  # a write landed meanwhile: this may be stale
                 return fresh
             kept = self._filters.setdefault(ns, {})
             if len(kept) >= FILTERS_KEPT:
@@ -184,6 +201,18 @@ class Face:
     def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
         """Every document's filterable metadata in a namespace, by document id (kept until a write, in a
         process that makes every write of its store)."""
+        if not self._sole_writer:  # kept while the store's count of the documents' changes stands
+            version = self._documents_version(ns)
+            seen, held = self._shared_meta.get(ns, (None, None))
+            if held is not None and version is not None and seen == version:
+                return held
+            # The count read first: a change landing during the read moves it, and the next call reads again.
+            fresh = dict(_filterable(row) for row in self.store.query(
+                "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
+            if version is not None:
+                with self._lock:
+                    self._shared_meta[ns] = (version, fresh)
+            return fresh
         cached = self._meta.get(ns)
         if cached is not None:
             return cached
@@ -191,7 +220,7 @@ class Face:
         fresh = dict(_filterable(row) for row in self.store.query(
             "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
         with self._lock:
-            if self._sole_writer and self._writes.get(ns, 0) == writes:  # else what was read may be stale
+            if self._writes.get(ns, 0) == writes:  # else a write landed meanwhile: what was read may be stale
                 self._meta[ns] = fresh
         return fresh
 
@@ -212,6 +241,17 @@ class Face:
     def namespace_statement(self, ns: str, at_ms: int) -> Statement:
         """The statement that creates a namespace on its first document (a no-op afterwards)."""
         return ("INSERT OR IGNORE INTO sm_namespaces(name, created_ms, updated_ms) VALUES (?, ?, ?)", (ns, at_ms, at_ms))
+
+    def documents_changed(self, ns: str) -> Statement:
+        """The statement that counts a change of a namespace's documents (after `namespace_statement`, in the
+        same transaction): another process's kept metadata is stale once the count moves."""
+        return ("UPDATE sm_namespaces SET docs_changed = docs_changed + 1 WHERE name=?", (ns,))
+
+    def _documents_version(self, ns: str) -> tuple[int, int] | None:
+        """When the namespace was made and how often its documents changed since, as the store says now (None:
+        no such namespace); the first tells a namespace made again after a delete from the one before."""
+        rows = self.store.query("SELECT created_ms, docs_changed FROM sm_namespaces WHERE name=?", (ns,))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
     def namespace_exists(self, ns: str) -> bool:
         """Whether the namespace has been created."""

@@ -121,6 +121,7 @@ def _move(face: Face, ns: str, move_to: str, reach: Reach) -> dict[str, Any]:
                                                                                 "sm_relations")],
             ("UPDATE sm_documents SET ns=?, updated_ms=? WHERE ns=?", (move_to, now, ns)),
             face.namespace_statement(move_to, now),
+            face.documents_changed(move_to),
         ])
         _drop(face, ns)
     face.changed(move_to)

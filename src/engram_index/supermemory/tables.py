@@ -138,6 +138,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX sm_feedback_key ON sm_feedback(key_id, created_ms);
     """,
+    # How often a namespace's documents changed (added, removed, their metadata or group): a process that
+    # does not make every write of its store keeps what filters know of them while it stands (Face.metadata).
+    """
+    ALTER TABLE sm_namespaces ADD COLUMN docs_changed INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 
