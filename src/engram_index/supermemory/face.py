@@ -170,8 +170,8 @@ class Face:
 
     def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
         """What a filter (by its canonical text `key`) compiles to over the namespace's documents,
-        computed once until the namespace's next write (at most FILTERS_KEPT filters kept; each time in a
-        process that does not make every write of its store)."""
+        computed once until the namespace's next write (at most FILTERS_KEPT filters kept; in a process that
+        does not make every write of its store, until the store's count of document changes moves)."""
         if not self._sole_writer:  # kept while the store's count of the documents' changes stands
             version = self._documents_version(ns)
             seen, compiled = self._shared_filters.get(ns, (None, {}))
@@ -199,8 +199,9 @@ class Face:
         return fresh
 
     def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
-        """Every document's filterable metadata in a namespace, by document id (kept until a write, in a
-        process that makes every write of its store)."""
+        """Every document's filterable metadata in a namespace, by document id (kept until a write of
+        documents; in a process that does not make every write of its store, until the store's count of
+        document changes moves)."""
         if not self._sole_writer:  # kept while the store's count of the documents' changes stands
             version = self._documents_version(ns)
             seen, held = self._shared_meta.get(ns, (None, None))
