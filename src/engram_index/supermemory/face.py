@@ -33,7 +33,9 @@ EMBED_SPLIT = 16
 
 
 _HEX_TO_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")  # made once, not per tag
-FILTERS_KEPT = 64  # compiled filters kept per namespace until its next write
+FILTERS_KEPT = 64  # compiled filters kept per namespace while the version of its documents stands
+# A version of a namespace's documents (Face._documents_version): what is kept of them is good while it stands.
+Version = tuple[int, int]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -94,20 +96,17 @@ class Face:
         self.intake = threading.Lock()
         self._ns_locks: dict[str, threading.RLock] = {}
         self._ensured: set[str] = set()
-        self._meta: dict[str, dict[str, dict[str, Any]]] = {}
-        self._filters: dict[str, dict[str, Any]] = {}
-        # The same, in a process that does not make every write of its store: kept with the store's count of
-        # the namespace's document changes they were read at (`documents_changed`).
-        self._shared_meta: dict[str, tuple[tuple[int, int], dict[str, dict[str, Any]]]] = {}
-        self._shared_filters: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+        # Every document's filterable metadata, and what filters compile to, per namespace: each kept with the
+        # version of its documents it was read at (`_documents_version`), and good while that stands.
+        self._meta: dict[str, tuple[Version, dict[str, dict[str, Any]]]] = {}
+        self._filters: dict[str, tuple[Version, dict[str, Any]]] = {}
         self._dates: dict[str, dict[str, str | None]] = {}  # documents' dates per namespace until its next write
-        # Only a process that makes every write of its store keeps what it knows of documents until its own
-        # next write: a read-only worker (serve --workers) or a node over a shared PostgreSQL store would not
-        # hear of another process's write. It reads the dates each time, and keeps the metadata and compiled
-        # filters only while the store's count of the namespace's document changes stands.
+        # Only a process that makes every write of its store knows of every change of its documents: a
+        # read-only worker (serve --workers) or a node over a shared PostgreSQL store would not hear of another
+        # process's write. It reads the dates each time, and the version of the documents from the store.
         self._sole_writer = not read_only and collections.shared_store() is None
         self._dated: dict[str, bool] = {}  # whether any document of the namespace has a date, until its next write
-        self._writes: dict[str, int] = {}  # changes seen per namespace (a compiled filter is kept only if none)
+        self._writes: dict[str, int] = {}  # this process's writes of each namespace's documents
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         # A search's query embedding runs here (`start_embedding`) while the search does what needs no vector,
         # then the scan of one of its collections' vectors (search.found). A thread for each embedding the
@@ -150,14 +149,16 @@ class Face:
         """Drop what is cached about a namespace's documents after a write; a write that names the only
         `documents` it added, changed or removed has what filters know of those alone read again."""
         with self._lock:
-            meta = self._meta.pop(ns, None)
+            kept = self._meta.pop(ns, None)
             self._filters.pop(ns, None)
             self._dates.pop(ns, None)
             self._dated.pop(ns, None)
+            stood = kept[1] if kept is not None and kept[0] == self._own_version(ns) else None
             self._writes[ns] = self._writes.get(ns, 0) + 1
-            if meta is not None and documents is not None:
+            # (A process that does not make every write learns the store's new version when it next reads.)
+            if self._sole_writer and stood is not None and documents is not None:
                 # Read under the lock: two writes of one document leave the later one's row here.
-                fresh = dict(meta)  # a copy: readers iterate the map they were given
+                fresh = dict(stood)  # a copy: readers iterate the map they were given
                 named = list(dict.fromkeys(documents))
                 for d in named:
                     fresh.pop(d, None)
@@ -166,63 +167,35 @@ class Face:
                     fresh.update(_filterable(row) for row in self.store.query(
                         f"SELECT id, metadata, grp FROM sm_documents WHERE ns=? AND id IN ({','.join('?' * len(part))})",
                         (ns, *part)))
-                self._meta[ns] = fresh
+                self._meta[ns] = (self._own_version(ns), fresh)
 
     def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
-        """What a filter (by its canonical text `key`) compiles to over the namespace's documents,
-        computed once until the namespace's next write (at most FILTERS_KEPT filters kept; in a process that
-        does not make every write of its store, until the store's count of document changes moves)."""
-        if not self._sole_writer:  # kept while the store's count of the documents' changes stands
-            version = self._documents_version(ns)
-            seen, compiled = self._shared_filters.get(ns, (None, {}))
-            if version is not None and seen == version and key in compiled:
-                return compiled[key]
-            fresh = compile_()
-            if version is not None:
-                with self._lock:
-                    seen, compiled = self._shared_filters.get(ns, (None, {}))
-                    kept = compiled if seen == version and len(compiled) < FILTERS_KEPT else {}
-                    self._shared_filters[ns] = (version, {**kept, key: fresh})
-            return fresh
-        held = self._filters.get(ns, {}).get(key)
-        if held is not None:
-            return held
-        writes = self._writes.get(ns, 0)
+        """What a filter (by its canonical text `key`) compiles to over the namespace's documents, computed
+        once while the version of its documents stands (at most FILTERS_KEPT filters kept)."""
+        version = self._documents_version(ns)
+        seen, compiled = self._filters.get(ns, (None, {}))
+        if version is not None and seen == version and key in compiled:
+            return compiled[key]
         fresh = compile_()
-        with self._lock:
-            if self._writes.get(ns, 0) != writes:  # a write landed meanwhile: this may be stale
-                return fresh
-            kept = self._filters.setdefault(ns, {})
-            if len(kept) >= FILTERS_KEPT:
-                kept.clear()
-            kept[key] = fresh
+        if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
+            with self._lock:
+                seen, compiled = self._filters.get(ns, (None, {}))
+                kept = compiled if seen == version and len(compiled) < FILTERS_KEPT else {}
+                self._filters[ns] = (version, {**kept, key: fresh})
         return fresh
 
     def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
-        """Every document's filterable metadata in a namespace, by document id (kept until a write of
-        documents; in a process that does not make every write of its store, until the store's count of
-        document changes moves)."""
-        if not self._sole_writer:  # kept while the store's count of the documents' changes stands
-            version = self._documents_version(ns)
-            seen, held = self._shared_meta.get(ns, (None, None))
-            if held is not None and version is not None and seen == version:
-                return held
-            # The count read first: a change landing during the read moves it, and the next call reads again.
-            fresh = dict(_filterable(row) for row in self.store.query(
-                "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
-            if version is not None:
-                with self._lock:
-                    self._shared_meta[ns] = (version, fresh)
-            return fresh
-        cached = self._meta.get(ns)
-        if cached is not None:
-            return cached
-        writes = self._writes.get(ns, 0)
+        """Every document's filterable metadata in a namespace, by document id (read once while the version
+        of its documents stands)."""
+        version = self._documents_version(ns)
+        seen, held = self._meta.get(ns, (None, None))
+        if held is not None and version is not None and seen == version:
+            return held
         fresh = dict(_filterable(row) for row in self.store.query(
             "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
-        with self._lock:
-            if self._writes.get(ns, 0) == writes:  # else a write landed meanwhile: what was read may be stale
-                self._meta[ns] = fresh
+        if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
+            with self._lock:
+                self._meta[ns] = (version, fresh)
         return fresh
 
     # -- namespaces ---------------------------------------------------------------------------
@@ -248,9 +221,16 @@ class Face:
         same transaction): another process's kept metadata is stale once the count moves."""
         return ("UPDATE sm_namespaces SET docs_changed = docs_changed + 1 WHERE name=?", (ns,))
 
-    def _documents_version(self, ns: str) -> tuple[int, int] | None:
-        """When the namespace was made and how often its documents changed since, as the store says now (None:
-        no such namespace); the first tells a namespace made again after a delete from the one before."""
+    def _own_version(self, ns: str) -> Version:
+        """The version of a namespace's documents by this process's writes of them alone."""
+        return 0, self._writes.get(ns, 0)
+
+    def _documents_version(self, ns: str) -> Version | None:
+        """The version of a namespace's documents: in a process that makes every write of its store, how often
+        it wrote them; elsewhere when the store made the namespace and how often its documents changed since
+        (None: no such namespace), the first telling a namespace made again after a delete from the one before."""
+        if self._sole_writer:
+            return self._own_version(ns)
         rows = self.store.query("SELECT created_ms, docs_changed FROM sm_namespaces WHERE name=?", (ns,))
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
