@@ -17,6 +17,7 @@ from typing import Any
 from engram_index.store.base import Statement, StoredDocument
 from engram_index.supermemory.errors import Conflict, V5Error, invalid
 from engram_index.supermemory.face import PROCESSING, Face, doc_tag, stamp
+from engram_index.supermemory.expiry import write_moved
 from engram_index.supermemory.memories_form import forget_after
 from engram_index.supermemory.models import CHANGES, is_url
 from engram_index.supermemory.tables import (
@@ -48,9 +49,11 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
     face.ensure_collections(ns)
     with face.intake:
         now = stamp()
-        doc_id, status, statements = _prepare(face, ns, item, task_type, now, file, file_type)
+        doc_id, status, statements, expiry = _prepare(face, ns, item, task_type, now, file, file_type)
         if statements:
-            face.store.execute([face.namespace_statement(ns, now), *statements, face.documents_changed(ns)])
+            writes = [face.namespace_statement(ns, now), *statements, face.documents_changed(ns)]
+            # A resubmission that changed the metadata: the memories' expiry follows its forgetAfter.
+            write_moved(face, ns, [(doc_id, e) for e in expiry], now, writes)
     face.changed(ns, [doc_id])
     if status == "queued":
         face.on_queued(ns, doc_id)
@@ -59,8 +62,9 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
 
 def _prepare(face: Face, ns: str, item: dict[str, Any], task_type: str | None, now: int,
              file: tuple[bytes, str, str] | None = None, file_type: str | None = None
-             ) -> tuple[str, str, list[Statement]]:
-    """The id, status and statements of one add (no statements: an unchanged resubmission)."""
+             ) -> tuple[str, str, list[Statement], tuple[int | None, ...]]:
+    """The id, status and statements of one add (no statements: an unchanged resubmission), and the new expiry
+    of its memories when a resubmission changed its metadata (else ())."""
     content = item.get("content", "")
     doc = face.document(ns, item["id"]) if item.get("id") else None
     url = content.strip() if file is None and is_url(content) else None
@@ -75,18 +79,24 @@ def _prepare(face: Face, ns: str, item: dict[str, Any], task_type: str | None, n
              json.dumps(item.get("metadata") or {}), json.dumps(item.get("group") or {}),
              item.get("supportingContext"), item.get("date"), task_type or "memory",
              file[0] if file else None, file[1] if file else None, file[2] if file else None, now, now),
-        )]
+        )], ()
     fields = _fields(doc, item, task_type)
     new_content = merged_content(doc.content, content) if not url else (None if url == doc.url else "")
     if new_content is None and not fields:
-        return doc.id, doc.status, []
+        return doc.id, doc.status, [], ()
     sets = [f"{k}=?" for k in fields] + ["updated_ms=?"]
     params: list[Any] = [*fields.values(), now]
     if new_content is not None:
         sets += ["content=?", "url=?", "revision=revision+1", "status='queued'", "error=NULL"]
         params += [new_content if not url else "", url]
     statement = (f"UPDATE sm_documents SET {', '.join(sets)} WHERE ns=? AND id=?", (*params, ns, doc.id))
-    return doc.id, "queued" if new_content is not None else doc.status, [statement]
+    expiry = (_expiry(doc, fields["metadata"]),) if "metadata" in fields else ()
+    return doc.id, "queued" if new_content is not None else doc.status, [statement], expiry
+
+
+def _expiry(doc: DocRow, metadata: str) -> int | None:
+    """When a document's memories expire once its metadata is `metadata` (JSON)."""
+    return forget_after(DocRow(**{**{f: getattr(doc, f) for f in DocRow.__slots__}, "metadata": json.loads(metadata)}))
 
 
 def _fields(doc: DocRow, item: dict[str, Any], task_type: str | None) -> dict[str, Any]:
@@ -132,13 +142,15 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
     with face.intake:
         now = stamp()
         pending: list[Statement] = []
+        moves: list[tuple[str, int | None]] = []  # resubmissions' new expiries
         ids: set[str] = set()
         for item in body["documents"]:
             if item.get("id") in ids:
-                face.store.execute([face.namespace_statement(ns, now), *pending, face.documents_changed(ns)])
-                pending, ids = [], set()
+                write_moved(face, ns, moves, now, [face.namespace_statement(ns, now), *pending,
+                                                   face.documents_changed(ns)])
+                pending, moves, ids = [], [], set()
             try:
-                doc_id, status, statements = _prepare(face, ns, item, body.get("taskType"), now)
+                doc_id, status, statements, expiry = _prepare(face, ns, item, body.get("taskType"), now)
             except V5Error as exc:
                 failed += 1
                 results.append({"id": item.get("id", ""), "status": "error", "error": exc.message,
@@ -147,11 +159,12 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
             if item.get("id"):
                 ids.add(item["id"])
             pending += statements
+            moves += [(doc_id, e) for e in expiry]
             if status == "queued":
                 queued.append(doc_id)
             results.append({"id": doc_id, "status": status})
         if pending:
-            face.store.execute([face.namespace_statement(ns, now), *pending, face.documents_changed(ns)])
+            write_moved(face, ns, moves, now, [face.namespace_statement(ns, now), *pending, face.documents_changed(ns)])
     face.changed(ns, [r["id"] for r in results if r["status"] != "error"])
     for doc_id in dict.fromkeys(queued):
         face.on_queued(ns, doc_id)
@@ -201,10 +214,9 @@ def patch(face: Face, ns: str, ref: str, body: dict[str, Any], *, merge_metadata
     statements: list[Statement] = [
         (f"UPDATE sm_documents SET {', '.join(assignments)} WHERE ns=? AND id=?", (*params, ns, doc.id))]
     if "metadata" in sets:  # the memories' expiry follows the document's forgetAfter
-        changed = DocRow(**{**{f: getattr(doc, f) for f in DocRow.__slots__}, "metadata": json.loads(sets["metadata"])})
-        statements.append(("UPDATE sm_memories SET forget_after_ms=? WHERE ns=? AND doc_id=?",
-                           (forget_after(changed), ns, doc.id)))
-    face.store.execute([*statements, face.documents_changed(ns)])
+        write_moved(face, ns, [(doc.id, _expiry(doc, sets["metadata"]))], now, [*statements, face.documents_changed(ns)])
+    else:
+        face.store.execute([*statements, face.documents_changed(ns)])
     face.changed(ns, [doc.id])
     if reprocess:
         face.on_queued(ns, doc.id)

@@ -47,6 +47,8 @@ def hidden_tag(kind: str, value: str) -> str:
 
 SUPERSEDED = hidden_tag("state", "superseded")
 FORGOTTEN = hidden_tag("state", "forgotten")
+EXPIRED = hidden_tag("state", "expired")  # past its forget-after time when last swept (supermemory/expiry.py)
+STATES = frozenset((SUPERSEDED, FORGOTTEN, EXPIRED))  # a memory record's tags that are not its document's
 
 
 def doc_tag(doc_id: str) -> str:
@@ -114,6 +116,10 @@ class Face:
         self.embedding_threads: Executor = ThreadPoolExecutor(EMBED_CONCURRENT + EMBED_QUEUE,
                                                               thread_name_prefix="v5-embed")
         self.on_queued: Callable[[str, str], None] = lambda ns, doc_id: None
+        # Sweeps of expired memories (supermemory/expiry.py), one at a time, and when each namespace's began.
+        self.sweeps: Executor = ThreadPoolExecutor(1, thread_name_prefix="v5-sweep")
+        self.swept: dict[str, float] = {}
+        self.swept_lock = threading.Lock()
 
     @property
     def llm(self) -> LLM | None:
@@ -327,12 +333,15 @@ class Face:
         return {m.id: m for m in map(MemoryRow.from_row, self._rows("sm_memories", MEMORY_COLUMNS, ns, ids))}
 
     def memory_tags(self, memory: MemoryRow) -> tuple[str, ...]:
-        """The tags of a memory's record: its document, and whether it is superseded or forgotten."""
+        """The tags of a memory's record: its document, and whether it is superseded, forgotten or swept as
+        expired."""
         tags = [doc_tag(memory.doc_id)]
         if not memory.is_latest:
             tags.append(SUPERSEDED)
         if memory.forgotten_ms is not None:
             tags.append(FORGOTTEN)
+        if memory.expiry_tagged:
+            tags.append(EXPIRED)
         return tuple(tags)
 
     def unfinished(self, ns: str) -> int:
@@ -346,12 +355,6 @@ class Face:
         return int(self.store.query(
             f"SELECT count(*) FROM sm_documents WHERE ns=? AND status NOT IN ('done', 'failed')"
             f" AND status IN ({marks})", (ns, *PROCESSING))[0][0])
-
-    def expired_ids(self, ns: str, at_ms: int) -> set[str]:
-        """Memories past their forget-after time and not yet forgotten outright."""
-        return {r[0] for r in self.store.query(
-            "SELECT id FROM sm_memories WHERE ns=? AND forget_after_ms IS NOT NULL AND forget_after_ms <= ?"
-            " AND forgotten_ms IS NULL", (ns, at_ms))}
 
     # -- embedding -------------------------------------------------------------------------------
 
@@ -403,7 +406,8 @@ class Face:
         return embed_on(self.embedding_threads, lambda: self.query_cache.vector(embedder, text))
 
     def close(self) -> None:
-        """Let the query embeddings under way finish (before the embedder closes)."""
+        """Let the query embeddings and the sweep under way finish (before the embedder and the store close)."""
+        self.sweeps.shutdown(wait=True)
         self.embedding_threads.shutdown(wait=True)
 
     def searchable(self, name: str) -> bool:

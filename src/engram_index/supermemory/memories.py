@@ -10,7 +10,7 @@ from engram_index.supermemory import filters as v5filters
 from engram_index.supermemory.documents import recallable_count
 from engram_index.supermemory.errors import Missing, invalid
 from engram_index.supermemory.face import Face, stamp
-from engram_index.supermemory.memories_form import _retagged
+from engram_index.supermemory.expiry import retagged
 from engram_index.supermemory.related import related
 from engram_index.supermemory.search import candidates, doc_filter
 from engram_index.supermemory.tables import (
@@ -82,7 +82,7 @@ def _mark_forgotten(face: Face, ns: str, memories: list[MemoryRow]) -> None:
     with face.ns_lock(ns):
         for memory in fresh:
             memory.forgotten_ms = now
-        puts = [_retagged(face, ns, m, now) for m in fresh]
+        puts = [retagged(face, ns, m) for m in fresh]
         rows = [("UPDATE sm_memories SET forgotten_ms=?, updated_ms=? WHERE ns=? AND id=?", (now, now, ns, m.id))
                 for m in fresh]
         face.collections.write(memories_collection(ns), puts, (), also=rows)

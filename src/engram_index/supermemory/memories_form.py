@@ -8,12 +8,12 @@ version chains, relations and the documents' `done` in one transaction, under th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 
 from engram_index.engine.types import Document
 from engram_index.store.base import Statement, StoredDocument
 from engram_index.supermemory import extract, statements
+from engram_index.supermemory.expiry import moved, retagged
 from engram_index.supermemory.face import Face, doc_tag, f16, stamp
 from engram_index.supermemory.forming import Formed, Job, NewMemory
 from engram_index.supermemory.tables import (
@@ -131,7 +131,7 @@ def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[Stored
     doc = job.doc
     expiry = forget_after(doc)
     puts: list[StoredDocument] = []
-    rows: list[Statement] = [("UPDATE sm_memories SET forget_after_ms=? WHERE ns=? AND doc_id=?", (expiry, ns, doc.id))]
+    back, rows = moved(face, ns, doc.id, expiry, now)  # its memories' expiry, which its metadata may have moved
     superseded: dict[str, MemoryRow] = {}
     for memory, vector in zip(formed.new, formed.vectors):
         mid = extract.memory_id(ns, doc.id, doc.revision, memory.text)
@@ -157,15 +157,7 @@ def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[Stored
     for old in retired.values():
         rows.append(("UPDATE sm_memories SET is_latest=0, updated_ms=? WHERE ns=? AND id=?", (now, ns, old.id)))
         old.is_latest = False
-        puts.append(_retagged(face, ns, old, now))
+        old.expiry_tagged = old.expiry_tagged and old.id not in back
+        puts.append(retagged(face, ns, old))
+    puts += [retagged(face, ns, m) for mid, m in back.items() if mid not in retired]
     return [p for p in puts if p is not None], rows
-
-
-def _retagged(face: Face, ns: str, memory: MemoryRow, now: int) -> StoredDocument:
-    """A memory's record again, with tags for its new state (its text and vector kept)."""
-    info = face.collections.info(memories_collection(ns))
-    found = face.store.document_by_id(info.id, memory.id)
-    vector = found[1].vector if found is not None else None
-    metadata: dict[str, Any] = {"doc": memory.doc_id}
-    return StoredDocument(Document(memory.id, memory.doc_id, memory.memory, face.memory_tags(memory), None,
-                                   memory.created_ms, metadata=metadata, vector=vector))

@@ -35,14 +35,14 @@ from engram_index.engine.analyzer import QueryWord
 from engram_index.ranking import (
     content_query, content_words, one_per_source,
 )
-from engram_index.supermemory import context, filters as v5filters, statements, why_fewer
+from engram_index.supermemory import context, expiry, filters as v5filters, statements, why_fewer
 from engram_index.errors import UnknownSpace
 from engram_index.shortfall import Gathered
 from engram_index.supermemory.candidates import Candidate, QueryExplainer
 from engram_index.supermemory.found import Found, ranked_candidates
 from engram_index.supermemory.found import rank as found_rank
 from engram_index.supermemory.errors import NotConfigured
-from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face, doc_tag, stamp
+from engram_index.supermemory.face import EXPIRED, FORGOTTEN, STATES, SUPERSEDED, Face, doc_tag, stamp
 from engram_index.supermemory.related import related
 from engram_index.supermemory.page import Rows, sharing_a_document
 from engram_index.supermemory.tables import chunks_collection, iso, memories_collection
@@ -267,10 +267,12 @@ def _legs(face: Face, ns: str, query: str, mode: str, limit: int, flt: Filters, 
         engine_filters = flt
         skip: set[str] = set()
         if kind == "memory":
-            none = (SUPERSEDED,) if forgotten else (SUPERSEDED, FORGOTTEN)
+            none = (SUPERSEDED,) if forgotten else (SUPERSEDED, FORGOTTEN, EXPIRED)
             engine_filters = Filters(any_tags=flt.any_tags, none_tags=none)
-            if not forgotten:
-                skip = face.expired_ids(ns, at_ms)
+            if not forgotten:  # the swept ones are left out by their tag; those expired since, by id
+                skip = expiry.unswept(face, ns, at_ms)
+                if skip:
+                    expiry.sweep_later(face, ns)
         want = min(max(HITS_PER_RESULT * limit, MIN_HITS), 300) + len(skip)
         in_context = CONTEXT and (kind == "chunk" or MEMORY_CONTEXT)
         # The hits are the engine's columns (ordinals and scores: no hit made, nothing read from the store):
@@ -306,15 +308,14 @@ def _take(face: Face, ns: str, leg: _Leg, result: SearchResult, vector: np.ndarr
         links = index.columns.authors(got.ords) if leg.kind == "chunk" and LINKED else None
     # Each one's first tag that is not a state: its document's, which face.memory_tags and the chunks' records
     # put first, so the search for it runs only where a record's first tag is a state.
-    groups = [tags[0] if tags and tags[0] != SUPERSEDED and tags[0] != FORGOTTEN else _group(tags)
-              for tags in got.tags]
+    groups = [tags[0] if tags and tags[0] not in STATES else _group(tags) for tags in got.tags]
     return Found.of(leg.kind, got.ids, [None] * len(got.ids), got.sims, got.bm25, got.tags, leg.explainer,
                     leg.use_vector, got.held, got.ords, groups, links)
 
 
 def _group(tags: Sequence[str]) -> str:
     """The first of a record's tags that is not a state ("" when none is)."""
-    return next((tag for tag in tags if tag != SUPERSEDED and tag != FORGOTTEN), "")
+    return next((tag for tag in tags if tag not in STATES), "")
 
 
 @dataclass(frozen=True, slots=True)

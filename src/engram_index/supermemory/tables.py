@@ -143,6 +143,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sm_namespaces ADD COLUMN docs_changed INTEGER NOT NULL DEFAULT 0;
     """,
+    # Whether a memory's record carries the EXPIRED tag (supermemory/expiry.py): a search leaves those out by
+    # the tag and reads by id only the expired memories the index holds without it.
+    """
+    ALTER TABLE sm_memories ADD COLUMN expiry_tagged INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX sm_memories_unswept ON sm_memories(ns, forget_after_ms)
+        WHERE forget_after_ms IS NOT NULL AND expiry_tagged = 0 AND forgotten_ms IS NULL;
+    """,
 )
 
 
@@ -237,7 +244,7 @@ class DocRow:
 
 
 MEMORY_COLUMNS = ("id, doc_id, memory, is_static, is_inference, is_latest, forgotten_ms, forget_after_ms, version,"
-                  " created_ms, updated_ms")
+                  " created_ms, updated_ms, expiry_tagged")
 
 
 @dataclass(slots=True)
@@ -255,12 +262,13 @@ class MemoryRow:
     version: int
     created_ms: int
     updated_ms: int
+    expiry_tagged: bool = False  # its record carries the EXPIRED tag (supermemory/expiry.py)
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> MemoryRow:
         """A row of MEMORY_COLUMNS."""
         r = list(row)
-        return cls(r[0], r[1], r[2], bool(r[3]), bool(r[4]), bool(r[5]), r[6], r[7], r[8], r[9], r[10])
+        return cls(r[0], r[1], r[2], bool(r[3]), bool(r[4]), bool(r[5]), r[6], r[7], r[8], r[9], r[10], bool(r[11]))
 
     def forgotten(self, at_ms: int) -> bool:
         """Forgotten outright, or expired by `at_ms`."""

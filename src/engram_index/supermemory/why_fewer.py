@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from engram_index.engine.types import Filters
 from engram_index.shortfall import Condition, Gathered, Target
 from engram_index.shortfall import gather as shortfall_gather
-from engram_index.supermemory.face import FORGOTTEN, SUPERSEDED, Face
+from engram_index.supermemory.face import EXPIRED, FORGOTTEN, SUPERSEDED, Face
 from engram_index.supermemory.tables import chunks_collection, memories_collection
 
 MAX_FILTER_NAME = 200  # characters of the filter expression quoted in the explanation
@@ -51,7 +51,7 @@ def explain(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing:
 def gather(face: Face, ns: str, body: dict[str, Any], *, flt: Filters, nothing: bool) -> Gathered:
     """What `explain` reads of the namespace, whatever the search's results."""
     mode = body.get("searchMode", "hybrid")
-    hidden = (SUPERSEDED,) if body.get("include", {}).get("forgotten") else (SUPERSEDED, FORGOTTEN)
+    hidden = (SUPERSEDED,) if body.get("include", {}).get("forgotten") else (SUPERSEDED, FORGOTTEN, EXPIRED)
     targets = []
     if mode in ("hybrid", "memories"):
         targets.append(Target(memories_collection(ns), Filters(none_tags=hidden)))
