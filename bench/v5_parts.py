@@ -36,6 +36,7 @@ import engram_index.engine.columns as columns  # noqa: E402
 import engram_index.engine.keyword as keyword  # noqa: E402
 import engram_index.engine.search as search_engine  # noqa: E402
 import engram_index.engine.vector as vector  # noqa: E402
+import engram_index.supermemory.expiry as expiry_module  # noqa: E402
 import engram_index.supermemory.face as face_module  # noqa: E402
 import engram_index.supermemory.page as page  # noqa: E402
 import engram_index.supermemory.context as context  # noqa: E402
@@ -52,7 +53,7 @@ PARTS: list[tuple[Any, str, str]] = [
     (search, "found", "found (the candidates)"), (core.Collections, "start_many", "  engine keyword passes (start_many)"),
     (search_engine.StartedSearch, "finish", "  engine searches' rest (StartedSearch.finish)"),
     (context, "in_context", "  in_context"), (context_columns, "in_context", "    context_columns.in_context"),
-    (search, "query_words", "  query_words"), (face_module.Face, "expired_ids", "  Face.expired_ids"),
+    (search, "query_words", "  query_words"), (expiry_module, "unswept", "  expiry.unswept"),
     (keyword.KeywordIndex, "holds", "  KeywordIndex.holds (engine, face's calls and its own)"),
     (columns.Columns, "documents", "  Columns.documents (engine, face's calls and its own)"),
     (vector.VectorIndex, "similarities", "  VectorIndex.similarities"), (keyword.KeywordIndex, "coverage", "  KeywordIndex.coverage"),
