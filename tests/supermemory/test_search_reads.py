@@ -256,9 +256,6 @@ def test_a_documents_processing_keeps_what_filters_know_of_the_namespaces_docume
 
 def test_a_write_of_a_document_updates_what_filters_know_of_it_alone(
         server: Server, client: Supermemory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if server.app.state.spaces.shared_store() is not None:
-        pytest.skip("a node over a shared store reads them all again after any write of documents"
-                    " (test_two_nodes.py)")
     # What filters test is every document's metadata, read once; a document added, changed or removed
     # afterwards is read (or dropped) alone, not the namespace again.
     first = add_done(client, ns, "Ana adopted a puppy named Rex.", metadata={"kind": "pet"})

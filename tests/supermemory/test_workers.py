@@ -14,7 +14,7 @@ from engram_index.engram.auth import InsecureOpen
 from engram_index.testkit.serve import serving
 from tests.supermemory.conftest import Server, add_done, running
 
-pytestmark = pytest.mark.long(18)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
+pytestmark = pytest.mark.long(22)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 
 def test_a_read_only_process_searches_and_refuses_writes(tmp_path: Path) -> None:
@@ -49,3 +49,28 @@ def test_serve_workers_on_a_fresh_data_directory_answers_v5_reads(tmp_path: Path
         assert client.search("nothing", query="x").results == []
         with pytest.raises(supermemory.PermissionDeniedError):
             client.add("nothing", content="x")
+
+
+def test_a_read_only_process_leaves_expired_memories_out_without_sweeping_them(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from engram_index.supermemory import expiry
+    from engram_index.supermemory.face import stamp
+
+    with running(tmp_path, HashingEmbedder(64)) as srv:
+        add_done(srv.client(), "shared", "The promo code works this week.",
+                 metadata={"forgetAfter": "2000-01-01T00:00:00Z"})
+        add_done(srv.client(), "shared", "The promo banner is blue.")
+        key = srv.key
+    writer = Collections(tmp_path)
+    writer.catch_up()
+    writer.close()
+    app = roomy_app(tmp_path, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=roomy_embedding(HashingEmbedder(64)), read_only=True)
+    with serving(app) as url:
+        client = Server(url, tmp_path, key, app).client()
+        found = client.search("shared", query="promo code banner", search_mode="memories", threshold=0).results
+        assert [r.memory for r in found] == ["The promo banner is blue."]
+        face = app.state.supermemory
+        face.sweeps.shutdown(wait=True)  # whatever sweep the search scheduled has run
+        assert expiry.unswept(face, "shared", stamp())
+        assert not [r for r in caplog.records if "sweeping" in r.getMessage()]

@@ -51,7 +51,7 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
         now = stamp()
         doc_id, status, statements, expiry = _prepare(face, ns, item, task_type, now, file, file_type)
         if statements:
-            writes = [face.namespace_statement(ns, now), *statements, face.documents_changed(ns)]
+            writes = [face.namespace_statement(ns, now), *statements, *face.documents_changed(ns, [doc_id])]
             # A resubmission that changed the metadata: the memories' expiry follows its forgetAfter.
             write_moved(face, ns, [(doc_id, e) for e in expiry], now, writes)
     face.changed(ns, [doc_id])
@@ -142,13 +142,14 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
     with face.intake:
         now = stamp()
         pending: list[Statement] = []
+        named: list[str] = []  # the documents the pending statements add or change
         moves: list[tuple[str, int | None]] = []  # resubmissions' new expiries
         ids: set[str] = set()
         for item in body["documents"]:
             if item.get("id") in ids:
                 write_moved(face, ns, moves, now, [face.namespace_statement(ns, now), *pending,
-                                                   face.documents_changed(ns)])
-                pending, moves, ids = [], [], set()
+                                                   *face.documents_changed(ns, named)])
+                pending, named, moves, ids = [], [], [], set()
             try:
                 doc_id, status, statements, expiry = _prepare(face, ns, item, body.get("taskType"), now)
             except V5Error as exc:
@@ -159,12 +160,14 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
             if item.get("id"):
                 ids.add(item["id"])
             pending += statements
+            named += [doc_id] if statements else []
             moves += [(doc_id, e) for e in expiry]
             if status == "queued":
                 queued.append(doc_id)
             results.append({"id": doc_id, "status": status})
         if pending:
-            write_moved(face, ns, moves, now, [face.namespace_statement(ns, now), *pending, face.documents_changed(ns)])
+            write_moved(face, ns, moves, now, [face.namespace_statement(ns, now), *pending,
+                                               *face.documents_changed(ns, named)])
     face.changed(ns, [r["id"] for r in results if r["status"] != "error"])
     for doc_id in dict.fromkeys(queued):
         face.on_queued(ns, doc_id)
@@ -214,9 +217,10 @@ def patch(face: Face, ns: str, ref: str, body: dict[str, Any], *, merge_metadata
     statements: list[Statement] = [
         (f"UPDATE sm_documents SET {', '.join(assignments)} WHERE ns=? AND id=?", (*params, ns, doc.id))]
     if "metadata" in sets:  # the memories' expiry follows the document's forgetAfter
-        write_moved(face, ns, [(doc.id, _expiry(doc, sets["metadata"]))], now, [*statements, face.documents_changed(ns)])
+        write_moved(face, ns, [(doc.id, _expiry(doc, sets["metadata"]))], now,
+                    [*statements, *face.documents_changed(ns, [doc.id])])
     else:
-        face.store.execute([*statements, face.documents_changed(ns)])
+        face.store.execute([*statements, *face.documents_changed(ns, [doc.id])])
     face.changed(ns, [doc.id])
     if reprocess:
         face.on_queued(ns, doc.id)
@@ -253,7 +257,7 @@ def remove(face: Face, ns: str, doc_id: str) -> None:
             ("DELETE FROM sm_chunks WHERE ns=? AND doc_id=?", (ns, doc_id)),
             ("DELETE FROM sm_memories WHERE ns=? AND doc_id=?", (ns, doc_id)),
             ("DELETE FROM sm_documents WHERE ns=? AND id=?", (ns, doc_id)),
-            face.documents_changed(ns),
+            *face.documents_changed(ns, [doc_id]),
         ]
         if memory_ids:
             also += [(f"DELETE FROM sm_relations WHERE ns=? AND src IN ({marks})", (ns, *memory_ids)),

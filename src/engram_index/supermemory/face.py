@@ -34,6 +34,7 @@ EMBED_SPLIT = 16
 
 _HEX_TO_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")  # made once, not per tag
 FILTERS_KEPT = 64  # compiled filters kept per namespace while the version of its documents stands
+CHANGES_KEPT = 1024  # changes of a namespace's documents whose documents sm_doc_changes keeps (Face.metadata)
 # A version of a namespace's documents (Face._documents_version): what is kept of them is good while it stands.
 Version = tuple[int, int]
 
@@ -155,25 +156,19 @@ class Face:
         """Drop what is cached about a namespace's documents after a write; a write that names the only
         `documents` it added, changed or removed has what filters know of those alone read again."""
         with self._lock:
-            kept = self._meta.pop(ns, None)
             self._filters.pop(ns, None)
             self._dates.pop(ns, None)
             self._dated.pop(ns, None)
+            if not self._sole_writer:
+                # It learns the store's new version when it next reads, and catches up from the version its
+                # metadata was read at by the store's log of changes (`metadata`): that metadata is kept.
+                return
+            kept = self._meta.pop(ns, None)
             stood = kept[1] if kept is not None and kept[0] == self._own_version(ns) else None
             self._writes[ns] = self._writes.get(ns, 0) + 1
-            # (A process that does not make every write learns the store's new version when it next reads.)
-            if self._sole_writer and stood is not None and documents is not None:
+            if stood is not None and documents is not None:
                 # Read under the lock: two writes of one document leave the later one's row here.
-                fresh = dict(stood)  # a copy: readers iterate the map they were given
-                named = list(dict.fromkeys(documents))
-                for d in named:
-                    fresh.pop(d, None)
-                for start in range(0, len(named), 500):
-                    part = named[start:start + 500]
-                    fresh.update(_filterable(row) for row in self.store.query(
-                        f"SELECT id, metadata, grp FROM sm_documents WHERE ns=? AND id IN ({','.join('?' * len(part))})",
-                        (ns, *part)))
-                self._meta[ns] = (self._own_version(ns), fresh)
+                self._meta[ns] = (self._own_version(ns), self._reread(ns, stood, documents))
 
     def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
         """What a filter (by its canonical text `key`) compiles to over the namespace's documents, computed
@@ -197,11 +192,43 @@ class Face:
         seen, held = self._meta.get(ns, (None, None))
         if held is not None and version is not None and seen == version:
             return held
-        fresh = dict(_filterable(row) for row in self.store.query(
-            "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
+        fresh = None
+        if (held is not None and version is not None and seen is not None and not self._sole_writer
+                and seen[0] == version[0] and seen[1] < version[1]):
+            fresh = self._caught_up(ns, held, seen[1], version[1])
+        if fresh is None:
+            fresh = dict(_filterable(row) for row in self.store.query(
+                "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
         if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
             with self._lock:
                 self._meta[ns] = (version, fresh)
+        return fresh
+
+    def _caught_up(self, ns: str, held: dict[str, dict[str, Any]], since: int,
+                   until: int) -> dict[str, dict[str, Any]] | None:
+        """`held` (what filters knew at change `since`) with the documents the changes after it up to `until`
+        named read again, or None when the log does not name every one of those changes (kept no longer, or
+        a change of unnamed documents) or when they named more than a quarter of them (one read of all is then
+        cheaper)."""
+        logged = self.store.query("SELECT seq, doc_id FROM sm_doc_changes WHERE ns=? AND seq > ? AND seq <= ?",
+                                  (ns, since, until))
+        if {int(r[0]) for r in logged} != set(range(since + 1, until + 1)):
+            return None
+        named = list(dict.fromkeys(str(r[1]) for r in logged))
+        return self._reread(ns, held, named) if len(named) <= max(len(held) // 4, 1) else None
+
+    def _reread(self, ns: str, held: dict[str, dict[str, Any]], documents: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """A copy of `held` with the named documents read again (dropped when gone): readers iterate the map
+        they were given."""
+        fresh = dict(held)
+        named = list(dict.fromkeys(documents))
+        for d in named:
+            fresh.pop(d, None)
+        for start in range(0, len(named), 500):
+            part = named[start:start + 500]
+            fresh.update(_filterable(row) for row in self.store.query(
+                f"SELECT id, metadata, grp FROM sm_documents WHERE ns=? AND id IN ({','.join('?' * len(part))})",
+                (ns, *part)))
         return fresh
 
     # -- namespaces ---------------------------------------------------------------------------
@@ -222,10 +249,16 @@ class Face:
         """The statement that creates a namespace on its first document (a no-op afterwards)."""
         return ("INSERT OR IGNORE INTO sm_namespaces(name, created_ms, updated_ms) VALUES (?, ?, ?)", (ns, at_ms, at_ms))
 
-    def documents_changed(self, ns: str) -> Statement:
-        """The statement that counts a change of a namespace's documents (after `namespace_statement`, in the
-        same transaction): another process's kept metadata is stale once the count moves."""
-        return ("UPDATE sm_namespaces SET docs_changed = docs_changed + 1 WHERE name=?", (ns,))
+    def documents_changed(self, ns: str, documents: Sequence[str] | None = None) -> list[Statement]:
+        """The statements that count a change of a namespace's documents and log the `documents` it added,
+        changed or removed (after `namespace_statement`, in the same transaction): another process's kept
+        metadata is stale once the count moves, and it reads again only the documents logged since
+        (`metadata`); a change that names none (None) has it read them all."""
+        count = "(SELECT docs_changed FROM sm_namespaces WHERE name=?)"
+        return [("UPDATE sm_namespaces SET docs_changed = docs_changed + 1 WHERE name=?", (ns,)),
+                *[("INSERT INTO sm_doc_changes(ns, seq, doc_id) SELECT ?, docs_changed, ? FROM sm_namespaces"
+                   " WHERE name=?", (ns, d, ns)) for d in dict.fromkeys(documents or ())],
+                (f"DELETE FROM sm_doc_changes WHERE ns=? AND seq <= {count} - ?", (ns, ns, CHANGES_KEPT))]
 
     def _own_version(self, ns: str) -> Version:
         """The version of a namespace's documents by this process's writes of them alone."""
@@ -253,6 +286,8 @@ class Face:
         """Forget the in-memory state of a dropped namespace."""
         self._ensured.discard(ns)
         self.changed(ns)
+        with self._lock:
+            self._meta.pop(ns, None)
 
     # -- documents ------------------------------------------------------------------------------
 

@@ -83,7 +83,7 @@ def _drop(face: Face, ns: str) -> None:
                 face.collections.drop(name)
         face.store.execute([(f"DELETE FROM {table} WHERE {column}=?", (ns,)) for table, column in (
             ("sm_relations", "ns"), ("sm_memories", "ns"), ("sm_chunks", "ns"), ("sm_documents", "ns"),
-            ("sm_buckets", "ns"), ("sm_namespaces", "name"))])
+            ("sm_buckets", "ns"), ("sm_doc_changes", "ns"), ("sm_namespaces", "name"))])
     face.forget_namespace(ns)
 
 
@@ -121,7 +121,7 @@ def _move(face: Face, ns: str, move_to: str, reach: Reach) -> dict[str, Any]:
                                                                                 "sm_relations")],
             ("UPDATE sm_documents SET ns=?, updated_ms=? WHERE ns=?", (move_to, now, ns)),
             face.namespace_statement(move_to, now),
-            face.documents_changed(move_to),
+            *face.documents_changed(move_to),  # (every document of the namespace moved in: none named)
         ])
         _drop(face, ns)
     face.changed(move_to)

@@ -150,6 +150,16 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX sm_memories_unswept ON sm_memories(ns, forget_after_ms)
         WHERE forget_after_ms IS NOT NULL AND expiry_tagged = 0 AND forgotten_ms IS NULL;
     """,
+    # The documents each change of a namespace's documents named, by its docs_changed count: a process that
+    # does not make every write reads those again, not every document (Face.metadata).
+    """
+    CREATE TABLE sm_doc_changes (
+        ns TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        doc_id TEXT NOT NULL,
+        PRIMARY KEY (ns, seq, doc_id)
+    ) WITHOUT ROWID;
+    """,
 )
 
 
