@@ -11,8 +11,10 @@ once (`documents.memory_counts`, the route's answer), every document's filterabl
 changed), the same of one document (`Face.changed` naming it, as a write of one document does where
 the checkout has it), a profile (`memories.profile`, without buckets), a deep page of the unfiltered
 memories list (nine tenths of the way through), the first page of memories listed with a
-filter only the picked documents pass (their metadata marked for it: `memories.list_items`) and, when
-the namespace holds relations, a memory's related lists (`related.related`). `--src` picks the checkout whose code runs.
+filter only the picked documents pass (their metadata marked for it: `memories.list_items`), when
+the namespace holds relations, a memory's related lists (`related.related`), and what a read-only
+process (a `--workers` reader; a node over a shared store reads as one) knows of the documents' metadata once
+another changed one document's (`Face.metadata` after `documents.patch`). `--src` picks the checkout whose code runs.
 
     python bench/v5_reads.py --data DIR [--docs 100] [--rounds 5] [--src CHECKOUT]
 """
@@ -98,6 +100,23 @@ def main() -> None:
             spent = p50_ms(run, args.rounds)
             per = spent / len(docs) if label.endswith("per document") else spent
             print(f"| {label} | {per:.3f} |")
+        # A process that does not make every write (a --workers reader; a node over a shared store): what filters
+        # know of the documents, once another process changed one document's metadata.
+        readers = Collections(args.data, read_only=True, lock=False)
+        reader = Face(readers, KeyStore(args.data), None, read_only=True)
+        try:
+            reader.metadata(ns)
+            spent = []
+            for i in range(args.rounds + 1):
+                documents.patch(face, ns, docs[0], {"metadata": {"picked": True, "round": i}})
+                began = time.perf_counter()
+                reader.metadata(ns)
+                spent.append((time.perf_counter() - began) * 1000)
+            print(f"| what another process knows of the documents after one document's metadata changed |"
+                  f" {statistics.median(spent[1:]):.3f} |")
+        finally:
+            reader.close()
+            readers.close()
     finally:
         face.close()
         collections.close()
