@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import supermemory
@@ -17,15 +18,20 @@ from tests.supermemory.conftest import Server, add_done, running
 pytestmark = pytest.mark.long(22)  # seconds in all on a 2-core machine: run first (tests/conftest.py)
 
 
+def _read_only_app(data: Path) -> Any:
+    """A read-only app over `data`, as `serve --workers` makes one: every index caught up first."""
+    writer = Collections(data)
+    writer.catch_up()
+    writer.close()
+    return roomy_app(data, "did:web:localhost", authenticator=InsecureOpen(),
+                     embedding=roomy_embedding(HashingEmbedder(64)), read_only=True)
+
+
 def test_a_read_only_process_searches_and_refuses_writes(tmp_path: Path) -> None:
     with running(tmp_path, HashingEmbedder(64)) as srv:
         add_done(srv.client(), "shared", "Read-only replicas still answer searches.")
         key = srv.key
-    writer = Collections(tmp_path)  # what `serve --workers` does first: every index caught up
-    writer.catch_up()
-    writer.close()
-    app = roomy_app(tmp_path, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=roomy_embedding(HashingEmbedder(64)), read_only=True)
+    app = _read_only_app(tmp_path)
     with serving(app) as url:
         client = Server(url, tmp_path, key, app).client()
         assert client.search("shared", query="replicas", search_mode="memories").results
@@ -61,11 +67,7 @@ def test_a_read_only_process_leaves_expired_memories_out_without_sweeping_them(
                  metadata={"forgetAfter": "2000-01-01T00:00:00Z"})
         add_done(srv.client(), "shared", "The promo banner is blue.")
         key = srv.key
-    writer = Collections(tmp_path)
-    writer.catch_up()
-    writer.close()
-    app = roomy_app(tmp_path, "did:web:localhost", authenticator=InsecureOpen(),
-                     embedding=roomy_embedding(HashingEmbedder(64)), read_only=True)
+    app = _read_only_app(tmp_path)
     with serving(app) as url:
         client = Server(url, tmp_path, key, app).client()
         found = client.search("shared", query="promo code banner", search_mode="memories", threshold=0).results
