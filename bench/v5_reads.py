@@ -93,6 +93,14 @@ def main() -> None:
             face.metadata(ns)
             reads["one written document's metadata read again (Face.changed naming it)"] = \
                 lambda: face.changed(ns, docs[:1])  # type: ignore[call-arg]
+        if "documents" in inspect.signature(face.changed).parameters:
+            from engram_index.supermemory import search
+
+            def compiled_again() -> object:
+                face.changed(ns, docs[:1])  # type: ignore[call-arg]  # (a write of one document drops them)
+                return search.doc_filter(face, ns, picked["filter"])
+
+            reads[f"a filter {len(docs)} documents pass, compiled again after a write of one"] = compiled_again
         if linked:
             reads["a memory's related lists"] = lambda: related.related(face, ns, linked[0][0], 10, 0)
         print("| read | p50 ms |\n|---|---:|")
