@@ -7,10 +7,12 @@ through the partial index sm_memories_unswept). A sweep tags the latter: a searc
 schedules one (`sweep_later`), at most once a second per namespace, on the face's sweep thread. So the
 set a search reads no longer grows with every memory that ever expired.
 
-A memory's `expiry_tagged` column says whether its record carries the tag; the two are written in one
-transaction, under the namespace's lock, as every write of a namespace's records is. A document whose
-`forgetAfter` moves later (a metadata change, a resubmission, its reprocessing) untags the memories it
-brings back (`moved`).
+A memory's `expiry_tagged` column says when its record was given the tag (0: it does not carry it);
+the two are written in one transaction, under the namespace's lock, as every write of a namespace's
+records is. A process that does not make every write (a node over a shared store) also reads by id the
+memories swept in the last `CAUGHT_UP_S` seconds, which its index may not have caught up on. A
+document whose `forgetAfter` moves later (a metadata change, a resubmission, its reprocessing) untags
+the memories it brings back (`moved`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ log = logging.getLogger(__name__)
 
 SWEEP_BATCH = 500  # memories tagged per transaction: the namespace's lock is let go between batches
 SWEEP_EVERY_S = 1.0  # the least time between two sweeps of one namespace
+# How long after a sweep another process's index may still hold the records as they were (it catches up on
+# every change notification, at worst every collections.TAIL_POLL_S): its searches read those ids too.
+CAUGHT_UP_S = 30.0
 # The condition of the partial index sm_memories_unswept, spelled as it is, so that SQLite reads that index.
 _UNSWEPT = "ns=? AND forget_after_ms IS NOT NULL AND expiry_tagged = 0 AND forgotten_ms IS NULL"
 
@@ -44,9 +49,16 @@ def retagged(face: Face, ns: str, memory: MemoryRow) -> StoredDocument:
 
 
 def unswept(face: Face, ns: str, at_ms: int) -> set[str]:
-    """The ids of the namespace's memories expired by `at_ms` whose records do not carry the EXPIRED tag."""
-    return {r[0] for r in face.store.query(f"SELECT id FROM sm_memories WHERE {_UNSWEPT} AND forget_after_ms <= ?",
-                                           (ns, at_ms))}
+    """The ids of the namespace's memories expired by `at_ms` whose records do not carry the EXPIRED tag: in
+    a process that does not make every write, also those swept within the last `CAUGHT_UP_S` seconds, whose
+    records its index may hold as they were before another process's sweep."""
+    ids = {r[0] for r in face.store.query(f"SELECT id FROM sm_memories WHERE {_UNSWEPT} AND forget_after_ms <= ?",
+                                          (ns, at_ms))}
+    if not face.sole_writer:
+        ids.update(r[0] for r in face.store.query(
+            "SELECT id FROM sm_memories WHERE ns=? AND expiry_tagged > 0 AND expiry_tagged > ?"
+            " AND forgotten_ms IS NULL AND forget_after_ms <= ?", (ns, at_ms - int(CAUGHT_UP_S * 1000), at_ms)))
+    return ids
 
 
 def sweep_later(face: Face, ns: str) -> None:
@@ -88,7 +100,8 @@ def sweep(face: Face, ns: str, at_ms: int) -> int:
             for memory in rows:
                 memory.expiry_tagged = True
             puts = [retagged(face, ns, m) for m in rows]
-            marks = [("UPDATE sm_memories SET expiry_tagged=1 WHERE ns=? AND id=?", (ns, m.id)) for m in rows]
+            tagged = max(stamp(), 1)  # (when: see CAUGHT_UP_S)
+            marks = [("UPDATE sm_memories SET expiry_tagged=? WHERE ns=? AND id=?", (tagged, ns, m.id)) for m in rows]
             face.collections.write(memories_collection(ns), puts, (), also=marks)
         done += len(rows)
 

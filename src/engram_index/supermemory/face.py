@@ -123,6 +123,12 @@ class Face:
         self.swept_lock = threading.Lock()
 
     @property
+    def sole_writer(self) -> bool:
+        """Whether this process makes every write of its store (not a `--workers` reader, not a node over a
+        shared PostgreSQL store): then its indexes hold every write as soon as it is made."""
+        return self._sole_writer
+
+    @property
     def llm(self) -> LLM | None:
         """The configured LLM, if any."""
         return self._llm if self._llm is not None else getattr(self._state, "llm", None)

@@ -143,8 +143,8 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sm_namespaces ADD COLUMN docs_changed INTEGER NOT NULL DEFAULT 0;
     """,
-    # Whether a memory's record carries the EXPIRED tag (supermemory/expiry.py): a search leaves those out by
-    # the tag and reads by id only the expired memories the index holds without it.
+    # When a memory's record was given the EXPIRED tag (0: it does not carry it; supermemory/expiry.py): a search
+    # leaves those out by the tag and reads by id only the expired memories the index holds without it.
     """
     ALTER TABLE sm_memories ADD COLUMN expiry_tagged INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX sm_memories_unswept ON sm_memories(ns, forget_after_ms)
@@ -159,6 +159,11 @@ MIGRATIONS: tuple[str, ...] = (
         doc_id TEXT NOT NULL,
         PRIMARY KEY (ns, seq, doc_id)
     ) WITHOUT ROWID;
+    """,
+    # The memories swept lately: a process that does not make every write reads those by id too, until its
+    # index has caught up on the sweep's records (supermemory/expiry.py).
+    """
+    CREATE INDEX sm_memories_swept ON sm_memories(ns, expiry_tagged) WHERE expiry_tagged > 0;
     """,
 )
 
