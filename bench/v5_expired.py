@@ -7,9 +7,10 @@ sweeps one namespace (supermemory/expiry.py tags its expired memories in the ind
 other, and asks both, alternately query by query, `--queries` SciFact claims in hybrid mode (limit
 10, threshold 0.3, in process: `search.search`, the route's call): the unswept namespace's search
 reads the id of every expired memory and asks the engine for that many more candidates, which is
-what every search paid before the sweep existed. Prints the CPU (of the whole process: the search runs on more than one thread) and wall p50 of each, and
-how many ids each search read; and to how many of the claims the swept namespace gave the same
-results before its sweep and after (it asks the engine for fewer candidates after: see
+what every search paid before the sweep existed. Prints how long the sweep took; the CPU (of the
+whole process: the search runs on more than one thread) and wall p50 of each namespace's searches,
+and how many ids each read; and to how many of the claims the swept namespace gave the same results
+before its sweep and after (it asks the engine for fewer candidates after: see
 docs/design/supermemory.md, *Expiry*), and after it when asked for as many candidates as before.
 
     python bench/v5_expired.py --data DIR [--docs 1500] [--live 5] [--queries 300] [--src CHECKOUT]
@@ -77,7 +78,10 @@ def main() -> None:
         before = [_answer(search.search(face, SWEPT, _body(claim), False, face.query_cache.vector(face.embedder, claim)))
                   for claim in claims]
         expiry.sweep_later = lambda face, ns: None if ns == UNSWEPT else real_sweep_later(face, ns)
-        expiry.sweep(face, SWEPT, stamp())
+        began = time.perf_counter()
+        swept = expiry.sweep(face, SWEPT, stamp())
+        print(f"the sweep tagged {swept:,} memories in {time.perf_counter() - began:.2f} s"
+              f" ({expiry.SWEEP_BATCH} a transaction, the namespace's lock let go between them)", flush=True)
         held = {ns: face.store.query("SELECT count(*) FROM sm_memories WHERE ns=?", (ns,))[0][0]
                 for ns in (UNSWEPT, SWEPT)}
         read = {ns: len(expiry.unswept(face, ns, stamp())) for ns in (UNSWEPT, SWEPT)}
