@@ -49,11 +49,10 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
     face.ensure_collections(ns)
     with face.intake:
         now = stamp()
-        doc_id, status, statements, expiry = _prepare(face, ns, item, task_type, now, file, file_type)
+        doc_id, status, statements, moves = _prepare(face, ns, item, task_type, now, file, file_type)
         if statements:
             writes = [face.namespace_statement(ns, now), *statements, *face.documents_changed(ns, [doc_id])]
-            # A resubmission that changed the metadata: the memories' expiry follows its forgetAfter.
-            write_moved(face, ns, [(doc_id, e) for e in expiry], now, writes)
+            write_moved(face, ns, moves, now, writes)
     face.changed(ns, [doc_id])
     if status == "queued":
         face.on_queued(ns, doc_id)
@@ -62,9 +61,9 @@ def add(face: Face, ns: str, item: dict[str, Any], task_type: str | None, *, fil
 
 def _prepare(face: Face, ns: str, item: dict[str, Any], task_type: str | None, now: int,
              file: tuple[bytes, str, str] | None = None, file_type: str | None = None
-             ) -> tuple[str, str, list[Statement], tuple[int | None, ...]]:
-    """The id, status and statements of one add (no statements: an unchanged resubmission), and the new expiry
-    of its memories when a resubmission changed its metadata (else ())."""
+             ) -> tuple[str, str, list[Statement], list[tuple[str, int | None]]]:
+    """The id, status and statements of one add (no statements: an unchanged resubmission), and its memories'
+    new expiry (document id, expiry) when a resubmission changed its metadata: they follow its forgetAfter."""
     content = item.get("content", "")
     doc = face.document(ns, item["id"]) if item.get("id") else None
     url = content.strip() if file is None and is_url(content) else None
@@ -79,24 +78,19 @@ def _prepare(face: Face, ns: str, item: dict[str, Any], task_type: str | None, n
              json.dumps(item.get("metadata") or {}), json.dumps(item.get("group") or {}),
              item.get("supportingContext"), item.get("date"), task_type or "memory",
              file[0] if file else None, file[1] if file else None, file[2] if file else None, now, now),
-        )], ()
+        )], []
     fields = _fields(doc, item, task_type)
     new_content = merged_content(doc.content, content) if not url else (None if url == doc.url else "")
     if new_content is None and not fields:
-        return doc.id, doc.status, [], ()
+        return doc.id, doc.status, [], []
     sets = [f"{k}=?" for k in fields] + ["updated_ms=?"]
     params: list[Any] = [*fields.values(), now]
     if new_content is not None:
         sets += ["content=?", "url=?", "revision=revision+1", "status='queued'", "error=NULL"]
         params += [new_content if not url else "", url]
     statement = (f"UPDATE sm_documents SET {', '.join(sets)} WHERE ns=? AND id=?", (*params, ns, doc.id))
-    expiry = (_expiry(doc, fields["metadata"]),) if "metadata" in fields else ()
-    return doc.id, "queued" if new_content is not None else doc.status, [statement], expiry
-
-
-def _expiry(doc: DocRow, metadata: str) -> int | None:
-    """When a document's memories expire once its metadata is `metadata` (JSON)."""
-    return forget_after(DocRow(**{**{f: getattr(doc, f) for f in DocRow.__slots__}, "metadata": json.loads(metadata)}))
+    moves = [(doc.id, forget_after(json.loads(fields["metadata"])))] if "metadata" in fields else []
+    return doc.id, "queued" if new_content is not None else doc.status, [statement], moves
 
 
 def _fields(doc: DocRow, item: dict[str, Any], task_type: str | None) -> dict[str, Any]:
@@ -151,7 +145,7 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
                                                    *face.documents_changed(ns, named)])
                 pending, named, moves, ids = [], [], [], set()
             try:
-                doc_id, status, statements, expiry = _prepare(face, ns, item, body.get("taskType"), now)
+                doc_id, status, statements, move = _prepare(face, ns, item, body.get("taskType"), now)
             except V5Error as exc:
                 failed += 1
                 results.append({"id": item.get("id", ""), "status": "error", "error": exc.message,
@@ -161,7 +155,7 @@ def batch(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
                 ids.add(item["id"])
             pending += statements
             named += [doc_id] if statements else []
-            moves += [(doc_id, e) for e in expiry]
+            moves += move
             if status == "queued":
                 queued.append(doc_id)
             results.append({"id": doc_id, "status": status})
@@ -217,7 +211,7 @@ def patch(face: Face, ns: str, ref: str, body: dict[str, Any], *, merge_metadata
     statements: list[Statement] = [
         (f"UPDATE sm_documents SET {', '.join(assignments)} WHERE ns=? AND id=?", (*params, ns, doc.id))]
     if "metadata" in sets:  # the memories' expiry follows the document's forgetAfter
-        write_moved(face, ns, [(doc.id, _expiry(doc, sets["metadata"]))], now,
+        write_moved(face, ns, [(doc.id, forget_after(json.loads(sets["metadata"])))], now,
                     [*statements, *face.documents_changed(ns, [doc.id])])
     else:
         face.store.execute([*statements, *face.documents_changed(ns, [doc.id])])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from engram_index.engine.types import Document
@@ -38,14 +38,20 @@ CAUGHT_UP_S = 30.0
 _UNSWEPT = "ns=? AND forget_after_ms IS NOT NULL AND expiry_tagged = 0 AND forgotten_ms IS NULL"
 
 
-def retagged(face: Face, ns: str, memory: MemoryRow) -> StoredDocument:
-    """A memory's record again, with the tags of its state now (its text and vector kept)."""
-    info = face.collections.info(memories_collection(ns))
-    found = face.store.document_by_id(info.id, memory.id)
-    vector = found[1].vector if found is not None else None
-    metadata: dict[str, Any] = {"doc": memory.doc_id}
-    return StoredDocument(Document(memory.id, memory.doc_id, memory.memory, face.memory_tags(memory), None,
-                                   memory.created_ms, metadata=metadata, vector=vector))
+def retagged(face: Face, ns: str, memories: Iterable[MemoryRow]) -> list[StoredDocument]:
+    """The memories' records again, with the tags of their state now (their texts and vectors kept)."""
+    memories = list(memories)
+    if not memories:  # (no read of the collection's declaration)
+        return []
+    space = face.collections.info(memories_collection(ns)).id  # (once: a node over a shared store reads it)
+    out: list[StoredDocument] = []
+    for memory in memories:
+        found = face.store.document_by_id(space, memory.id)
+        vector = found[1].vector if found is not None else None
+        metadata: dict[str, Any] = {"doc": memory.doc_id}
+        out.append(StoredDocument(Document(memory.id, memory.doc_id, memory.memory, face.memory_tags(memory), None,
+                                           memory.created_ms, metadata=metadata, vector=vector)))
+    return out
 
 
 def unswept(face: Face, ns: str, at_ms: int) -> set[str]:
@@ -99,7 +105,7 @@ def sweep(face: Face, ns: str, at_ms: int) -> int:
                 return done
             for memory in rows:
                 memory.expiry_tagged = True
-            puts = [retagged(face, ns, m) for m in rows]
+            puts = retagged(face, ns, rows)
             tagged = max(stamp(), 1)  # (when: see CAUGHT_UP_S)
             marks = [("UPDATE sm_memories SET expiry_tagged=? WHERE ns=? AND id=?", (tagged, ns, m.id)) for m in rows]
             face.collections.write(memories_collection(ns), puts, (), also=marks)
@@ -145,5 +151,5 @@ def write_moved(face: Face, ns: str, moves: Sequence[tuple[str, int | None]], no
         if not back:
             face.store.execute(statements)
             return
-        puts: list[StoredDocument] = [retagged(face, ns, m) for m in back.values()]
+        puts = retagged(face, ns, back.values())
         face.collections.write(memories_collection(ns), puts, (), also=statements)

@@ -227,14 +227,9 @@ class Face:
         """A copy of `held` with the named documents read again (dropped when gone): readers iterate the map
         they were given."""
         fresh = dict(held)
-        named = list(dict.fromkeys(documents))
-        for d in named:
+        for d in documents:
             fresh.pop(d, None)
-        for start in range(0, len(named), 500):
-            part = named[start:start + 500]
-            fresh.update(_filterable(row) for row in self.store.query(
-                f"SELECT id, metadata, grp FROM sm_documents WHERE ns=? AND id IN ({','.join('?' * len(part))})",
-                (ns, *part)))
+        fresh.update(_filterable(row) for row in self._rows("sm_documents", "id, metadata, grp", ns, documents))
         return fresh
 
     # -- namespaces ---------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def _mark_forgotten(face: Face, ns: str, memories: list[MemoryRow]) -> None:
     with face.ns_lock(ns):
         for memory in fresh:
             memory.forgotten_ms = now
-        puts = [retagged(face, ns, m) for m in fresh]
+        puts = retagged(face, ns, fresh)
         rows = [("UPDATE sm_memories SET forgotten_ms=?, updated_ms=? WHERE ns=? AND id=?", (now, now, ns, m.id))
                 for m in fresh]
         face.collections.write(memories_collection(ns), puts, (), also=rows)
@@ -227,9 +227,7 @@ def _newest(face: Face, ns: str, static: bool, limit: int, now: int, passing: se
             break
         after = (rows[-1][2], rows[-1][2], rows[-1][0])  # after the last read: (updated_ms, id) beyond it
         batch *= 2
-    found = {m.id: m for m in (MemoryRow.from_row(r) for r in face.store.query(
-        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND id IN ({','.join('?' * len(chosen)) or 'NULL'})",
-        (ns, *chosen)))}
+    found = face.memories(ns, chosen)
     return [found[i] for i in chosen if i in found]
 
 

@@ -8,6 +8,7 @@ version chains, relations and the documents' `done` in one transaction, under th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 from engram_index.engine.types import Document
@@ -23,9 +24,9 @@ from engram_index.supermemory.tables import (
 FORGET_AFTER_KEY = "forgetAfter"
 
 
-def forget_after(doc: DocRow) -> int | None:
+def forget_after(metadata: dict[str, Any]) -> int | None:
     """When a document's memories expire: its metadata's forgetAfter (ISO 8601), if any."""
-    value = doc.metadata.get(FORGET_AFTER_KEY)
+    value = metadata.get(FORGET_AFTER_KEY)
     if not isinstance(value, str):
         return None
     try:
@@ -129,7 +130,7 @@ def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[Stored
     if formed is None:
         return [], []
     doc = job.doc
-    expiry = forget_after(doc)
+    expiry = forget_after(doc.metadata)
     puts: list[StoredDocument] = []
     back, rows = moved(face, ns, doc.id, expiry, now)  # its memories' expiry, which its metadata may have moved
     superseded: dict[str, MemoryRow] = {}
@@ -158,6 +159,5 @@ def _memory_writes(face: Face, ns: str, job: Job, now: int) -> tuple[list[Stored
         rows.append(("UPDATE sm_memories SET is_latest=0, updated_ms=? WHERE ns=? AND id=?", (now, ns, old.id)))
         old.is_latest = False
         old.expiry_tagged = old.expiry_tagged and old.id not in back
-        puts.append(retagged(face, ns, old))
-    puts += [retagged(face, ns, m) for mid, m in back.items() if mid not in retired]
+    puts += retagged(face, ns, [*retired.values(), *(m for mid, m in back.items() if mid not in retired)])
     return [p for p in puts if p is not None], rows
