@@ -217,7 +217,7 @@ def test_keys_are_kept_hashed_and_revocable_on_either_store(tmp_path: Path, stor
         assert [r.id for r in keys.list("kindgi")] == [record.id]
         keys.revoke(record.id)
         assert keys.lookup("kindgi", token)[0] is KeyState.REVOKED
-        secret = token.rsplit("_", 1)[1]
+        secret = token.split("_", 2)[2]  # the secret may hold "_" itself
         assert all(secret not in str(r) for r in spaces.store.query("SELECT * FROM keys")) if store_url else True
     finally:
         spaces.close()
