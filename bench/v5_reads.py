@@ -9,7 +9,8 @@ recallable memories (`documents.recallable_count`), the memory counts of all the
 once (`documents.memory_counts`, the route's answer), every document's filterable metadata read afresh
 (`Face.metadata` after `Face.changed`: what a filtered search pays once the namespace's documents
 changed), the same of one document (`Face.changed` naming it, as a write of one document does where
-the checkout has it), a profile (`memories.profile`, without buckets), a deep page of the unfiltered
+the checkout has it), a profile (`memories.profile`, without buckets, then with two buckets put in the
+namespace: their members' counts and a digest of the answer are printed, to compare checkouts), a deep page of the unfiltered
 memories list (nine tenths of the way through), the first page of memories listed with a
 filter only the picked documents pass (their metadata marked for it: `memories.list_items`), when
 the namespace holds relations, a memory's related lists (`related.related`), and what a read-only
@@ -21,7 +22,9 @@ another changed one document's (`Face.metadata` after `documents.patch`). `--src
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import statistics
 import sys
 import time
@@ -32,6 +35,8 @@ _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
 from in_process import parsed  # noqa: E402
+
+BUCKETS = {"diet": "food, meals, allergies", "work": "job, career, colleagues"}  # the profile's, when it has buckets
 
 
 def p50_ms(run: Callable[[], object], rounds: int) -> float:
@@ -61,6 +66,7 @@ def main() -> None:
         docs = [r[0] for r in query("SELECT doc_id FROM sm_memories WHERE ns=? GROUP BY doc_id ORDER BY doc_id"
                                     " LIMIT ?", (ns, args.docs))]
         linked = query("SELECT src FROM sm_relations WHERE ns=? LIMIT 1", (ns,))
+        face.store.execute([("DELETE FROM sm_buckets WHERE ns=?", (ns,))])  # (a copy this bench ran on has some)
         print(f"\nnamespace {ns!r}: {held:,} memories; `{args.src.resolve().name}`'s code;"
               f" {len(docs)} documents picked\n")
         reads: dict[str, Callable[[], object]] = {
@@ -72,6 +78,7 @@ def main() -> None:
                 lambda: documents.memory_counts(face, ns, docs),
         }
         reads["a profile (the namespace has no buckets)"] = lambda: memories.profile(face, ns, {})
+        reads[f"a profile with the buckets {', '.join(BUCKETS)}"] = lambda: memories.profile(face, ns, {})
         deep = max(1, held * 9 // 100)  # a page of 10 nine tenths of the way through the memories
         reads[f"memories listed, page {deep:,} of 10 (unfiltered)"] = \
             lambda: memories.list_items(face, ns, "memories", {"page": deep, "limit": 10}, {})
@@ -105,6 +112,14 @@ def main() -> None:
             reads["a memory's related lists"] = lambda: related.related(face, ns, linked[0][0], 10, 0)
         print("| read | p50 ms |\n|---|---:|")
         for label, run in reads.items():
+            if label.startswith("a profile with the buckets"):
+                from engram_index.supermemory import buckets
+
+                buckets.put_buckets(face, ns, BUCKETS)
+                answer = memories.profile(face, ns, {})
+                counts = {name: len(held) for name, held in answer["profile"]["buckets"].items()}
+                digest = hashlib.sha256(json.dumps(answer, sort_keys=True).encode()).hexdigest()[:12]
+                label += f" (members {counts}, answer {digest})"
             spent = p50_ms(run, args.rounds)
             per = spent / len(docs) if label.endswith("per document") else spent
             print(f"| {label} | {per:.3f} |")

@@ -128,6 +128,11 @@ class TermCounts:
         return self._live
 
     @property
+    def terms(self) -> list[str]:
+        """Every term ever seen, by term id: only ever appended to (or replaced whole), never to be changed."""
+        return self._terms
+
+    @property
     def vocabulary(self) -> int:
         """The number of distinct terms ever seen."""
         return len(self._terms)

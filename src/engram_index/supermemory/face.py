@@ -39,11 +39,14 @@ CHANGES_KEPT = 1024  # changes of a namespace's documents whose documents sm_doc
 Version = tuple[int, int]
 
 
+HIDDEN_TAG_PREFIX = "zq"  # every hidden tag's, and so every index term of one begins with it
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def hidden_tag(kind: str, value: str) -> str:
     """A tag no query word can match: letters of a hash (tags are keyword-searchable text too)."""
     digest = hashlib.blake2b(f"{kind}\0{value}".encode(), digest_size=8).hexdigest()
-    return "zq" + digest.translate(_HEX_TO_LETTERS)
+    return HIDDEN_TAG_PREFIX + digest.translate(_HEX_TO_LETTERS)
 
 
 SUPERSEDED = hidden_tag("state", "superseded")

@@ -173,7 +173,7 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
 
 def profile(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
     """The profile: static facts, recent dynamic context and buckets, from the latest recallable memories."""
-    from engram_index.supermemory.buckets import bucket_members, effective_buckets
+    from engram_index.supermemory.buckets import effective_buckets, members
 
     wanted = body.get("buckets")
     buckets = effective_buckets(face, ns)
@@ -182,27 +182,19 @@ def profile(face: Face, ns: str, body: dict[str, Any]) -> dict[str, Any]:
         if unknown:
             raise invalid(f"unknown bucket {unknown[0]!r}", "buckets")
         buckets = {b: buckets[b] for b in wanted}
-    expr = body.get("filter")
-    test = v5filters.compile_filter(expr) if expr is not None else None
-    passing = None if test is None else {d for d, md in face.metadata(ns).items() if test(md)}
+    # The documents a filter passes, compiled once while the namespace's documents stand (as searches do).
+    selected, passing, _ = doc_filter(face, ns, body.get("filter"))
     now = stamp()
 
     def fact(m: MemoryRow) -> dict[str, str]:
         return {"id": m.id, "memory": m.memory}
 
-    if not buckets:  # the two sections' newest alone, through their index (a bucket reads every memory)
-        return {"profile": {"static": [fact(m) for m in _newest(face, ns, True, STATIC_LIMIT, now, passing)],
-                            "dynamic": [fact(m) for m in _newest(face, ns, False, DYNAMIC_LIMIT, now, passing)],
-                            "buckets": {}}}
-    rows = [MemoryRow.from_row(r) for r in face.store.query(
-        f"SELECT {MEMORY_COLUMNS} FROM sm_memories WHERE ns=? AND is_latest=1 AND forgotten_ms IS NULL"
-        " ORDER BY updated_ms DESC, id", (ns,))]
-    rows = [m for m in rows if not m.forgotten(now) and (passing is None or m.doc_id in passing)]
+    # Each section's newest alone, through their index; each bucket's members through the keyword index.
+    held = members(face, ns, buckets, selected, passing, now)
     return {"profile": {
-        "static": [fact(m) for m in rows if m.is_static][:STATIC_LIMIT],
-        "dynamic": [fact(m) for m in rows if not m.is_static][:DYNAMIC_LIMIT],
-        "buckets": {name: [fact(m) for m in bucket_members(rows, name, description)]
-                    for name, description in buckets.items()},
+        "static": [fact(m) for m in _newest(face, ns, True, STATIC_LIMIT, now, passing)],
+        "dynamic": [fact(m) for m in _newest(face, ns, False, DYNAMIC_LIMIT, now, passing)],
+        "buckets": {name: [fact(m) for m in facts] for name, facts in held.items()},
     }}
 
 
