@@ -73,3 +73,16 @@ def test_holders_are_every_document_a_look_at_each_ones_terms_finds(seed: int) -
             allowed = None if rng.random() < 0.5 else np.array([rng.random() < 0.6 for _ in range(rng.randrange(1, 130))])
             wanted = exact | {t for terms in docs.values() for t in terms if any(t.startswith(b) for b in begins)}
             assert _found(counts, exact, begins, allowed) == _expected(docs, wanted, allowed), (round_, exact, begins)
+
+
+def test_the_terms_a_prefix_begins_follow_the_vocabulary_as_it_grows_or_is_replaced() -> None:
+    counts = TermCounts()
+    counts.put_many([(0, ["alpha", "alpine"])])
+    assert terms_beginning(counts, {"alp"}) == ["alpha", "alpine"]
+    counts.put_many([(1, ["alps", "beta"])])  # a few new terms: inserted into the sorted copy
+    assert terms_beginning(counts, {"alp", "b"}) == ["alpha", "alpine", "alps", "beta"]
+    counts.put_many([(2 + i, [f"alp{i:04d}"]) for i in range(300)])  # many: the copy is sorted again
+    assert terms_beginning(counts, {"alp0"}) == [f"alp{i:04d}" for i in range(300)]
+    counts.clear()  # a new vocabulary, as a rebuild makes
+    counts.put_many([(0, ["alto"])])
+    assert terms_beginning(counts, {"al"}) == ["alto"]
