@@ -34,6 +34,7 @@ EMBED_SPLIT = 16
 
 _HEX_TO_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")  # made once, not per tag
 FILTERS_KEPT = 64  # compiled filters kept per namespace while the version of its documents stands
+BEHIND_MAX = 4096  # documents named since a stale filter was compiled, past which it is compiled afresh
 CHANGES_KEPT = 1024  # changes of a namespace's documents whose documents sm_doc_changes keeps (Face.metadata)
 # A version of a namespace's documents (Face._documents_version): what is kept of them is good while it stands.
 Version = tuple[int, int]
@@ -106,6 +107,9 @@ class Face:
         # version of its documents it was read at (`_documents_version`), and good while that stands.
         self._meta: dict[str, tuple[Version, dict[str, dict[str, Any]]]] = {}
         self._filters: dict[str, tuple[Version, dict[str, Any]]] = {}
+        # Compiled filters a write made stale, each with the documents the writes since named (in a process
+        # that makes every write): brought up to date by testing those alone (`compiled_filter`).
+        self._behind: dict[str, dict[str, tuple[Any, frozenset[str]]]] = {}
         self._dates: dict[str, dict[str, str | None]] = {}  # documents' dates per namespace until its next write
         # Only a process that makes every write of its store knows of every change of its documents: a
         # read-only worker (serve --workers) or a node over a shared PostgreSQL store would not hear of another
@@ -165,9 +169,10 @@ class Face:
         """Drop what is cached about a namespace's documents after a write; a write that names the only
         `documents` it added, changed or removed has what filters know of those alone read again."""
         with self._lock:
-            self._filters.pop(ns, None)
+            dropped = self._filters.pop(ns, None)
             self._dates.pop(ns, None)
             self._dated.pop(ns, None)
+            self._behind_by(ns, dropped, documents)
             if not self._sole_writer:
                 # It learns the store's new version when it next reads, and catches up from the version its
                 # metadata was read at by the store's log of changes (`metadata`): that metadata is kept.
@@ -179,14 +184,34 @@ class Face:
                 # Read under the lock: two writes of one document leave the later one's row here.
                 self._meta[ns] = (self._own_version(ns), self._reread(ns, stood, documents))
 
-    def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any]) -> Any:
+    def _behind_by(self, ns: str, dropped: tuple[Version, dict[str, Any]] | None,
+                   documents: Sequence[str] | None) -> None:
+        """Keep the compiled filters a write of `documents` made stale, each with the documents named since it
+        was compiled (under the lock); none when the write does not name them or another process may write."""
+        if documents is None or not self._sole_writer:
+            self._behind.pop(ns, None)
+            return
+        named = frozenset(documents)
+        carried = {key: (value, since | named) for key, (value, since) in self._behind.get(ns, {}).items()
+                   if len(since) < BEHIND_MAX}
+        if dropped is not None and dropped[0] == self._own_version(ns):  # good until this write
+            carried.update((key, (value, named)) for key, value in dropped[1].items())
+        self._behind[ns] = dict(list(carried.items())[-FILTERS_KEPT:])
+
+    def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any],
+                        patch: Callable[[Any, frozenset[str]], Any] | None = None) -> Any:
         """What a filter (by its canonical text `key`) compiles to over the namespace's documents, computed
-        once while the version of its documents stands (at most FILTERS_KEPT filters kept)."""
+        once while the version of its documents stands (at most FILTERS_KEPT filters kept). `patch(held,
+        named)`, when given, brings what it compiled to before writes up to date with the documents they
+        named (None: compile it afresh)."""
         version = self._documents_version(ns)
         seen, compiled = self._filters.get(ns, (None, {}))
         if version is not None and seen == version and key in compiled:
             return compiled[key]
-        fresh = compile_()
+        behind = self._behind.get(ns, {}).get(key) if patch is not None else None
+        fresh = patch(*behind) if patch is not None and behind is not None else None
+        if fresh is None:
+            fresh = compile_()
         if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
             with self._lock:
                 seen, compiled = self._filters.get(ns, (None, {}))

@@ -136,14 +136,31 @@ def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filter
     # expression, and a bad one raises before anything is kept.
     compiled: tuple[Filters, set[str] | None, bool] = face.compiled_filter(
         ns, json.dumps(expr, sort_keys=True, separators=(",", ":")),
-        lambda: _doc_filter(face, ns, v5filters.compile_filter(expr)))
+        lambda: _doc_filter(face, ns, v5filters.compile_filter(expr)),
+        lambda held, named: _doc_filter_since(face, ns, v5filters.compile_filter(expr), held, named))
     return compiled
 
 
 def _doc_filter(face: Face, ns: str, test: Any) -> tuple[Filters, set[str] | None, bool]:
-    """`doc_filter` computed over every document of the namespace (once per write: see Face.compiled_filter)."""
+    """`doc_filter` computed over every document of the namespace (see Face.compiled_filter)."""
     metadata = face.metadata(ns)
-    passing = {doc_id for doc_id, md in metadata.items() if test(md)}
+    return _selecting(metadata, {doc_id for doc_id, md in metadata.items() if test(md)})
+
+
+def _doc_filter_since(face: Face, ns: str, test: Any, held: tuple[Filters, set[str] | None, bool],
+                      named: frozenset[str]) -> tuple[Filters, set[str] | None, bool] | None:
+    """`doc_filter` brought up to date from what it was before writes that named these documents alone: those
+    tested again (None when they are more than a quarter of the documents: then all of them are)."""
+    metadata = face.metadata(ns)
+    if held[1] is None or len(named) > max(len(metadata) // 4, 1):
+        return None
+    passing = held[1] - named
+    passing.update(d for d in named if d in metadata and test(metadata[d]))
+    return _selecting(metadata, passing)
+
+
+def _selecting(metadata: dict[str, Any], passing: set[str]) -> tuple[Filters, set[str] | None, bool]:
+    """Engine filters selecting the `passing` documents among these, the passing set, and whether none pass."""
     if not passing:
         return Filters(), passing, True
     if len(passing) == len(metadata):
