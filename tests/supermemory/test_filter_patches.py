@@ -1,14 +1,19 @@
 """A filter compiled before a write of documents is brought up to date by testing again only the documents
-the write named, and always passes what a filter compiled afresh would."""
+the write named (in the writing process, and in one that learns of the write from the store's log), and
+always passes what a filter compiled afresh would."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engram_index.collections import Collections
+from engram_index.embed.hashing import HashingEmbedder
+from engram_index.keys import KeyStore
 from engram_index.supermemory import documents, search
 from engram_index.supermemory import filters as v5filters
 from engram_index.supermemory.face import Face
@@ -40,6 +45,18 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return tested
 
 
+@pytest.fixture
+def reader(face: Face, tmp_path: Path) -> Iterator[Face]:
+    """A read-only face over the `face` fixture's data directory (as a `--workers` reader is)."""
+    readers = Collections(tmp_path, read_only=True, lock=False)
+    opened = Face(readers, KeyStore(tmp_path), HashingEmbedder(), read_only=True)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        readers.close()
+
+
 def _done(face: Face, ns: str) -> None:
     """Every document as processed (no pipeline runs here; a change of metadata waits for it)."""
     face.store.execute([("UPDATE sm_documents SET status='done' WHERE ns=?", (ns,))])
@@ -65,9 +82,27 @@ def test_a_filter_compiled_before_a_write_tests_again_only_the_documents_the_wri
     assert tested[0] == 42 + 40
 
 
+def test_a_reader_brings_a_filter_up_to_date_with_the_documents_the_stores_log_names(
+        face: Face, reader: Face, monkeypatch: pytest.MonkeyPatch) -> None:
+    documents.batch(face, "n", {"documents": [{"content": f"doc {i}", "metadata": {"team": "ab"[i % 2]}}
+                                              for i in range(40)]})
+    tested = _counted(monkeypatch)
+    before = search.doc_filter(reader, "n", TEAM_A)
+    assert tested[0] == 40
+    added, _ = documents.add(face, "n", {"content": "one more", "metadata": {"team": "a"}}, None)
+    _done(face, "n")
+    documents.patch(face, "n", sorted(before[1] or ())[0], {"metadata": {"team": "b"}})
+    after = search.doc_filter(reader, "n", TEAM_A)
+    assert tested[0] == 42 and after[1] == ((before[1] or set()) - {sorted(before[1] or ())[0]}) | {added}
+    assert after == search._doc_filter(face, "n", v5filters.compile_filter(TEAM_A))
+
+
 @pytest.mark.parametrize("seed", range(8))
-def test_a_filter_brought_up_to_date_passes_what_one_compiled_afresh_passes(face: Face, seed: int) -> None:
+@pytest.mark.parametrize("asker", ["writer", "reader"])
+def test_a_filter_brought_up_to_date_passes_what_one_compiled_afresh_passes(
+        face: Face, reader: Face, seed: int, asker: str) -> None:
     rng = random.Random(seed)
+    asked = face if asker == "writer" else reader
     ids: list[str] = []
 
     def metadata() -> dict[str, Any]:
@@ -95,4 +130,4 @@ def test_a_filter_brought_up_to_date_passes_what_one_compiled_afresh_passes(face
             face.changed("n", [rng.choice(ids)] if ids else [])  # a write that changed nothing of it
         for expr in rng.sample(EXPRS, rng.randrange(1, len(EXPRS) + 1)):
             fresh = search._doc_filter(face, "n", v5filters.compile_filter(expr))
-            assert search.doc_filter(face, "n", expr) == fresh, (step, expr)
+            assert search.doc_filter(asked, "n", expr) == fresh, (step, expr)

@@ -23,6 +23,7 @@ from engram_index.llm.base import LLM, Reranker
 from engram_index.remodel import declare_model, reembed_all
 from engram_index.store.base import Statement
 from engram_index.supermemory.errors import Forbidden, Missing
+from engram_index.supermemory.known import Known
 from engram_index.supermemory.tables import (
     CHUNK_COLUMNS, DOC_COLUMNS, ChunkRow, DocRow, MEMORY_COLUMNS, MemoryRow, chunks_collection, memories_collection,
     migrate, now_ms,
@@ -33,11 +34,7 @@ EMBED_SPLIT = 16
 
 
 _HEX_TO_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")  # made once, not per tag
-FILTERS_KEPT = 64  # compiled filters kept per namespace while the version of its documents stands
-BEHIND_MAX = 4096  # documents named since a stale filter was compiled, past which it is compiled afresh
-CHANGES_KEPT = 1024  # changes of a namespace's documents whose documents sm_doc_changes keeps (Face.metadata)
-# A version of a namespace's documents (Face._documents_version): what is kept of them is good while it stands.
-Version = tuple[int, int]
+CHANGES_KEPT = 1024  # changes of a namespace's documents whose documents sm_doc_changes keeps (known.py)
 
 
 HIDDEN_TAG_PREFIX = "zq"  # every hidden tag's, and so every index term of one begins with it
@@ -103,20 +100,15 @@ class Face:
         self.intake = threading.Lock()
         self._ns_locks: dict[str, threading.RLock] = {}
         self._ensured: set[str] = set()
-        # Every document's filterable metadata, and what filters compile to, per namespace: each kept with the
-        # version of its documents it was read at (`_documents_version`), and good while that stands.
-        self._meta: dict[str, tuple[Version, dict[str, dict[str, Any]]]] = {}
-        self._filters: dict[str, tuple[Version, dict[str, Any]]] = {}
-        # Compiled filters a write made stale, each with the documents the writes since named (in a process
-        # that makes every write): brought up to date by testing those alone (`compiled_filter`).
-        self._behind: dict[str, dict[str, tuple[Any, frozenset[str]]]] = {}
         self._dates: dict[str, dict[str, str | None]] = {}  # documents' dates per namespace until its next write
         # Only a process that makes every write of its store knows of every change of its documents: a
         # read-only worker (serve --workers) or a node over a shared PostgreSQL store would not hear of another
         # process's write. It reads the dates each time, and the version of the documents from the store.
         self._sole_writer = not read_only and collections.shared_store() is None
+        # Every document's filterable metadata, and what filters compile to, per namespace (known.py).
+        self.known = Known(self.store, self._sole_writer,
+                           lambda ns, ids: self._rows("sm_documents", "id, metadata, grp", ns, ids))
         self._dated: dict[str, bool] = {}  # whether any document of the namespace has a date, until its next write
-        self._writes: dict[str, int] = {}  # this process's writes of each namespace's documents
         self.query_cache = QueryCache(slots=EmbedSlots())  # exact query text → vector (embed/query_cache.py)
         # A search's query embedding runs here (`start_embedding`) while the search does what needs no vector,
         # then the scan of one of its collections' vectors (search.found). A thread for each embedding the
@@ -168,97 +160,19 @@ class Face:
     def changed(self, ns: str, documents: Sequence[str] | None = None) -> None:
         """Drop what is cached about a namespace's documents after a write; a write that names the only
         `documents` it added, changed or removed has what filters know of those alone read again."""
+        self.known.changed(ns, documents)  # (the write count first: `dates` keeps nothing read before it)
         with self._lock:
-            dropped = self._filters.pop(ns, None)
             self._dates.pop(ns, None)
             self._dated.pop(ns, None)
-            self._behind_by(ns, dropped, documents)
-            if not self._sole_writer:
-                # It learns the store's new version when it next reads, and catches up from the version its
-                # metadata was read at by the store's log of changes (`metadata`): that metadata is kept.
-                return
-            kept = self._meta.pop(ns, None)
-            stood = kept[1] if kept is not None and kept[0] == self._own_version(ns) else None
-            self._writes[ns] = self._writes.get(ns, 0) + 1
-            if stood is not None and documents is not None:
-                # Read under the lock: two writes of one document leave the later one's row here.
-                self._meta[ns] = (self._own_version(ns), self._reread(ns, stood, documents))
-
-    def _behind_by(self, ns: str, dropped: tuple[Version, dict[str, Any]] | None,
-                   documents: Sequence[str] | None) -> None:
-        """Keep the compiled filters a write of `documents` made stale, each with the documents named since it
-        was compiled (under the lock); none when the write does not name them or another process may write."""
-        if documents is None or not self._sole_writer:
-            self._behind.pop(ns, None)
-            return
-        named = frozenset(documents)
-        carried = {key: (value, since | named) for key, (value, since) in self._behind.get(ns, {}).items()
-                   if len(since) < BEHIND_MAX}
-        if dropped is not None and dropped[0] == self._own_version(ns):  # good until this write
-            carried.update((key, (value, named)) for key, value in dropped[1].items())
-        self._behind[ns] = dict(list(carried.items())[-FILTERS_KEPT:])
 
     def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any],
                         patch: Callable[[Any, frozenset[str]], Any] | None = None) -> Any:
-        """What a filter (by its canonical text `key`) compiles to over the namespace's documents, computed
-        once while the version of its documents stands (at most FILTERS_KEPT filters kept). `patch(held,
-        named)`, when given, brings what it compiled to before writes up to date with the documents they
-        named (None: compile it afresh)."""
-        version = self._documents_version(ns)
-        seen, compiled = self._filters.get(ns, (None, {}))
-        if version is not None and seen == version and key in compiled:
-            return compiled[key]
-        behind = self._behind.get(ns, {}).get(key) if patch is not None else None
-        fresh = patch(*behind) if patch is not None and behind is not None else None
-        if fresh is None:
-            fresh = compile_()
-        if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
-            with self._lock:
-                seen, compiled = self._filters.get(ns, (None, {}))
-                kept = compiled if seen == version and len(compiled) < FILTERS_KEPT else {}
-                self._filters[ns] = (version, {**kept, key: fresh})
-        return fresh
+        """What a filter compiles to over the namespace's documents (`Known.compiled_filter`)."""
+        return self.known.compiled_filter(ns, key, compile_, patch)
 
     def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
-        """Every document's filterable metadata in a namespace, by document id (read once while the version
-        of its documents stands)."""
-        version = self._documents_version(ns)
-        seen, held = self._meta.get(ns, (None, None))
-        if held is not None and version is not None and seen == version:
-            return held
-        fresh = None
-        if (held is not None and version is not None and seen is not None and not self._sole_writer
-                and seen[0] == version[0] and seen[1] < version[1]):
-            fresh = self._caught_up(ns, held, seen[1], version[1])
-        if fresh is None:
-            fresh = dict(_filterable(row) for row in self.store.query(
-                "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
-        if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
-            with self._lock:
-                self._meta[ns] = (version, fresh)
-        return fresh
-
-    def _caught_up(self, ns: str, held: dict[str, dict[str, Any]], since: int,
-                   until: int) -> dict[str, dict[str, Any]] | None:
-        """`held` (what filters knew at change `since`) with the documents the changes after it up to `until`
-        named read again, or None when the log does not name every one of those changes (kept no longer, or
-        a change of unnamed documents) or when they named more than a quarter of them (one read of all is then
-        cheaper)."""
-        logged = self.store.query("SELECT seq, doc_id FROM sm_doc_changes WHERE ns=? AND seq > ? AND seq <= ?",
-                                  (ns, since, until))
-        if {int(r[0]) for r in logged} != set(range(since + 1, until + 1)):
-            return None
-        named = list(dict.fromkeys(str(r[1]) for r in logged))
-        return self._reread(ns, held, named) if len(named) <= max(len(held) // 4, 1) else None
-
-    def _reread(self, ns: str, held: dict[str, dict[str, Any]], documents: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """A copy of `held` with the named documents read again (dropped when gone): readers iterate the map
-        they were given."""
-        fresh = dict(held)
-        for d in documents:
-            fresh.pop(d, None)
-        fresh.update(_filterable(row) for row in self._rows("sm_documents", "id, metadata, grp", ns, documents))
-        return fresh
+        """Every document's filterable metadata in a namespace, by document id (`Known.metadata`)."""
+        return self.known.metadata(ns)
 
     # -- namespaces ---------------------------------------------------------------------------
 
@@ -289,19 +203,6 @@ class Face:
                    " WHERE name=?", (ns, d, ns)) for d in dict.fromkeys(documents or ())],
                 (f"DELETE FROM sm_doc_changes WHERE ns=? AND seq <= {count} - ?", (ns, ns, CHANGES_KEPT))]
 
-    def _own_version(self, ns: str) -> Version:
-        """The version of a namespace's documents by this process's writes of them alone."""
-        return 0, self._writes.get(ns, 0)
-
-    def _documents_version(self, ns: str) -> Version | None:
-        """The version of a namespace's documents: in a process that makes every write of its store, how often
-        it wrote them; elsewhere when the store made the namespace and how often its documents changed since
-        (None: no such namespace), the first telling a namespace made again after a delete from the one before."""
-        if self._sole_writer:
-            return self._own_version(ns)
-        rows = self.store.query("SELECT created_ms, docs_changed FROM sm_namespaces WHERE name=?", (ns,))
-        return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
     def namespace_exists(self, ns: str) -> bool:
         """Whether the namespace has been created."""
         return bool(self.store.query("SELECT 1 FROM sm_namespaces WHERE name=?", (ns,)))
@@ -315,8 +216,7 @@ class Face:
         """Forget the in-memory state of a dropped namespace."""
         self._ensured.discard(ns)
         self.changed(ns)
-        with self._lock:
-            self._meta.pop(ns, None)
+        self.known.forget(ns)
 
     # -- documents ------------------------------------------------------------------------------
 
@@ -346,7 +246,7 @@ class Face:
         """Documents' dates by id, None for a document without one or unknown (only that column, kept per
         namespace until its next write: a search asks them of its chunks' documents, a hundred a search).
         `dated`: what `dated` said just before (over a shared store, each asking is a round trip)."""
-        writes = self._writes.get(ns, 0)
+        writes = self.known.writes(ns)
         if not (self.any_dated(ns, writes) if dated is None else dated):  # no dated document: nothing to look up
             return dict.fromkeys(ids)
         kept = self._dates.get(ns, {})  # a write replaces the namespace's dict; it never changes this one
@@ -356,13 +256,13 @@ class Face:
         found = {row[0]: row[1] for row in self._rows("sm_documents", "id, date", ns, missing)}
         read = {d: found.get(d) for d in missing}
         with self._lock:
-            if self._sole_writer and self._writes.get(ns, 0) == writes:  # no write meanwhile: what was read is current
+            if self._sole_writer and self.known.writes(ns) == writes:  # no write meanwhile: what was read is current
                 self._dates.setdefault(ns, {}).update(read)
         return {d: read[d] if d in read else kept[d] for d in ids}
 
     def dated(self, ns: str) -> bool:
         """Whether any document of the namespace has a date (as of now: `any_dated` with its write count)."""
-        return self.any_dated(ns, self._writes.get(ns, 0))
+        return self.any_dated(ns, self.known.writes(ns))
 
     def any_dated(self, ns: str, writes: int) -> bool:
         """Whether any document of the namespace has a date (one indexed probe, kept like `dates`; `writes`:
@@ -372,7 +272,7 @@ class Face:
             return held
         fresh = bool(self.store.query("SELECT 1 FROM sm_documents WHERE ns=? AND date IS NOT NULL LIMIT 1", (ns,)))
         with self._lock:
-            if self._sole_writer and self._writes.get(ns, 0) == writes:
+            if self._sole_writer and self.known.writes(ns) == writes:
                 self._dated[ns] = fresh
         return fresh
 
@@ -486,9 +386,3 @@ class Face:
 def stamp() -> int:
     """Now, in milliseconds (one name for every write's clock)."""
     return now_ms()
-
-
-def _filterable(row: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
-    """A document's id and what filters see of it from its (id, metadata, grp) row: its group's keys, then
-    its metadata's (metadata wins a clash, as DocRow.filterable)."""
-    return row[0], {**json.loads(row[2]), **json.loads(row[1])}

@@ -1,0 +1,178 @@
+"""What the v5 face knows of each namespace's documents: their filterable metadata and what filters compile
+to, kept while the version of the documents stands, and brought up to date from the documents writes name.
+
+A version tells what is kept from what is stale. In a process that makes every write of its store it is
+how often this process wrote the namespace's documents. Elsewhere (a `--workers` reader, a node over a
+shared PostgreSQL store) it is the store's: when it made the namespace and how often its documents
+changed since (`sm_namespaces.docs_changed`), each change logging the documents it named
+(`sm_doc_changes`).
+
+A write that names its documents has the metadata of those alone read again. What a filter compiled to
+before it is left behind with the documents named since (`_carry`), and the filter's next use tests
+those alone again (`compiled_filter`'s `patch`). In a process that does not make every write, both
+happen when it next reads and finds the version moved: the log names the documents changed since.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from engram_index.store.base import RecordStore
+
+FILTERS_KEPT = 64  # compiled filters kept per namespace while the version of its documents stands
+BEHIND_MAX = 4096  # documents named since a stale filter was compiled, past which it is compiled afresh
+# A version of a namespace's documents: what is kept of them is good while it stands.
+Version = tuple[int, int]
+# A namespace's document rows (id, metadata, grp) with these ids.
+Rows = Callable[[str, Sequence[str]], list[tuple[Any, ...]]]
+Metadata = dict[str, dict[str, Any]]
+
+
+class Known:
+    """Every namespace's documents' filterable metadata and compiled filters, each at its version."""
+
+    def __init__(self, store: RecordStore, sole_writer: bool, rows: Rows) -> None:
+        """Keep nothing yet; `sole_writer`: whether this process makes every write of `store`."""
+        self.store, self.sole_writer, self._rows = store, sole_writer, rows
+        self._lock = threading.Lock()
+        self._writes: dict[str, int] = {}  # this process's writes of each namespace's documents
+        self._meta: dict[str, tuple[Version, Metadata]] = {}
+        self._filters: dict[str, tuple[Version, dict[str, Any]]] = {}
+        # Per namespace, the version up to which they hold: compiled filters a write made stale, each with the
+        # documents named since it was compiled.
+        self._behind: dict[str, tuple[Version, dict[str, tuple[Any, frozenset[str]]]]] = {}
+
+    def writes(self, ns: str) -> int:
+        """How often this process wrote the namespace's documents."""
+        return self._writes.get(ns, 0)
+
+    def version(self, ns: str) -> Version | None:
+        """The version of a namespace's documents (None: the store has no such namespace); over a store
+        others write, its creation time tells a namespace made again after a delete from the one before."""
+        if self.sole_writer:
+            return 0, self.writes(ns)
+        rows = self.store.query("SELECT created_ms, docs_changed FROM sm_namespaces WHERE name=?", (ns,))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def changed(self, ns: str, documents: Sequence[str] | None) -> None:
+        """After this process's write of a namespace's documents: in a process that makes every write, the
+        version moves on, the metadata of the named `documents` is read again and the compiled filters are
+        left behind with them (all dropped when the write names none)."""
+        if not self.sole_writer:
+            return  # the version is the store's: `metadata` catches up when it next reads
+        with self._lock:
+            before = 0, self.writes(ns)
+            dropped = self._filters.pop(ns, None)
+            kept = self._meta.pop(ns, None)
+            self._writes[ns] = before[1] + 1
+            after = 0, self._writes[ns]
+            named = None if documents is None else frozenset(documents)
+            self._carry(ns, dropped, before, after, named)
+            if kept is not None and kept[0] == before and documents is not None:
+                # Read under the lock: two writes of one document leave the later one's row here.
+                self._meta[ns] = (after, self._reread(ns, kept[1], documents))
+
+    def forget(self, ns: str) -> None:
+        """Keep nothing of a dropped namespace."""
+        with self._lock:
+            self._meta.pop(ns, None)
+            self._filters.pop(ns, None)
+            self._behind.pop(ns, None)
+
+    def _carry(self, ns: str, dropped: tuple[Version, dict[str, Any]] | None, since: Version, until: Version,
+               named: frozenset[str] | None) -> None:
+        """Leave behind, as of `until`, the filters compiled as of `since` (`dropped`) and those behind as of
+        it, with the documents `named` between the two (None: unknown, and nothing is left). Under the lock."""
+        held, entries = self._behind.get(ns, (None, {}))
+        if named is None:
+            self._behind.pop(ns, None)
+            return
+        carried = {key: (value, more | named) for key, (value, more) in entries.items()
+                   if held == since and len(more) < BEHIND_MAX}
+        if dropped is not None and dropped[0] == since:
+            carried.update((key, (value, named)) for key, value in dropped[1].items())
+        if carried:
+            self._behind[ns] = (until, dict(list(carried.items())[-FILTERS_KEPT:]))
+        else:
+            self._behind.pop(ns, None)
+
+    def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any],
+                        patch: Callable[[Any, frozenset[str]], Any] | None = None) -> Any:
+        """What a filter (by its canonical text `key`) compiles to over the namespace's documents, computed
+        once while the version of its documents stands (at most FILTERS_KEPT filters kept). `patch(held,
+        named)`, when given, brings what it compiled to before writes up to date with the documents they
+        named (None: compile it afresh)."""
+        version = self.version(ns)
+        seen, compiled = self._filters.get(ns, (None, {}))
+        if version is not None and seen == version and key in compiled:
+            return compiled[key]
+        fresh = None
+        if patch is not None and version is not None:
+            self.metadata(ns)  # caught up first: a process that does not make every write carries filters there
+            held, entries = self._behind.get(ns, (None, {}))
+            behind = entries.get(key) if held == version else None
+            fresh = patch(*behind) if behind is not None else None
+        if fresh is None:
+            fresh = compile_()
+        if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
+            with self._lock:
+                seen, compiled = self._filters.get(ns, (None, {}))
+                kept = compiled if seen == version and len(compiled) < FILTERS_KEPT else {}
+                self._filters[ns] = (version, {**kept, key: fresh})
+        return fresh
+
+    def metadata(self, ns: str) -> Metadata:
+        """Every document's filterable metadata in a namespace, by document id (read once while the version
+        of its documents stands)."""
+        version = self.version(ns)
+        seen, held = self._meta.get(ns, (None, None))
+        if held is not None and version is not None and seen == version:
+            return held
+        fresh: Metadata | None = None
+        named: frozenset[str] | None = None
+        if (held is not None and version is not None and seen is not None and not self.sole_writer
+                and seen[0] == version[0] and seen[1] < version[1]):
+            caught = self._caught_up(ns, held, seen[1], version[1])
+            if caught is not None:
+                fresh, named = caught
+        if fresh is None:
+            fresh = dict(filterable(row) for row in self.store.query(
+                "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
+        if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
+            with self._lock:
+                self._meta[ns] = (version, fresh)
+                if not self.sole_writer and seen is not None:
+                    self._carry(ns, self._filters.get(ns), seen, version, named)
+        return fresh
+
+    def _caught_up(self, ns: str, held: Metadata, since: int, until: int) -> tuple[Metadata, frozenset[str]] | None:
+        """`held` (what filters knew at change `since`) with the documents the changes after it up to `until`
+        named read again, and those documents; None when the log does not name every one of those changes
+        (kept no longer, or a change of unnamed documents) or when they named more than a quarter of them (one
+        read of all is then cheaper)."""
+        logged = self.store.query("SELECT seq, doc_id FROM sm_doc_changes WHERE ns=? AND seq > ? AND seq <= ?",
+                                  (ns, since, until))
+        if {int(r[0]) for r in logged} != set(range(since + 1, until + 1)):
+            return None
+        named = list(dict.fromkeys(str(r[1]) for r in logged))
+        if len(named) > max(len(held) // 4, 1):
+            return None
+        return self._reread(ns, held, named), frozenset(named)
+
+    def _reread(self, ns: str, held: Metadata, documents: Sequence[str]) -> Metadata:
+        """A copy of `held` with the named documents read again (dropped when gone): readers iterate the map
+        they were given."""
+        fresh = dict(held)
+        for d in documents:
+            fresh.pop(d, None)
+        fresh.update(filterable(row) for row in self._rows(ns, documents))
+        return fresh
+
+
+def filterable(row: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
+    """A document's id and what filters see of it from its (id, metadata, grp) row: its group's keys, then
+    its metadata's (metadata wins a clash, as DocRow.filterable)."""
+    return row[0], {**json.loads(row[2]), **json.loads(row[1])}
