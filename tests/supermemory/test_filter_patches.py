@@ -131,3 +131,17 @@ def test_a_filter_brought_up_to_date_passes_what_one_compiled_afresh_passes(
         for expr in rng.sample(EXPRS, rng.randrange(1, len(EXPRS) + 1)):
             fresh = search._doc_filter(face, "n", v5filters.compile_filter(expr))
             assert search.doc_filter(asked, "n", expr) == fresh, (step, expr)
+
+
+def test_filtered_lists_and_profiles_test_the_documents_once_while_they_stand(
+        face: Face, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram_index.supermemory import memories
+
+    documents.batch(face, "n", {"documents": [{"content": f"doc {i}", "metadata": {"team": "ab"[i % 2]}}
+                                              for i in range(40)]})
+    tested = _counted(monkeypatch)
+    for _ in range(3):
+        assert memories.list_items(face, "n", "documents", {}, {"filter": TEAM_A})["pagination"]["totalItems"] == 20
+        memories.profile(face, "n", {"filter": TEAM_A})
+        search.doc_filter(face, "n", TEAM_A)
+    assert tested[0] == 40

@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from engram_index.supermemory import filters as v5filters
 from engram_index.supermemory.documents import recallable_count
 from engram_index.supermemory.errors import Missing, invalid
 from engram_index.supermemory.face import Face, stamp
@@ -102,10 +101,9 @@ def list_items(face: Face, ns: str, kind: str, query: dict[str, Any], body: dict
         raise invalid("sort position is for chunks only", "query", "sort")
     if include.get("forgotten") and kind != "memories":
         raise invalid("include.forgotten applies to memories only", "include", "forgotten")
-    expr = body.get("filter")
-    test = v5filters.compile_filter(expr) if expr is not None else None
-    metadata = face.metadata(ns) if test is not None else {}  # (once: a node over a shared store reads it each time)
-    passing = None if test is None else {d for d, md in metadata.items() if test(md)}
+    # The documents a filter passes, compiled once while the namespace's documents stand (as searches do).
+    passing = doc_filter(face, ns, body.get("filter"))[1]
+    metadata = face.metadata(ns) if passing is not None else {}
     # A chunk is never updated in place (a revision writes new chunks): its updatedAt is its createdAt.
     column = {"createdAt": "created_ms", "updatedAt": "created_ms" if kind == "chunks" else "updated_ms",
               "position": "doc_id, position"}[sort]
