@@ -7,7 +7,7 @@ import hashlib
 import json
 import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -170,7 +170,7 @@ class Face:
         """What a filter compiles to over the namespace's documents (`Known.compiled_filter`)."""
         return self.known.compiled_filter(ns, key, compile_, patch)
 
-    def metadata(self, ns: str) -> dict[str, dict[str, Any]]:
+    def metadata(self, ns: str) -> Mapping[str, dict[str, Any]]:
         """Every document's filterable metadata in a namespace, by document id (`Known.metadata`)."""
         return self.known.metadata(ns)
 

@@ -15,9 +15,10 @@ happen when it next reads and finds the version moved: the log names the documen
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from engram_index.store.base import RecordStore
@@ -28,7 +29,75 @@ BEHIND_MAX = 4096  # documents named since a stale filter was compiled, past whi
 Version = tuple[int, int]
 # A namespace's document rows (id, metadata, grp) with these ids.
 Rows = Callable[[str, Sequence[str]], list[tuple[Any, ...]]]
-Metadata = dict[str, dict[str, Any]]
+# Changes over a layered map's base past which they are folded into a new one: at least this many, and at
+# least a sixteenth of the base (so a change costs a share of the base's size, at most, spread over many).
+FOLD_MIN = 64
+FOLD_SHARE = 16
+
+
+class Layered(Mapping[str, dict[str, Any]]):
+    """Every document's metadata as a base map, never changed once shared, and the changes over it: a write
+    of a few documents makes a new map of the same base, where a copy of it cost a pass over every document
+    (readers iterate the map they were given, so no map handed out ever changes)."""
+
+    __slots__ = ("_base", "_over", "_gone", "_len")
+
+    def __init__(self, base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]] | None = None,
+                 gone: frozenset[str] = frozenset()) -> None:
+        """Hold `base` with the documents `over` adds or replaces and those `gone` removes (none of them in
+        `over`)."""
+        self._base, self._over, self._gone = base, over or {}, gone
+        self._len = (len(base) - sum(1 for d in gone if d in base)
+                     + sum(1 for d in self._over if d not in base or d in gone))
+
+    def changed(self, named: Collection[str], read: dict[str, dict[str, Any]]) -> Layered:
+        """A new map with the `named` documents as `read` now has them (gone when it lacks one)."""
+        over = {d: md for d, md in self._over.items() if d not in named}
+        over.update(read)
+        gone = (self._gone | {d for d in named if d not in read}) - read.keys()
+        if len(over) + len(gone) > max(FOLD_MIN, len(self._base) // FOLD_SHARE):
+            return Layered(dict(_merged(self._base, over, gone)))
+        return Layered(self._base, over, frozenset(gone))
+
+    def shares(self, base: dict[str, dict[str, Any]]) -> bool:
+        """Whether this map is built over that base (the changes since it not folded in yet)."""
+        return self._base is base
+
+    def __getitem__(self, doc_id: str) -> dict[str, Any]:
+        """A document's metadata."""
+        found = self._over.get(doc_id)
+        if found is not None:
+            return found
+        if doc_id in self._gone:
+            raise KeyError(doc_id)
+        return self._base[doc_id]
+
+    def __contains__(self, doc_id: object) -> bool:
+        """Whether the document is there."""
+        return doc_id in self._over or (doc_id not in self._gone and doc_id in self._base)
+
+    def __iter__(self) -> Iterator[str]:
+        """Every document id."""
+        return (d for d, _ in self.items())
+
+    def __len__(self) -> int:
+        """How many documents."""
+        return self._len
+
+    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:  # type: ignore[override]
+        """Every (document id, metadata), the base's in one pass with the changes over it."""
+        return _merged(self._base, self._over, self._gone)
+
+
+def _merged(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]],
+            gone: Collection[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of `base` less those `over` replaces or `gone` removes, then those of `over`."""
+    if not over and not gone:
+        return iter(base.items())
+    return itertools.chain(((d, md) for d, md in base.items() if d not in over and d not in gone), over.items())
+
+
+Metadata = Layered
 
 
 class Known:
@@ -139,8 +208,8 @@ class Known:
             if caught is not None:
                 fresh, named = caught
         if fresh is None:
-            fresh = dict(filterable(row) for row in self.store.query(
-                "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,)))
+            fresh = Layered(dict(filterable(row) for row in self.store.query(
+                "SELECT id, metadata, grp FROM sm_documents WHERE ns=?", (ns,))))
         if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
             with self._lock:
                 self._meta[ns] = (version, fresh)
@@ -163,13 +232,8 @@ class Known:
         return self._reread(ns, held, named), frozenset(named)
 
     def _reread(self, ns: str, held: Metadata, documents: Sequence[str]) -> Metadata:
-        """A copy of `held` with the named documents read again (dropped when gone): readers iterate the map
-        they were given."""
-        fresh = dict(held)
-        for d in documents:
-            fresh.pop(d, None)
-        fresh.update(filterable(row) for row in self._rows(ns, documents))
-        return fresh
+        """`held` with the named documents read again (dropped when gone), as a new map over the same base."""
+        return held.changed(set(documents), dict(filterable(row) for row in self._rows(ns, documents)))
 
 
 def filterable(row: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:

@@ -20,7 +20,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -159,7 +159,7 @@ def _doc_filter_since(face: Face, ns: str, test: Any, held: tuple[Filters, set[s
     return _selecting(metadata, passing)
 
 
-def _selecting(metadata: dict[str, Any], passing: set[str]) -> tuple[Filters, set[str] | None, bool]:
+def _selecting(metadata: Mapping[str, Any], passing: set[str]) -> tuple[Filters, set[str] | None, bool]:
     """Engine filters selecting the `passing` documents among these, the passing set, and whether none pass."""
     if not passing:
         return Filters(), passing, True
