@@ -145,3 +145,14 @@ def test_filtered_lists_and_profiles_test_the_documents_once_while_they_stand(
         memories.profile(face, "n", {"filter": TEAM_A})
         search.doc_filter(face, "n", TEAM_A)
     assert tested[0] == 40
+
+
+def test_metadata_reads_back_exactly_even_where_a_stored_row_is_not_strict_json(face: Face) -> None:
+    edges = [-2 ** 63, 2 ** 63 - 1, 0.1, 1e308, "x"]  # what a metadata value may be, at its bounds
+    ids = [documents.add(face, "n", {"content": f"doc {i}", "metadata": {"v": value}}, None)[0]
+           for i, value in enumerate(edges)]
+    face.store.execute([("UPDATE sm_documents SET metadata=? WHERE ns='n' AND id=?", ('{"v": NaN}', ids[4]))])
+    face.changed("n")  # every document read afresh
+    read = face.metadata("n")
+    assert [read[d]["v"] for d in ids[:4]] == edges[:4] and read[ids[4]]["v"] != read[ids[4]]["v"]  # NaN
+    assert search.doc_filter(face, "n", {"field": "v", "operator": "eq", "value": 2 ** 63 - 1})[1] == {ids[1]}
