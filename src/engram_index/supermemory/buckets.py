@@ -89,14 +89,14 @@ def members(face: Face, ns: str, chosen: Mapping[str, str], selected: Filters, p
         index = face.collections.index(memories_collection(ns))
     except UnknownSpace:  # no document has formed a memory here yet
         return {name: [] for name in chosen}
+    wanted = {name: bucket_words(name, description) for name, description in chosen.items()}
     found: dict[str, tuple[list[str], list[str]]] = {}  # per bucket: its sure members' ids, those to judge
     with index.reading():
         # The passing documents' memories, less the superseded, forgotten and swept (a search's mask).
         mask = index.columns.mask(Filters(any_tags=selected.any_tags, none_tags=(SUPERSEDED, FORGOTTEN, EXPIRED)))
-        ids = index.columns.ids
-        for name, description in chosen.items():
-            exact, begins = _meeting(bucket_words(name, description))
-            counts = index.keyword.counts
+        ids, counts = index.columns.ids, index.keyword.counts
+        for name, words in wanted.items():
+            exact, begins = _meeting(words)
             terms = [*exact, *terms_beginning(counts, begins)]
             sure = holders(counts, [t for t in terms if not _judged(t)], mask)
             judged = np.setdiff1d(holders(counts, [t for t in terms if _judged(t)], mask), sure)
@@ -105,9 +105,8 @@ def members(face: Face, ns: str, chosen: Mapping[str, str], selected: Filters, p
     rows = face.memories(ns, sorted({i for pair in found.values() for held in pair for i in held}))
     out: dict[str, list[MemoryRow]] = {}
     for name, (sure_ids, judged_ids) in found.items():
-        wanted = bucket_words(name, chosen[name])
         held = [rows[i] for i in sure_ids if i in rows]
-        held += [m for m in (rows[i] for i in judged_ids if i in rows) if meets(memory_words(m.memory), wanted)]
+        held += [m for m in (rows[i] for i in judged_ids if i in rows) if meets(memory_words(m.memory), wanted[name])]
         kept = [m for m in held if m.is_latest and not m.forgotten(now) and (passing is None or m.doc_id in passing)]
         out[name] = sorted(kept, key=lambda m: (-m.updated_ms, m.id))
     return out
