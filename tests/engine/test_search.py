@@ -277,3 +277,53 @@ def test_stored_vectors_that_cannot_be_used_are_left_out_and_reported_and_the_re
     fixed = Document(id="v1", author="did:plc:b", text="row 1", created_ms=1, vector=unit(3).astype("<f2").tobytes())
     index.apply([(1, fixed), (2, None), (3, None), (4, None)], seq=2)
     assert index.unusable_vectors() == [] and index.has_vector(1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_batches_of_usable_and_unusable_vectors_leave_what_the_last_write_of_each_ordinal_says(seed: int) -> None:
+    import random
+    from collections import Counter
+
+    from engram_index.engine.vector import vector_problem
+
+    rng = random.Random(seed)
+    docs = Docs()
+    index = SpaceIndex(None, DIMS, docs.fetch)
+
+    def raw() -> bytes | None:
+        kind = rng.randrange(7)
+        if kind == 0:
+            return None
+        if kind == 1:
+            return bytes(2 * DIMS)  # all zeros
+        if kind == 2:
+            bad = np.ones(DIMS, "<f2")
+            bad[rng.randrange(DIMS)] = rng.choice([np.inf, np.nan])
+            return bad.tobytes()
+        if kind == 3:
+            return np.ones(rng.choice([DIMS // 2, DIMS + 1]), "<f2").tobytes()  # the wrong size
+        if kind == 4:
+            return b"\x00\x3c\x00"  # not whole float16 values
+        return np.array([rng.uniform(-2, 2) for _ in range(DIMS)], "<f2").tobytes()
+
+    final: dict[int, Document | None] = {}
+    for seq in range(1, 30):
+        changes: list[tuple[int, Document | None]] = []
+        for _ in range(rng.randrange(1, 12)):
+            o = rng.randrange(20)
+            doc = None if rng.random() < 0.15 else Document(
+                id=f"v{o}", author=f"did:plc:{rng.choice('ab')}", text=f"row {o}", created_ms=o, vector=raw())
+            changes.append((o, doc))
+            final[o] = doc
+        index.apply(changes, seq=seq)
+        expected: Counter[tuple[str, str]] = Counter()
+        for o, doc in final.items():
+            usable = False
+            if doc is not None and doc.vector is not None:
+                problem = (f"vector has {len(doc.vector)} bytes, not whole float16 values" if len(doc.vector) % 2
+                           else vector_problem(np.frombuffer(doc.vector, "<f2"), DIMS))
+                usable = problem is None
+                if problem is not None:
+                    expected[(doc.author, problem)] += 1
+            assert index.has_vector(o) == usable, (seq, o)
+        assert index.unusable_vectors() == sorted((a, p, n) for (a, p), n in expected.items())

@@ -46,6 +46,21 @@ def checked_vector(raw: bytes | None, dims: int) -> tuple[np.ndarray | None, str
     return (None, problem) if problem else (vec, None)
 
 
+def checked_vectors(raws: Sequence[bytes], dims: int) -> tuple[np.ndarray, list[int], list[str | None]]:
+    """`checked_vector` of many stored vectors at once (a load applies thousands, where a check each was a
+    tenth of its time): the float16 rows of those of the right size, which of `raws` they are, and why each
+    of `raws` is unusable (None: usable)."""
+    whole = [i for i, raw in enumerate(raws) if len(raw) == 2 * dims]
+    rows = np.frombuffer(b"".join(raws[i] for i in whole), "<f2").reshape(len(whole), dims)
+    problems: list[str | None] = [None] * len(raws)
+    for k in np.flatnonzero(~np.isfinite(rows).all(axis=1) | ~rows.any(axis=1)).tolist():
+        problems[whole[k]] = vector_problem(rows[k], dims)  # its first problem, in checked_vector's order
+    for i, raw in enumerate(raws):
+        if len(raw) != 2 * dims:
+            problems[i] = checked_vector(raw, dims)[1]
+    return rows, whole, problems
+
+
 def decode_vector(raw: bytes | None, dims: int) -> np.ndarray | None:
     """A stored f16le vector as a float16 array, or None when absent or unusable (checked_vector)."""
     return checked_vector(raw, dims)[0]
@@ -83,7 +98,7 @@ class SpaceIndex(Starting):
         and the vectors unless told not to: they may be loaded already)."""
         with self._lock.write():
             self._generation += 1
-            pending: dict[int, np.ndarray] = {}  # vectors to add in one bulk call, by ordinal
+            pending: dict[int, tuple[str, bytes]] = {}  # vectors to check and add in bulk: author, bytes
             words: list[tuple[int, Document | None, bool]] = []  # keyword changes, in order, in bulk
             index = self.vectors if vectors else None
             changes = list(changes)
@@ -101,20 +116,30 @@ class SpaceIndex(Starting):
                     continue
                 self.columns.put(ord_, doc)
                 if index is not None:
-                    vec, problem = checked_vector(doc.vector, index.dims)
-                    if vec is not None:
-                        pending[ord_] = vec
-                    else:
+                    if doc.vector is None:
                         index.remove(ord_)
-                        if problem is not None:  # one bad row is left out, never fatal to the load
-                            self._unusable[ord_] = (doc.author, problem)
+                    else:
+                        pending[ord_] = (doc.author, doc.vector)
                 if keyword:
                     # An ordinal that was not live has nothing in the keyword index to replace.
                     words.append((ord_, doc, was_live))
             self.keyword.write(words)
             if index is not None and pending:
-                index.put_many(np.fromiter(pending, np.int64), np.stack(list(pending.values())))
+                self._put_vectors(index, pending)
             self.seq = max(self.seq, seq)
+
+    def _put_vectors(self, index: VectorIndex, pending: dict[int, tuple[str, bytes]]) -> None:
+        """Check the written vectors (by ordinal: author, bytes) at once, put the usable ones and leave the
+        others out, reported (one bad row is never fatal to the load). Under the write lock."""
+        ords = list(pending)
+        rows, whole, problems = checked_vectors([raw for _, raw in pending.values()], index.dims)
+        for o, problem in zip(ords, problems):
+            if problem is not None:
+                index.remove(o)
+                self._unusable[o] = (pending[o][0], problem)
+        good = [k for k, i in enumerate(whole) if problems[i] is None]
+        if good:
+            index.put_many(np.array([ords[whole[k]] for k in good], np.int64), rows[good])
 
     def commit(self) -> None:
         """Make keyword writes durable and searchable (vectors are searchable at once)."""
