@@ -26,7 +26,7 @@ SPACE_COLUMNS = ("id, uri, model, model_digest, dims, document_prefix, query_pre
 _LONG_DIGITS = re.compile(r"\d{19}")  # a number orjson might read as a float (beyond 64 bits)
 
 
-def _loads(text: str) -> Any:
+def loads_stored(text: str) -> Any:
     """A stored JSON value: orjson (a search decodes hundreds), else the standard parser, which reads
     back exactly what json.dumps may have written and orjson refuses (NaN, lone surrogates) or reads
     otherwise (integers beyond 64 bits, as floats)."""
@@ -42,8 +42,8 @@ def row_to_document(row: Sequence[Any]) -> tuple[int, Document]:
     """Turn a row of DOC_COLUMNS into (ord, Document)."""
     ord_, doc_id, author, text, tags, source, created, indexed, metadata, vector, next_vector = row
     return ord_, Document(
-        id=doc_id, author=author, text=text, tags=tuple(_loads(tags)), source=source, created_ms=created,
-        indexed_ms=indexed, metadata=_loads(metadata) if metadata else None, vector=vector,
+        id=doc_id, author=author, text=text, tags=tuple(loads_stored(tags)), source=source, created_ms=created,
+        indexed_ms=indexed, metadata=loads_stored(metadata) if metadata else None, vector=vector,
         next_vector=next_vector)
 
 

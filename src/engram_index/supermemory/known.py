@@ -16,14 +16,12 @@ happen when it next reads and finds the version moved: the log names the documen
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from engram_index.store.base import RecordStore
+from engram_index.store.rows import loads_stored
 
 FILTERS_KEPT = 64  # compiled filters kept per namespace while the version of its documents stands
 BEHIND_MAX = 4096  # documents named since a stale filter was compiled, past which it is compiled afresh
@@ -241,14 +239,5 @@ class Known:
 def filterable(row: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
     """A document's id and what filters see of it from its (id, metadata, grp) row: its group's keys, then
     its metadata's (metadata wins a clash, as DocRow.filterable)."""
-    return row[0], {**_loads(row[2]), **_loads(row[1])}
+    return row[0], {**loads_stored(row[2]), **loads_stored(row[1])}
 
-
-def _loads(text: str) -> Any:
-    """Stored JSON, parsed by orjson (a sixth of the json module's time, which every document's metadata
-    read afresh spent most of; the same values for every metadata value the face accepts, whole numbers
-    within 64 bits), or by the json module where orjson refuses it (a row not strict JSON, as NaN)."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
