@@ -94,7 +94,7 @@ def test_a_reader_brings_a_filter_up_to_date_with_the_documents_the_stores_log_n
     documents.patch(face, "n", sorted(before[1] or ())[0], {"metadata": {"team": "b"}})
     after = search.doc_filter(reader, "n", TEAM_A)
     assert tested[0] == 42 and after[1] == ((before[1] or set()) - {sorted(before[1] or ())[0]}) | {added}
-    assert after == search._doc_filter(face, "n", v5filters.compile_filter(TEAM_A))
+    assert after == search._doc_filter(face.metadata("n"), v5filters.compile_filter(TEAM_A))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -129,7 +129,7 @@ def test_a_filter_brought_up_to_date_passes_what_one_compiled_afresh_passes(
         else:
             face.changed("n", [rng.choice(ids)] if ids else [])  # a write that changed nothing of it
         for expr in rng.sample(EXPRS, rng.randrange(1, len(EXPRS) + 1)):
-            fresh = search._doc_filter(face, "n", v5filters.compile_filter(expr))
+            fresh = search._doc_filter(face.metadata("n"), v5filters.compile_filter(expr))
             assert search.doc_filter(asked, "n", expr) == fresh, (step, expr)
 
 

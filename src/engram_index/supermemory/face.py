@@ -165,8 +165,9 @@ class Face:
             self._dates.pop(ns, None)
             self._dated.pop(ns, None)
 
-    def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any],
-                        patch: Callable[[Any, frozenset[str]], Any] | None = None) -> Any:
+    def compiled_filter(self, ns: str, key: str, compile_: Callable[[Mapping[str, dict[str, Any]]], Any],
+                        patch: Callable[[Mapping[str, dict[str, Any]], Any, frozenset[str]], Any] | None = None
+                        ) -> Any:
         """What a filter compiles to over the namespace's documents (`Known.compiled_filter`)."""
         return self.known.compiled_filter(ns, key, compile_, patch)
 

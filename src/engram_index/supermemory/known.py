@@ -168,24 +168,25 @@ class Known:
         else:
             self._behind.pop(ns, None)
 
-    def compiled_filter(self, ns: str, key: str, compile_: Callable[[], Any],
-                        patch: Callable[[Any, frozenset[str]], Any] | None = None) -> Any:
+    def compiled_filter(self, ns: str, key: str, compile_: Callable[[Metadata], Any],
+                        patch: Callable[[Metadata, Any, frozenset[str]], Any] | None = None) -> Any:
         """What a filter (by its canonical text `key`) compiles to over the namespace's documents, computed
-        once while the version of its documents stands (at most FILTERS_KEPT filters kept). `patch(held,
-        named)`, when given, brings what it compiled to before writes up to date with the documents they
-        named (None: compile it afresh)."""
+        once while the version of its documents stands (at most FILTERS_KEPT filters kept): `compile_` over
+        their metadata, or `patch(metadata, held, named)` bringing what it compiled to before writes up to
+        date with the documents they named (None: compile it afresh)."""
         version = self.version(ns)
         seen, compiled = self._filters.get(ns, (None, {}))
         if version is not None and seen == version and key in compiled:
             return compiled[key]
+        # Read once for both (caught up first: a process that does not make every write carries filters there).
+        metadata = self.metadata(ns)
         fresh = None
         if patch is not None and version is not None:
-            self.metadata(ns)  # caught up first: a process that does not make every write carries filters there
             held, entries = self._behind.get(ns, (None, {}))
             behind = entries.get(key) if held == version else None
-            fresh = patch(*behind) if behind is not None else None
+            fresh = patch(metadata, *behind) if behind is not None else None
         if fresh is None:
-            fresh = compile_()
+            fresh = compile_(metadata)
         if version is not None:  # (kept at the version read before it: a change meanwhile makes it stale)
             with self._lock:
                 seen, compiled = self._filters.get(ns, (None, {}))

@@ -136,22 +136,20 @@ def doc_filter(face: Face, ns: str, expr: dict[str, Any] | None) -> tuple[Filter
     # expression, and a bad one raises before anything is kept.
     compiled: tuple[Filters, set[str] | None, bool] = face.compiled_filter(
         ns, json.dumps(expr, sort_keys=True, separators=(",", ":")),
-        lambda: _doc_filter(face, ns, v5filters.compile_filter(expr)),
-        lambda held, named: _doc_filter_since(face, ns, v5filters.compile_filter(expr), held, named))
+        lambda metadata: _doc_filter(metadata, v5filters.compile_filter(expr)),
+        lambda metadata, held, named: _doc_filter_since(metadata, v5filters.compile_filter(expr), held, named))
     return compiled
 
 
-def _doc_filter(face: Face, ns: str, test: Any) -> tuple[Filters, set[str] | None, bool]:
-    """`doc_filter` computed over every document of the namespace (see Face.compiled_filter)."""
-    metadata = face.metadata(ns)
+def _doc_filter(metadata: Mapping[str, Any], test: Any) -> tuple[Filters, set[str] | None, bool]:
+    """`doc_filter` computed over every document of the namespace (its `metadata`: see Face.compiled_filter)."""
     return _selecting(metadata, {doc_id for doc_id, md in metadata.items() if test(md)})
 
 
-def _doc_filter_since(face: Face, ns: str, test: Any, held: tuple[Filters, set[str] | None, bool],
+def _doc_filter_since(metadata: Mapping[str, Any], test: Any, held: tuple[Filters, set[str] | None, bool],
                       named: frozenset[str]) -> tuple[Filters, set[str] | None, bool] | None:
     """`doc_filter` brought up to date from what it was before writes that named these documents alone: those
     tested again (None when they are more than a quarter of the documents: then all of them are)."""
-    metadata = face.metadata(ns)
     if held[1] is None or len(named) > max(len(metadata) // 4, 1):
         return None
     passing = held[1] - named
