@@ -151,7 +151,7 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE forget_after_ms IS NOT NULL AND expiry_tagged = 0 AND forgotten_ms IS NULL;
     """,
     # The documents each change of a namespace's documents named, by its docs_changed count: a process that
-    # does not make every write reads those again, not every document (Face.metadata).
+    # does not make every write reads those again, not every document (known.py).
     """
     CREATE TABLE sm_doc_changes (
         ns TEXT NOT NULL,
