@@ -191,9 +191,11 @@ def postings_top(
     touched: np.ndarray,
     values: np.ndarray,
     post_lengths: np.ndarray | None = None,
+    unmarked: np.ndarray | None = None,
 ) -> tuple[int, int]:
     """postings_scores pruned for a top k (MaxScore), each entry's length read beside it when given; return
-    how many were written and the entries not read."""
+    how many were written and the entries not read. unmarked: per exact form read whole, the holders its
+    stem had not marked."""
 
 def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
     """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""

@@ -84,14 +84,16 @@ done:
 const char engram_postings_top_doc[] =
 "postings_top(post_starts, post_ords, post_tfs, doc_lengths, max_part, bound_average, tids, kinds,\n"
 "             groups, weights, idf, k1, b, average, stale, allowed, k, margin, acc, mark, touched, values,\n"
-"             post_lengths=None)\n"
+"             post_lengths=None, unmarked=None)\n"
 "-> (n, skipped)\n--\n\n"
 "postings_scores' scoring, pruned for a top k (k <= 0: not pruned): every document whose score\n"
 "is at least the k-th largest less margin x its magnitude is among the n written to touched and\n"
 "values, with its whole score; others may be left out. A word's stem and exact form (one group)\n"
 "are taken together, in their order. max_part is postings_bounds' at bound_average (the lengths'\n"
 "average when they were inverted). skipped: postings entries not read (0 when nothing was pruned).\n"
-"post_lengths (uint16, one per entry, or None): each entry's doc_lengths value, read in its place.";
+"post_lengths (uint16, one per entry, or None): each entry's doc_lengths value, read in its place.\n"
+"unmarked (int64, one per column, or None): for each exact form (kind 2) read whole, the entries\n"
+"(not stale) whose holder its stem had not marked, 0 when the stem covers it; others left as given.";
 
 /* The k-th largest of acc over n ordinals (k <= n), with a min-heap of k. */
 static double kth_of(const double *acc, const int64_t *ords, Py_ssize_t n, Py_ssize_t k, double *heap)
@@ -125,13 +127,13 @@ static int64_t find(const int32_t *ords, int64_t lo, int64_t hi, int32_t d)
 }
 
 /* Phase 2's step for one candidate holding a column: its BM25 part added to acc[d], and after a
- * stem (kind 1) its mark set, so that the group's exact forms (kind 2) add nothing there. */
+ * stem (kind 1) its mark set, so that the group's exact forms (kind 2) add nothing there. A norm is
+ * norm0 + norm1 x length (phase 1's). */
 static inline void add_part(double *acc, int32_t *mark, int64_t d, uint16_t tf_count, int64_t length, double scale,
-                            double k1, double b, double average, int64_t kind, int32_t found_mark)
+                            double norm0, double norm1, int64_t kind, int32_t found_mark)
 {
     double tf = (double)tf_count;
-    double norm = k1 * (average > 0 ? 1.0 - b + b * (double)length / average : 1.0 - b);
-    acc[d] += scale * tf / (tf + norm);
+    acc[d] += scale * tf / (tf + (norm0 + norm1 * (double)length));
     if (kind == 1)
         mark[d] = found_mark;
 }
@@ -145,18 +147,18 @@ typedef struct {
 
 PyObject *engram_postings_top(PyObject *self, PyObject *args)
 {
-    PyObject *objs[18];
+    PyObject *objs[19];
     double k1, b, average, margin, bound_average;
     Py_ssize_t k;
-    objs[17] = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOOOdOOOOOdddOOndOOOO|O:postings_top", &objs[0], &objs[1], &objs[2], &objs[3],
+    objs[17] = objs[18] = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOdOOOOOdddOOndOOOO|OO:postings_top", &objs[0], &objs[1], &objs[2], &objs[3],
                           &objs[4], &bound_average, &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &k1, &b, &average,
-                          &objs[11], &objs[12], &k, &margin, &objs[13], &objs[14], &objs[15], &objs[16], &objs[17]))
+                          &objs[11], &objs[12], &k, &margin, &objs[13], &objs[14], &objs[15], &objs[16], &objs[17], &objs[18]))
         return NULL;
-    static const char *names[18] = {"post_starts", "post_ords", "post_tfs", "doc_lengths", "max_part", "",
+    static const char *names[19] = {"post_starts", "post_ords", "post_tfs", "doc_lengths", "max_part", "",
                                     "tids", "kinds", "groups", "weights", "idf", "stale", "allowed", "acc",
-                                    "mark", "touched", "values", "post_lengths"};
-    Py_buffer v[18];
+                                    "mark", "touched", "values", "post_lengths", "unmarked"};
+    Py_buffer v[19];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     Unit *units = NULL;
@@ -179,6 +181,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     }
     if (objs[17] != Py_None && engram_get_buffer(objs[17], &v[17], 0, names[17]) < 0)
         goto done;
+    if (objs[18] != Py_None && engram_get_buffer(objs[18], &v[18], 1, names[18]) < 0)
+        goto done;
     Py_ssize_t vocab = v[0].len / 8 - 1, total = v[1].len / 4, docs = v[3].len / 8, t = v[6].len / 8, m = v[13].len / 8;
     if (engram_check_array(&v[0], 8, "ql", -1, "post_starts") < 0 || engram_check_array(&v[1], 4, "i", -1, "post_ords") < 0
         || engram_check_array(&v[2], 2, "H", total, "post_tfs") < 0 || engram_check_array(&v[3], 8, "ql", -1, "doc_lengths") < 0
@@ -188,7 +192,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
         || engram_check_array(&v[10], 8, "d", t, "idf") < 0 || engram_check_array(&v[13], 8, "d", -1, "acc") < 0
         || engram_check_array(&v[14], 4, "i", m, "mark") < 0 || engram_check_array(&v[15], 8, "ql", m, "touched") < 0
         || engram_check_array(&v[16], 8, "d", m, "values") < 0
-        || (v[17].obj != NULL && engram_check_array(&v[17], 2, "H", total, "post_lengths") < 0))
+        || (v[17].obj != NULL && engram_check_array(&v[17], 2, "H", total, "post_lengths") < 0)
+        || (v[18].obj != NULL && engram_check_array(&v[18], 8, "ql", t, "unmarked") < 0))
         goto done;
     if (vocab < 0) {
         PyErr_SetString(PyExc_ValueError, "post_starts must hold one more value than the vocabulary");
@@ -207,6 +212,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     const uint16_t *post_lengths = v[17].obj != NULL ? v[17].buf : NULL;
     const double *max_part = v[4].buf, *weights = v[9].buf, *idf = v[10].buf;
     const uint8_t *stale = v[11].buf, *allowed = v[12].buf;
+    int64_t *unmarked = v[18].obj != NULL ? v[18].buf : NULL;
     for (Py_ssize_t q = 0; q < t; q++) {
         if (tids[q] >= vocab || kinds[q] < 0 || kinds[q] > 2 || groups[q] < 0 || groups[q] >= (1 << 30)
             || !(weights[q] > 0) || !(idf[q] > 0)
@@ -303,6 +309,9 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     int no_memory = 0;
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t s = 0;
+    /* A norm is norm0 + norm1 x length: a product where a quotient was (an entry's one division
+     * left is its part's), within rounding of the rows' scores, which the margin covers. */
+    double norm0 = k1 * (1.0 - b), norm1 = average > 0 ? k1 * b / average : 0.0;
     double cut = 0.0;
     /* Phase 1: every holder of the units with the biggest bounds, until the rest cannot lift a
      * document that none of them holds into the top k. Checked before a unit long enough to be
@@ -335,19 +344,23 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
             double scale = weights[q] * idf[q] * (k1 + 1.0);
             int64_t kind = kinds[q];
             int32_t group = (int32_t)groups[q];
+            int64_t lone = 0; /* an exact form's holders its stem did not mark (before the filter) */
             for (int64_t p = post_starts[tids[q]], stop = post_starts[tids[q] + 1]; p < stop; p++) {
                 int32_t d = post_ords[p];
                 if (d < 0 || d >= m || d >= docs)
                     continue;
                 if (stale_n >= 0 && d < stale_n && stale[d])
                     continue;
+                if (kind == 2) {
+                    if (mark[d] == group)
+                        continue;
+                    lone++;
+                }
                 if (allowed_n >= 0 && (d >= allowed_n || !allowed[d]))
-                    continue;
-                if (kind == 2 && mark[d] == group)
                     continue;
                 double tf = (double)post_tfs[p];
                 double length = post_lengths != NULL ? (double)post_lengths[p] : (double)doc_lengths[d];
-                double norm = k1 * (average > 0 ? 1.0 - b + b * length / average : 1.0 - b);
+                double norm = norm0 + norm1 * length;
                 /* Met for the first time: noted without a branch (which half the holders take). */
                 if (n < m)
                     touched[n] = d;
@@ -356,6 +369,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                 if (kind == 1)
                     mark[d] = group;
             }
+            if (kind == 2 && unmarked != NULL)
+                unmarked[q] = lone;
         }
     }
     if (s < nu) {
@@ -411,7 +426,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                                 continue;
                             int64_t p = find(post_ords, from, stop, (int32_t)d);
                             if (p >= 0)
-                                add_part(acc, mark, d, post_tfs[p], post_lengths != NULL ? post_lengths[p] : doc_lengths[d], scale, k1, b, average, kind,
+                                add_part(acc, mark, d, post_tfs[p], post_lengths != NULL ? post_lengths[p] : doc_lengths[d], scale, norm0, norm1, kind,
                                          found_mark);
                         }
                     } else {
@@ -421,7 +436,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                                 continue;
                             if (kind == 2 && mark[d] == found_mark)
                                 continue;
-                            add_part(acc, mark, d, post_tfs[p], post_lengths != NULL ? post_lengths[p] : doc_lengths[d], scale, k1, b, average, kind, found_mark);
+                            add_part(acc, mark, d, post_tfs[p], post_lengths != NULL ? post_lengths[p] : doc_lengths[d], scale, norm0, norm1, kind, found_mark);
                         }
                     }
                 }
@@ -462,6 +477,6 @@ done:
     PyMem_RawFree(rest);
     PyMem_RawFree(heap);
     PyMem_RawFree(cands);
-    engram_release_all(v, 18);
+    engram_release_all(v, 19);
     return result;
 }

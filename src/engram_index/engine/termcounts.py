@@ -26,10 +26,12 @@ from typing import NamedTuple
 import numpy as np
 
 from engram_index.engine import _kernels
+from engram_index.engine.postings import B as B  # (re-exported: the rows' scoring uses them too)
+from engram_index.engine.postings import K1 as K1
+from engram_index.engine.postings import Postings
+from engram_index.engine.postings import QueryPlan as QueryPlan  # (re-exported)
 from engram_index.engine.saved import read_saved, write_saved
 
-K1 = 1.2
-B = 0.75
 _ARRAYS = ("ids", "tfs", "starts", "lengths", "doc_lengths", "df")
 _VERSION = 1
 _MIN_CAPACITY = 1024
@@ -39,51 +41,10 @@ _NONE_BESIDE = np.zeros(0, np.int64)  # `presence` without rows beside the ordin
 # A compiled pass over rows for query words: ords, beside, starts, lengths, ids, qids, term_whole, term_part, table.
 _WordsPass = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    np.ndarray]
-_LENGTHS_CHUNK = 1 << 20  # postings entries whose lengths are gathered at once (Postings)
 # Documents written since the postings were inverted are scored from their rows; past this many
 # (or a share of the live ones) the postings are inverted again, in one compiled pass.
 STALE_MAX = 256
 STALE_SHARE = 64
-
-
-class Postings:
-    """The term counts inverted at one moment: per term id, its holders (ascending) and their counts."""
-
-    def __init__(
-        self, starts: np.ndarray, ords: np.ndarray, tfs: np.ndarray, doc_lengths: np.ndarray, average: float
-    ) -> None:
-        """Hold the offsets (one more than the vocabulary), the holders and their counts, and per term
-        the largest tf / (tf + norm) of its holders at the lengths' average now (MaxScore's bounds)."""
-        self.starts, self.ords, self.tfs, self.average = starts, ords, tfs, average
-        self.max_part = np.empty(starts.size - 1, np.float64)
-        _kernels.postings_bounds(starts, ords, tfs, doc_lengths, K1, B, average, self.max_part)
-        # Each entry's holder's length beside it, which the pruned pass reads with the entry (reading
-        # it at the holder cost a cache miss an entry: a third of the pass, measured); a document's
-        # length changes only by a write, which makes it stale in the postings (skipped there). None
-        # when a length does not fit 16 bits: the pass then reads the holders' own.
-        self.lengths: np.ndarray | None = None
-        if int(doc_lengths.max(initial=0)) <= np.iinfo(np.uint16).max:
-            self.lengths = np.empty(ords.size, np.uint16)
-            for start in range(0, ords.size, _LENGTHS_CHUNK):  # chunks: no int64 copy of every entry
-                part = ords[start : start + _LENGTHS_CHUNK]
-                self.lengths[start : start + part.size] = np.take(doc_lengths, part, mode="clip")
-
-
-class QueryPlan:
-    """How a query's terms add up to a document's score, for the postings' scoring.
-
-    One column per (term, role): kind 0 adds its part, kind 1 (a word's stem) adds it and marks the
-    document with its group, kind 2 (the word's exact form) adds it where the stem did not.
-    """
-
-    def __init__(self, columns: Sequence[tuple[str, int, int, float]]) -> None:
-        """Hold the columns as (term, kind, group, weight), and their kinds, groups and weights as arrays."""
-        self.columns = list(columns)
-        self.kinds = np.array([c[1] for c in self.columns], np.int64)
-        self.groups = np.array([c[2] for c in self.columns], np.int64)
-        self.weights = np.array([c[3] for c in self.columns], np.float64)
-        for array in (self.kinds, self.groups, self.weights):
-            array.flags.writeable = False  # a plan is shared by the searches of one query
 
 
 class Scoring(NamedTuple):
@@ -122,6 +83,7 @@ class TermCounts:
         self._stale_mask: np.ndarray | None = None
         self._postings_lock = threading.Lock()
         self.skipped = 0  # postings entries the last pruned scoring did not read (for tests and benches)
+        self.unread = 0  # exact forms' entries the last scoring left unread, covered by their stems (the same)
 
     def __len__(self) -> int:
         """The number of documents held."""
@@ -402,24 +364,33 @@ class TermCounts:
 
         With k > 0, only those that can score at least the k-th best less `margin` x its magnitude are
         sure to be there (MaxScore skips the rest: `_kernels.postings_top`); `skipped` counts the
-        postings entries it did not read (0 when nothing was pruned)."""
+        postings entries it did not read (0 when nothing was pruned). The exact forms the postings know
+        their stems cover are left unread (`unread` counts their entries; postings.py says why)."""
+        self.unread = 0
         postings, stale, stale_mask = self.inverted()
-        vocab = self._vocab
-        tids = np.array([vocab.get(term, -1) for term, _, _, _ in plan.columns], np.int64)
-        tids[tids >= postings.starts.size - 1] = -1  # terms new since: only stale documents hold them
+        vocab, held = self._vocab, postings.starts.size - 1
+        # Terms new since the inversion: only stale documents hold them.
+        ids = [tid if tid < held else -1 for tid in [vocab.get(term, -1) for term, _, _, _ in plan.columns]]
+        tids = np.array(ids, np.int64)
         known = tids >= 0
         if not known.any() or not self._live:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), stale
         idf = np.ones(tids.size, np.float64)
         idf[known] = self._idf(tids[known])
         kinds, groups, weights = plan.kinds, plan.groups, plan.weights
+        self.unread = postings.leave_out_covered(plan, ids)
+        if self.unread:
+            tids = np.array(ids, np.int64)
         acc, mark = self._scratch()
         # Fresh outputs: their pages are committed only as far as they are written.
         touched, values = np.empty(acc.size, np.int64), np.empty(acc.size, np.float64)
+        unmarked = np.full(tids.size, -1, np.int64)
         n, self.skipped = _kernels.postings_top(
             postings.starts, postings.ords, postings.tfs, self._doc_lengths, postings.max_part, postings.average,
             tids, kinds, groups, weights, idf, K1, B, self._tokens / self._live, stale_mask, allowed, k, margin,
-            acc, mark, touched, values, postings.lengths)
+            acc, mark, touched, values, postings.lengths, unmarked)
+        if plan.forms:
+            postings.learn(plan, ids, unmarked.tolist())
         return touched[:n], values[:n], stale
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray]:

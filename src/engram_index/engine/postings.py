@@ -1,0 +1,99 @@
+"""The term counts inverted (per term, its holders) and the query plans scored over them.
+
+`TermCounts.inverted` builds the postings; `TermCounts.matches` scores a `QueryPlan` over them in one
+compiled pass (`_kernels.postings_top`). A word counts by its stem where a document holds it, else
+by its exact form: the exact form's holders are read only for those without the stem. For most
+words every holder of the exact form holds the stem (an inflection is indexed with its stem), and
+reading them is then a third of the pass for nothing. So a pass reports, per exact form it read
+whole, how many holders its stem had not marked; when none, the postings remember that the stem
+covers the form, and later passes leave the form's holders unread. What is learnt lives as long as
+the postings: a new inversion starts again from nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engram_index.engine import _kernels
+
+K1 = 1.2
+B = 0.75
+_LENGTHS_CHUNK = 1 << 20  # postings entries whose lengths are gathered at once (Postings)
+# Exact forms remembered as covered by their stems, at most (then forgotten and learnt again): a
+# pair a word, some 200 bytes, so at most ~13 MB a searched index.
+COVERED_MAX = 1 << 16
+
+
+class QueryPlan:
+    """How a query's terms add up to a document's score, for the postings' scoring.
+
+    One column per (term, role): kind 0 adds its part, kind 1 (a word's stem) adds it and marks the
+    document with its group, kind 2 (the word's exact form) adds it where the stem did not.
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, int, int, float]]) -> None:
+        """Hold the columns as (term, kind, group, weight), and their kinds, groups and weights as arrays."""
+        self.columns = list(columns)
+        self.kinds = np.array([c[1] for c in self.columns], np.int64)
+        self.groups = np.array([c[2] for c in self.columns], np.int64)
+        self.weights = np.array([c[3] for c in self.columns], np.float64)
+        for array in (self.kinds, self.groups, self.weights):
+            array.flags.writeable = False  # a plan is shared by the searches of one query
+        # (exact form's column, its stem's column) for each exact form whose group has one stem before
+        # it: the pass marks the stem's holders before it reads the form's (a unit's columns in order).
+        stems: dict[int, list[int]] = {}
+        for q, (_, kind, group, _) in enumerate(self.columns):
+            if kind == 1:
+                stems.setdefault(group, []).append(q)
+        self.forms: tuple[tuple[int, int], ...] = tuple(
+            (q, stems[group][0]) for q, (_, kind, group, _) in enumerate(self.columns)
+            if kind == 2 and len(stems.get(group, ())) == 1 and stems[group][0] < q)
+
+
+class Postings:
+    """The term counts inverted at one moment: per term id, its holders (ascending) and their counts."""
+
+    def __init__(
+        self, starts: np.ndarray, ords: np.ndarray, tfs: np.ndarray, doc_lengths: np.ndarray, average: float
+    ) -> None:
+        """Hold the offsets (one more than the vocabulary), the holders and their counts, and per term
+        the largest tf / (tf + norm) of its holders at the lengths' average now (MaxScore's bounds)."""
+        self.starts, self.ords, self.tfs, self.average = starts, ords, tfs, average
+        self.max_part = np.empty(starts.size - 1, np.float64)
+        _kernels.postings_bounds(starts, ords, tfs, doc_lengths, K1, B, average, self.max_part)
+        # Each entry's holder's length beside it, which the pruned pass reads with the entry (reading
+        # it at the holder cost a cache miss an entry: a third of the pass, measured); a document's
+        # length changes only by a write, which makes it stale in the postings (skipped there). None
+        # when a length does not fit 16 bits: the pass then reads the holders' own.
+        self.lengths: np.ndarray | None = None
+        if int(doc_lengths.max(initial=0)) <= np.iinfo(np.uint16).max:
+            self.lengths = np.empty(ords.size, np.uint16)
+            for start in range(0, ords.size, _LENGTHS_CHUNK):  # chunks: no int64 copy of every entry
+                part = ords[start : start + _LENGTHS_CHUNK]
+                self.lengths[start : start + part.size] = np.take(doc_lengths, part, mode="clip")
+        # (exact form's term id, its stem's) -> the form's entries, where every holder of the form not
+        # stale holds the stem. Stale holders are skipped, and only more become stale until the next
+        # inversion replaces these postings, so what holds when learnt holds while they serve.
+        self._covered: dict[tuple[int, int], int] = {}
+
+    def leave_out_covered(self, plan: QueryPlan, tids: list[int]) -> int:
+        """Mark absent (-1 in `tids`, the plan's term ids) the exact forms known to be covered by their
+        stems; the entries thus left unread."""
+        unread = 0
+        covered = self._covered
+        for form, stem in plan.forms:
+            entries = covered.get((tids[form], tids[stem]))  # (never with -1: only term ids are learnt)
+            if entries is not None:
+                unread += entries
+                tids[form] = -1
+        return unread
+
+    def learn(self, plan: QueryPlan, tids: list[int], unmarked: list[int]) -> None:
+        """Remember the exact forms a pass read whole (`unmarked`, postings_top's) and found covered."""
+        for form, stem in plan.forms:
+            if unmarked[form] == 0 and tids[form] >= 0 and tids[stem] >= 0:
+                if len(self._covered) >= COVERED_MAX:
+                    self._covered.clear()
+                self._covered[tids[form], tids[stem]] = int(self.starts[tids[form] + 1] - self.starts[tids[form]])
