@@ -119,7 +119,7 @@ static Py_ssize_t *scan(const Py_buffer *q, const Py_buffer *c, Py_ssize_t n, ui
     const char *name;
     engram_scan_fn scan_rows = engram_select_scan(scan_level(), &name);
     Py_BEGIN_ALLOW_THREADS
-    scan_rows((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, dist, hist, bits + 1);
+    scan_rows((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, NULL, dist, hist, bits + 1);
     Py_END_ALLOW_THREADS
     return hist;
 }
@@ -220,8 +220,8 @@ Py_ssize_t engram_nearest_into(const uint8_t *query, Py_ssize_t width, const uin
         return -1;
     }
     const char *name;
-    engram_select_scan(level, &name)(query, codes, n, width, dist, hist, bits + 1);
-    Py_ssize_t written = engram_pick_nearest(dist, excluded, n, bits, out, count, hist, level);
+    engram_select_scan(level, &name)(query, codes, n, width, excluded, dist, hist, bits + 1);
+    Py_ssize_t written = engram_pick_nearest(dist, n, bits, out, count, hist, level);
     PyMem_RawFree(hist);
     return written;
 }

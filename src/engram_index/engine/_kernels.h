@@ -6,18 +6,20 @@
 #include <stdint.h>
 
 /* Hamming distances from query to each of n rows of width bytes into out, counted into four
- * histograms of stride bins each. */
+ * histograms of stride bins each; rows whose excluded byte is set (excluded may be NULL) get
+ * UINT16_MAX and are not counted. */
 typedef void (*engram_scan_fn)(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width,
-                               uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride);
+                               const uint8_t *excluded, uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride);
 
 /* The fastest scan this CPU runs at a level (0: any; 1: none above popcnt, no AVX-512; 2: the
  * portable loop), and its name. */
 engram_scan_fn engram_select_scan(int level, const char **name);
 
-/* The ascending ordinals of the count smallest distances (ties: lower ordinals), excluded rows skipped;
- * level as engram_select_scan's (0: the AVX-512 BW pass where the CPU has it, else the portable one). */
-Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
-                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist, int level);
+/* The ascending ordinals of the count smallest distances (ties: lower ordinals), the rows the scan
+ * excluded (UINT16_MAX) skipped; level as engram_select_scan's (0: the AVX-512 BW pass where the CPU
+ * has it, else the portable one). */
+Py_ssize_t engram_pick_nearest(uint16_t *dist, Py_ssize_t n, Py_ssize_t bits, int64_t *out, Py_ssize_t count,
+                               Py_ssize_t *hist, int level);
 
 /* This thread's buffer of at least n distances (NULL when out of memory). */
 uint16_t *engram_scratch(Py_ssize_t n);

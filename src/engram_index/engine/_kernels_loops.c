@@ -32,6 +32,15 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
     return total;
 }
 
+/* A row's distance written and counted, or UINT16_MAX written and nothing counted where the row is
+ * excluded: without a branch, as a filter passes rows in no order a predictor can learn (a branch
+ * missed every other row cost as much as the scan, in the pass after it that did this before). */
+#define KEEP_ROW(r, total)                                                                      \
+    {                                                                                           \
+        uint16_t kept = excluded == NULL || !excluded[r];                                       \
+        out[r] = (uint16_t)((total) | (uint16_t)(kept - 1u));                                   \
+        hist[((r) & 3) * stride + (total)] += kept;                                             \
+    }
 /* Rows of a fixed number of 64-bit words, so that the compiler unrolls the inner loop. */
 #define FIXED_SCAN(words)                                                                       \
     for (Py_ssize_t r = 0; r < n; r++) {                                                        \
@@ -44,8 +53,7 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
             memcpy(&x, row + 8 * i, 8);                                                         \
             total += (uint32_t)__builtin_popcountll(x ^ q[i]);                                  \
         }                                                                                       \
-        out[r] = (uint16_t)total;                                                               \
-        hist[(r & 3) * stride + total]++;                                                       \
+        KEEP_ROW(r, total)                                                                      \
     }
 
 /* The scan itself, which also counts the distances into four histograms (summed after: nearby
@@ -55,7 +63,8 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
  * and the tests can run the portable one too. Distances are integers: both give the same. */
 #define DEFINE_SCAN(name, attributes)                                                           \
     attributes static void name(const uint8_t *query, const uint8_t *codes, Py_ssize_t n,       \
-                                Py_ssize_t width, uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride) \
+                                Py_ssize_t width, const uint8_t *excluded, uint16_t *out,       \
+                                Py_ssize_t *hist, Py_ssize_t stride)                            \
     {                                                                                           \
         uint64_t q[32];                                                                         \
         const uint8_t *end = codes + n * width;                                                 \
@@ -72,8 +81,7 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
         default:                                                                                \
             for (Py_ssize_t r = 0; r < n; r++) {                                                \
                 uint32_t total = row_distance(query, codes + r * width, width);                 \
-                out[r] = (uint16_t)total;                                                       \
-                hist[(r & 3) * stride + total]++;                                               \
+                KEEP_ROW(r, total)                                                              \
             }                                                                                   \
         }                                                                                       \
     }
@@ -89,12 +97,12 @@ DEFINE_SCAN(scan_popcnt, __attribute__((target("popcnt"))))
  * The histograms are counted row by row as above. Integer counts: the same distances as the
  * other loops, in the same order (1.3x the popcnt loop at 100k rows of 48 bytes, measured). */
 __attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void scan_avx512(
-    const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, uint16_t *out, Py_ssize_t *hist,
-    Py_ssize_t stride)
+    const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, const uint8_t *excluded,
+    uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride)
 {
     Py_ssize_t words = width / 8, chunks = (words + 7) / 8;
     if (width % 8 != 0 || chunks > 4) {
-        scan_popcnt(query, codes, n, width, out, hist, stride);
+        scan_popcnt(query, codes, n, width, excluded, out, hist, stride);
         return;
     }
     /* Per chunk of 8 words: which of its words the row has, and the query's words there. */
@@ -133,14 +141,13 @@ __attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void scan_avx51
         uint64_t counts[8];
         _mm512_storeu_si512((void *)counts, d);
         for (int j = 0; j < 8; j++) {
-            out[r + j] = (uint16_t)counts[j];
-            hist[((r + j) & 3) * stride + (Py_ssize_t)counts[j]]++;
+            Py_ssize_t row = r + j, total = (Py_ssize_t)counts[j];
+            KEEP_ROW(row, total)
         }
     }
     for (; r < n; r++) {
         uint32_t total = row_distance(query, codes + r * width, width);
-        out[r] = (uint16_t)total;
-        hist[(r & 3) * stride + total]++;
+        KEEP_ROW(r, total)
     }
 }
 #endif
@@ -204,22 +211,14 @@ static int have_avx512bw(void)
 }
 #endif
 
-/* Write the ordinals of the `count` smallest distances, ascending, skipping excluded rows; ties at
- * the cut go to the lower ordinals. Give how many were written (fewer when fewer rows are left).
- * hist: the scan's four histograms of all rows' distances; dist may be overwritten. level: as
- * engram_select_scan's (0: the AVX-512 BW pass where the CPU has it; above: the portable one). */
-Py_ssize_t engram_pick_nearest(uint16_t *dist, const uint8_t *excluded, Py_ssize_t n, Py_ssize_t bits,
-                               int64_t *out, Py_ssize_t count, Py_ssize_t *hist, int level)
+/* Write the ordinals of the `count` smallest distances, ascending, skipping the rows the scan
+ * excluded (UINT16_MAX); ties at the cut go to the lower ordinals. Give how many were written (fewer
+ * when fewer rows are left). hist: the scan's four histograms of the admitted rows' distances. level:
+ * as engram_select_scan's (0: the AVX-512 BW pass where the CPU has it; above: the portable one). */
+Py_ssize_t engram_pick_nearest(uint16_t *dist, Py_ssize_t n, Py_ssize_t bits, int64_t *out, Py_ssize_t count,
+                               Py_ssize_t *hist, int level)
 {
     Py_ssize_t stride = bits + 1;
-    if (excluded != NULL) {
-        /* The scan counted every row: take the excluded ones back out, and put them beyond any cut. */
-        for (Py_ssize_t r = 0; r < n; r++)
-            if (excluded[r]) {
-                hist[(r & 3) * stride + dist[r]]--;
-                dist[r] = UINT16_MAX;
-            }
-    }
     Py_ssize_t admitted = 0;
     for (Py_ssize_t d = 0; d < stride; d++) {
         hist[d] += hist[stride + d] + hist[2 * stride + d] + hist[3 * stride + d];

@@ -422,17 +422,20 @@ class VectorIndex:
         excluded: np.ndarray | None = None  # a bool mask over [0, size) of ordinals to skip
         pool: np.ndarray | None = None  # the ordinals to score exactly, when known up front
         if allowed is not None:
-            mask = np.zeros(size, dtype=bool)
             given = np.asarray(allowed, dtype=bool).reshape(-1)[:size]
-            mask[: len(given)] = given
-            mask &= self._live[:size]
+            if given.size == size:  # (a mask over every ordinal: one pass makes the admitted)
+                mask = np.logical_and(given, self._live[:size])
+            else:
+                mask = np.zeros(size, dtype=bool)
+                mask[: len(given)] = given
+                mask &= self._live[:size]
             admitted = int(np.count_nonzero(mask))
             if admitted == 0:
                 return None
             if admitted <= max(wanted, size // self.exact_filter_divisor):
                 pool = np.flatnonzero(mask)
             else:
-                excluded = ~mask
+                excluded = np.logical_not(mask, out=mask)
         elif self._count <= wanted:
             pool = np.flatnonzero(self._live[:size])
         if pool is None and excluded is None and self._count < size:
