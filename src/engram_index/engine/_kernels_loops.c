@@ -36,8 +36,11 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
  * excluded: without a branch, as a filter passes rows in no order a predictor can learn (a branch
  * missed every other row cost as much as the scan, in the pass after it that did this before). */
 #define KEEP_ROW(r, total)                                                                      \
-    {                                                                                           \
-        uint16_t kept = excluded == NULL || !excluded[r];                                       \
+    if (excluded == NULL) { /* (the same each row: the compiler takes it out of the loop) */   \
+        out[r] = (uint16_t)(total);                                                             \
+        hist[((r) & 3) * stride + (total)]++;                                                   \
+    } else {                                                                                    \
+        uint16_t kept = !excluded[r];                                                           \
         out[r] = (uint16_t)((total) | (uint16_t)(kept - 1u));                                   \
         hist[((r) & 3) * stride + (total)] += kept;                                             \
     }
