@@ -213,7 +213,9 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     const double *max_part = v[4].buf, *weights = v[9].buf, *idf = v[10].buf;
     const uint8_t *stale = v[11].buf, *allowed = v[12].buf;
     int64_t *unmarked = v[18].obj != NULL ? v[18].buf : NULL;
+    int stems = 0; /* whether a stem (kind 1) is asked: only then does phase 1 mark documents */
     for (Py_ssize_t q = 0; q < t; q++) {
+        stems |= tids[q] >= 0 && kinds[q] == 1;
         if (tids[q] >= vocab || kinds[q] < 0 || kinds[q] > 2 || groups[q] < 0 || groups[q] >= (1 << 30)
             || !(weights[q] > 0) || !(idf[q] > 0)
             || (tids[q] >= 0 && (post_starts[tids[q]] < 0 || post_starts[tids[q]] > post_starts[tids[q] + 1]
@@ -452,12 +454,19 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
         }
         memcpy(touched, cands, (size_t)kept * sizeof(int64_t));
         n = kept;
-    } else {
+    } else if (stems) {
         for (Py_ssize_t i = 0; i < n; i++) {
             int64_t d = touched[i];
             values[i] = acc[d];
             acc[d] = 0.0;
             mark[d] = 0;
+        }
+    } else {
+        /* No stem marked anything: the marks are left alone (their lines are not read in). */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t d = touched[i];
+            values[i] = acc[d];
+            acc[d] = 0.0;
         }
     }
     Py_END_ALLOW_THREADS

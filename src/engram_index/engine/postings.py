@@ -78,17 +78,24 @@ class Postings:
         # inversion replaces these postings, so what holds when learnt holds while they serve.
         self._covered: dict[tuple[int, int], int] = {}
 
-    def leave_out_covered(self, plan: QueryPlan, tids: list[int]) -> int:
+    def leave_out_covered(self, plan: QueryPlan, tids: list[int]) -> tuple[int, np.ndarray]:
         """Mark absent (-1 in `tids`, the plan's term ids) the exact forms known to be covered by their
-        stems; the entries thus left unread."""
+        stems: the entries thus left unread, and the plan's kinds with those stems made plain (kind 0:
+        with no exact form after it, a stem's marks are never read, and writing them costs the pass)."""
         unread = 0
         covered = self._covered
+        plain: list[int] = []
         for form, stem in plan.forms:
             entries = covered.get((tids[form], tids[stem]))  # (never with -1: only term ids are learnt)
             if entries is not None:
                 unread += entries
                 tids[form] = -1
-        return unread
+                plain.append(stem)
+        if not plain:
+            return 0, plan.kinds
+        kinds = plan.kinds.copy()
+        kinds[plain] = 0
+        return unread, kinds
 
     def learn(self, plan: QueryPlan, tids: list[int], unmarked: list[int]) -> None:
         """Remember the exact forms a pass read whole (`unmarked`, postings_top's) and found covered."""

@@ -377,9 +377,9 @@ class TermCounts:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), stale
         idf = np.ones(tids.size, np.float64)
         idf[known] = self._idf(tids[known])
-        kinds, groups, weights = plan.kinds, plan.groups, plan.weights
-        self.unread = postings.leave_out_covered(plan, ids)
-        if self.unread:
+        groups, weights = plan.groups, plan.weights
+        self.unread, kinds = postings.leave_out_covered(plan, ids)
+        if kinds is not plan.kinds:
             tids = np.array(ids, np.int64)
         acc, mark = self._scratch()
         # Fresh outputs: their pages are committed only as far as they are written.
