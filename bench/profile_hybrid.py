@@ -2,14 +2,15 @@
 
 Builds (or reuses, --data) the synthetic space bench/peers.py loads for engram-index (its adapter,
 the service's write path, then the keyword compaction), and runs the same hybrid top-10 searches
-as bench/peers.py, with and without explanations, several rounds. Prints the CPU model, the median
+as bench/peers.py, with and without explanations, several rounds (`--tag`: each filtered by the
+space's commonest tag, as its "+ tag" column). Prints the CPU model, the median
 wall-clock and thread-CPU ms per search, and per stage the mean thread-CPU ms a search (the vector
 stage, the keyword stage, the fusion, the fetch of the results, the explanations, the query's
 analysis; "rest" is the search's own glue). `--src` imports the package from another checkout's
 `src` (its C module built in place: `python setup.py build_ext --inplace` there) instead of the
 installed one, to compare two revisions of the engine on the same space.
 
-    python bench/profile_hybrid.py --n 100000 --data DIR [--rounds 3] [--src OTHER/src]
+    python bench/profile_hybrid.py --n 100000 --data DIR [--rounds 3] [--src OTHER/src] [--tag]
 
 `--answers FILE` also writes every hit of 2,400 searches (both fusions, with and without a tag
 filter and explanations) to FILE as JSON, or, when FILE exists, compares them with it and says
@@ -54,12 +55,15 @@ def main() -> None:
     """Load or reuse the space, then time the searches."""
     parser = options(__doc__)
     parser.add_argument("--answers", type=Path, help="write the searches' answers here, or compare with them")
+    parser.add_argument("--tag", action="store_true", help="filter every search by the space's commonest tag "
+                        "(bench/peers.py's '+ tag' column)")
     args = parser.parse_args()
     work, spaces, index = open_space(args)
+    filters = Filters(tags=(work.tag,)) if args.tag else Filters()
 
     def requests(explain: bool) -> list[SearchRequest]:
         """The hybrid top-10 searches bench/peers.py sends."""
-        return [SearchRequest(mode="hybrid", q=text, vector=vector, limit=10, explain=explain)
+        return [SearchRequest(mode="hybrid", q=text, vector=vector, limit=10, explain=explain, filters=filters)
                 for text, vector in zip(work.query_texts, work.query_vectors)]
 
     for req in requests(True):  # warm: the analyzer's caches, the postings, the pages
