@@ -12,6 +12,7 @@ the postings: a new inversion starts again from nothing.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,9 +22,6 @@ from engram_index.engine import _kernels
 K1 = 1.2
 B = 0.75
 _LENGTHS_CHUNK = 1 << 20  # postings entries whose lengths are gathered at once (Postings)
-# Exact forms remembered as covered by their stems, at most (then forgotten and learnt again): a
-# pair a word, some 200 bytes, so at most ~13 MB a searched index.
-COVERED_MAX = 1 << 16
 
 
 class QueryPlan:
@@ -39,8 +37,8 @@ class QueryPlan:
         self.kinds = np.array([c[1] for c in self.columns], np.int64)
         self.groups = np.array([c[2] for c in self.columns], np.int64)
         self.weights = np.array([c[3] for c in self.columns], np.float64)
-        for array in (self.kinds, self.groups, self.weights):
-            array.flags.writeable = False  # a plan is shared by the searches of one query
+        for values in (self.kinds, self.groups, self.weights):
+            values.flags.writeable = False  # a plan is shared by the searches of one query
         # (exact form's column, its stem's column) for each exact form whose group has one stem before
         # it: the pass marks the stem's holders before it reads the form's (a unit's columns in order).
         stems: dict[int, list[int]] = {}
@@ -73,22 +71,24 @@ class Postings:
             for start in range(0, ords.size, _LENGTHS_CHUNK):  # chunks: no int64 copy of every entry
                 part = ords[start : start + _LENGTHS_CHUNK]
                 self.lengths[start : start + part.size] = np.take(doc_lengths, part, mode="clip")
-        # (exact form's term id, its stem's) -> the form's entries, where every holder of the form not
-        # stale holds the stem. Stale holders are skipped, and only more become stale until the next
-        # inversion replaces these postings, so what holds when learnt holds while they serve.
-        self._covered: dict[tuple[int, int], int] = {}
+        # Per term id, the stem term id that covers it (-1: none known): every holder of the form not
+        # stale holds that stem. Stale holders are skipped, and only more become stale until the next
+        # inversion replaces these postings, so what holds when learnt holds while they serve. Made
+        # at the first lesson: 4 bytes a term of the vocabulary, against some 470 a document here.
+        self._covered_by: array[int] | None = None
 
     def leave_out_covered(self, plan: QueryPlan, tids: list[int]) -> tuple[int, np.ndarray]:
         """Mark absent (-1 in `tids`, the plan's term ids) the exact forms known to be covered by their
         stems: the entries thus left unread, and the plan's kinds with those stems made plain (kind 0:
         with no exact form after it, a stem's marks are never read, and writing them costs the pass)."""
+        covered_by = self._covered_by
+        if covered_by is None:
+            return 0, plan.kinds
         unread = 0
-        covered = self._covered
         plain: list[int] = []
         for form, stem in plan.forms:
-            entries = covered.get((tids[form], tids[stem]))  # (never with -1: only term ids are learnt)
-            if entries is not None:
-                unread += entries
+            if tids[form] >= 0 and tids[stem] >= 0 and covered_by[tids[form]] == tids[stem]:
+                unread += int(self.starts[tids[form] + 1] - self.starts[tids[form]])
                 tids[form] = -1
                 plain.append(stem)
         if not plain:
@@ -101,6 +101,6 @@ class Postings:
         """Remember the exact forms a pass read whole (`unmarked`, postings_top's) and found covered."""
         for form, stem in plan.forms:
             if unmarked[form] == 0 and tids[form] >= 0 and tids[stem] >= 0:
-                if len(self._covered) >= COVERED_MAX:
-                    self._covered.clear()
-                self._covered[tids[form], tids[stem]] = int(self.starts[tids[form] + 1] - self.starts[tids[form]])
+                if self._covered_by is None:
+                    self._covered_by = array("i", [-1]) * (self.starts.size - 1)
+                self._covered_by[tids[form]] = tids[stem]
