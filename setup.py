@@ -10,7 +10,7 @@ setup(
              "src/engram_index/engine/_kernels_postings.c", "src/engram_index/engine/_kernels_terms.c",
              "src/engram_index/engine/_kernels_explain.c", "src/engram_index/engine/_kernels_explain_any.c",
              "src/engram_index/engine/_kernels_snippet.c", "src/engram_index/engine/_kernels_fuse.c",
-             "src/engram_index/engine/_kernels_maxscore.c",
+             "src/engram_index/engine/_kernels_maxscore.c", "src/engram_index/engine/_kernels_columns.c",
              "src/engram_index/engine/_kernels_holds.c", "src/engram_index/engine/_kernels_rest.c",
              "src/engram_index/engine/_kernels_context.c"],
             depends=["src/engram_index/engine/_kernels.h"],

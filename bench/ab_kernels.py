@@ -6,9 +6,11 @@ the other checkout's compiled `_kernels` beside this tree's (build it in place t
 kernel runs on the same inputs, with the caches flushed by a pass over 32 MB before each call, as a
 search's other stages flush them: `nearest` (the hybrid's 1,032-row cut, unfiltered and under the
 commonest tag) and `postings_top` (the keyword top 200). The other checkout's `postings_top` gets
-every query column, as its `TermCounts.matches` gave them; this tree's gets what its `matches` now
-gives (the exact forms the postings know their stems cover left out: engine/postings.py), learnt
-by one pass of every query first. Prints the CPU model and each kernel's median µs a call.
+every query column with its idf, as its `TermCounts.matches` gave them; this tree's gets what its
+`matches` now gives (the kernel works out the idf and leaves out the exact forms the postings know
+their stems cover: engine/postings.py), learnt by one pass of every query first. The columns are
+made before the timed calls: what the two trees' `matches` do around the kernel is not timed here
+(bench/profile_hybrid.py times whole searches). Prints the CPU model and each kernel's median µs a call.
 
     python bench/ab_kernels.py --n 100000 --data DIR --other OTHER/src
 """
@@ -64,20 +66,18 @@ def main() -> None:
     touched, values = np.empty(acc.size, np.int64), np.empty(acc.size)
     flush = np.random.default_rng(0).random(4_000_000)
 
-    def columns(plan: Any, now: bool) -> tuple[np.ndarray, ...]:
-        """The plan's term ids, kinds, groups, weights and idf, as this tree's matches (now) or the other's gives them."""
-        ids = [counts._vocab.get(term, -1) for term, _, _, _ in plan.columns]
-        tids = np.array(ids, np.int64)
+    def columns(plan: Any, now: bool) -> tuple[Any, ...]:
+        """The plan's term ids, kinds, groups, weights and idf, as this tree's matches (now: idf left to the
+        kernel) or the other's gives them."""
+        tids = np.array([counts._vocab.get(term, -1) for term, _, _, _ in plan.columns], np.int64)
+        if now:
+            return tids, plan.kinds, plan.groups, plan.weights, None
         idf = np.ones(tids.size)
         idf[tids >= 0] = counts._idf(tids[tids >= 0])
-        kinds = plan.kinds
-        if now:
-            _, kinds = postings.leave_out_covered(plan, ids)
-            tids = np.array(ids, np.int64)
-        return tids, kinds, plan.groups, plan.weights, idf
+        return tids, plan.kinds, plan.groups, plan.weights, idf
 
-    def keyword(module: Any, cols: tuple[np.ndarray, ...], allowed: np.ndarray | None, now: bool) -> None:
-        extra = (np.full(cols[0].size, -1, np.int64),) if now else ()
+    def keyword(module: Any, cols: tuple[Any, ...], allowed: np.ndarray | None, now: bool) -> None:
+        extra = (postings.covered_by, counts._df, float(counts._live)) if now else ()
         module.postings_top(postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part,
                             postings.average, *cols, K1, B, counts._tokens / counts._live, stale, allowed, 200,
                             MARGIN, acc, mark, touched, values, postings.lengths, *extra)

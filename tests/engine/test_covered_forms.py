@@ -153,19 +153,49 @@ def test_a_hybrid_search_gives_the_same_answer_on_every_pass() -> None:
     assert index.keyword.counts.unread > 0  # "path", which its stem covers ("activation" it does not)
 
 
-def test_the_pruned_kernel_reports_unmarked_holders_per_exact_form_and_refuses_a_bad_buffer() -> None:
-    counts = counts_of(COVERED + [["zebras"]])  # type: ignore[arg-type]
+def _kernel_args(counts: TermCounts) -> list[object]:
+    """postings_top's arguments for PLAN over the counts, unpruned, its idf left to the kernel."""
     postings, _, _ = counts.inverted()
     vocab = counts._vocab
     tids = np.array([vocab["~zebra"], vocab["zebras"], vocab["stripe"]], np.int64)
     size = counts._lengths.size
-    args = [postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part, postings.average,
-            tids, PLAN.kinds, PLAN.groups, PLAN.weights, np.ones(3), termcounts.K1, termcounts.B, postings.average,
+    return [postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part, postings.average,
+            tids, PLAN.kinds, PLAN.groups, PLAN.weights, None, termcounts.K1, termcounts.B, postings.average,
             None, None, 0, 0.0, np.zeros(size), np.zeros(size, np.int32), np.empty(size, np.int64), np.empty(size),
             postings.lengths]
-    unmarked = np.full(3, -1, np.int64)
-    _kernels.postings_top(*args, unmarked)
-    assert unmarked.tolist() == [-1, 1, -1]  # the exact form's one holder without the stem; others as given
-    for bad in (np.full(2, -1, np.int64), np.full(3, -1, np.int32), np.full(3, -1.0)):
+
+
+def test_the_pass_writes_which_stem_covers_an_exact_form_it_read_whole_and_leaves_it_out_after() -> None:
+    counts = counts_of(COVERED)  # type: ignore[arg-type]
+    args = _kernel_args(counts)
+    vocab = counts._vocab
+    covered_by = np.full(len(vocab), -1, np.int32)
+    live = float(len(COVERED))
+    first = _kernels.postings_top(*args, covered_by, counts._df, live)
+    assert first[2] == 0 and covered_by[vocab["zebras"]] == vocab["~zebra"]
+    assert (covered_by[[vocab["~zebra"], vocab["stripe"]]] == -1).all()  # only exact forms are learnt
+    second = _kernels.postings_top(*args, covered_by, counts._df, live)
+    assert second[0] == first[0] and second[2] == 3  # the same documents; the form's 3 entries unread
+
+
+def test_the_pass_learns_nothing_of_an_exact_form_held_without_its_stem() -> None:
+    counts = counts_of(COVERED + [["zebras"]])  # type: ignore[arg-type]
+    covered_by = np.full(len(counts._vocab), -1, np.int32)
+    for _ in range(2):
+        assert _kernels.postings_top(*_kernel_args(counts), covered_by, counts._df, 6.0)[2] == 0
+    assert (covered_by == -1).all()
+
+
+def test_the_pass_refuses_a_bad_covered_by_buffer_and_a_missing_idf_without_df() -> None:
+    counts = counts_of(COVERED)  # type: ignore[arg-type]
+    args = _kernel_args(counts)
+    size = len(counts._vocab)
+    for bad in (np.full(size - 1, -1, np.int32), np.full(size, -1, np.int64), np.full(size, -1.0)):
         with pytest.raises((ValueError, TypeError)):
-            _kernels.postings_top(*args, bad)
+            _kernels.postings_top(*args, bad, counts._df, 5.0)
+    with pytest.raises((ValueError, TypeError)):
+        _kernels.postings_top(*args)  # no idf and no df
+    with pytest.raises(ValueError):
+        _kernels.postings_top(*args, None, counts._df, 0.0)  # no live document to take idf over
+    with pytest.raises(ValueError):
+        _kernels.postings_top(*args, None, counts._df[:1], 5.0)  # a term past df's end

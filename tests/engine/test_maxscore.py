@@ -166,7 +166,7 @@ def test_the_pruned_kernel_keeps_what_the_full_scoring_selects_for_any_k(seed: i
             acc, mark = np.zeros(size), np.zeros(size, np.int32)
             touched, values = np.empty(size, np.int64), np.empty(size)
             if pruned:
-                n, skipped = _kernels.postings_top(
+                n, skipped, _ = _kernels.postings_top(
                     postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part,
                     postings.average, plan["tids"], plan["kinds"], plan["groups"], plan["weights"], plan["idf"],
                     common["k1"], common["b"], common["average"], stale, allowed, k, MARGIN, acc, mark, touched, values)
@@ -255,7 +255,7 @@ def _pass(counts: TermCounts, plan: dict[str, np.ndarray], k: int, stale: np.nda
     size = counts._lengths.size
     acc, mark = np.zeros(size), np.zeros(size, np.int32)
     touched, values = np.empty(size, np.int64), np.empty(size)
-    n, skipped = _kernels.postings_top(
+    n, skipped, _ = _kernels.postings_top(
         postings.starts, postings.ords, postings.tfs, counts._doc_lengths, postings.max_part, postings.average,
         plan["tids"], plan["kinds"], plan["groups"], plan["weights"], plan["idf"], K1, B,
         counts._tokens / counts._live, stale, allowed, k, MARGIN, acc, mark, touched, values, lengths)

@@ -178,7 +178,7 @@ def postings_top(
     kinds: np.ndarray,
     groups: np.ndarray,
     weights: np.ndarray,
-    idf: np.ndarray,
+    idf: np.ndarray | None,
     k1: float,
     b: float,
     average: float,
@@ -191,11 +191,13 @@ def postings_top(
     touched: np.ndarray,
     values: np.ndarray,
     post_lengths: np.ndarray | None = None,
-    unmarked: np.ndarray | None = None,
-) -> tuple[int, int]:
+    covered_by: np.ndarray | None = None,
+    df: np.ndarray | None = None,
+    live: float = 0.0,
+) -> tuple[int, int, int]:
     """postings_scores pruned for a top k (MaxScore), each entry's length read beside it when given; return
-    how many were written and the entries not read. unmarked: per exact form read whole, the holders its
-    stem had not marked."""
+    how many were written, the entries not read, and the entries of exact forms left out as covered_by
+    (per term, the stem known to cover it, learnt by the pass) says. idf None: from df over live."""
 
 def rank_top(ords: np.ndarray, sims: np.ndarray, out_ords: np.ndarray, out_sims: np.ndarray) -> int:
     """Write the best len(out_ords) of the ascending ordinals by cosine (ties: the lower ordinal); return how many."""

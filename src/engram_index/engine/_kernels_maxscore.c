@@ -84,16 +84,19 @@ done:
 const char engram_postings_top_doc[] =
 "postings_top(post_starts, post_ords, post_tfs, doc_lengths, max_part, bound_average, tids, kinds,\n"
 "             groups, weights, idf, k1, b, average, stale, allowed, k, margin, acc, mark, touched, values,\n"
-"             post_lengths=None, unmarked=None)\n"
-"-> (n, skipped)\n--\n\n"
+"             post_lengths=None, covered_by=None, df=None, live=0)\n"
+"-> (n, skipped, unread)\n--\n\n"
 "postings_scores' scoring, pruned for a top k (k <= 0: not pruned): every document whose score\n"
 "is at least the k-th largest less margin x its magnitude is among the n written to touched and\n"
 "values, with its whole score; others may be left out. A word's stem and exact form (one group)\n"
 "are taken together, in their order. max_part is postings_bounds' at bound_average (the lengths'\n"
 "average when they were inverted). skipped: postings entries not read (0 when nothing was pruned).\n"
 "post_lengths (uint16, one per entry, or None): each entry's doc_lengths value, read in its place.\n"
-"unmarked (int64, one per column, or None): for each exact form (kind 2) read whole, the entries\n"
-"(not stale) whose holder its stem had not marked, 0 when the stem covers it; others left as given.";
+"covered_by (int32, one per term, or None): per exact form's term, the stem term known to cover it\n"
+"(every holder not stale holds it), or -1; an exact form whose group's one stem covers it is left\n"
+"out (unread: its entries), the stem then made plain when no exact form of its group is left, and\n"
+"an exact form read whole whose every holder the stem marked is written there. idf may be None\n"
+"when df (int64, one per term) is given: each term's idf from df over live documents.";
 
 /* The k-th largest of acc over n ordinals (k <= n), with a min-heap of k. */
 static double kth_of(const double *acc, const int64_t *ords, Py_ssize_t n, Py_ssize_t k, double *heap)
@@ -147,26 +150,28 @@ typedef struct {
 
 PyObject *engram_postings_top(PyObject *self, PyObject *args)
 {
-    PyObject *objs[19];
-    double k1, b, average, margin, bound_average;
+    PyObject *objs[20];
+    double k1, b, average, margin, bound_average, live = 0.0;
     Py_ssize_t k;
-    objs[17] = objs[18] = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOOOdOOOOOdddOOndOOOO|OO:postings_top", &objs[0], &objs[1], &objs[2], &objs[3],
+    objs[17] = objs[18] = objs[19] = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOdOOOOOdddOOndOOOO|OOOd:postings_top", &objs[0], &objs[1], &objs[2], &objs[3],
                           &objs[4], &bound_average, &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &k1, &b, &average,
-                          &objs[11], &objs[12], &k, &margin, &objs[13], &objs[14], &objs[15], &objs[16], &objs[17], &objs[18]))
+                          &objs[11], &objs[12], &k, &margin, &objs[13], &objs[14], &objs[15], &objs[16], &objs[17], &objs[18], &objs[19], &live))
         return NULL;
-    static const char *names[19] = {"post_starts", "post_ords", "post_tfs", "doc_lengths", "max_part", "",
+    static const char *names[20] = {"post_starts", "post_ords", "post_tfs", "doc_lengths", "max_part", "",
                                     "tids", "kinds", "groups", "weights", "idf", "stale", "allowed", "acc",
-                                    "mark", "touched", "values", "post_lengths", "unmarked"};
-    Py_buffer v[19];
+                                    "mark", "touched", "values", "post_lengths", "covered_by", "df"};
+    Py_buffer v[20];
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     Unit *units = NULL;
-    Py_ssize_t *cols = NULL, *unit_of = NULL;
+    Py_ssize_t *cols = NULL, *unit_of = NULL, *stem_of = NULL;
+    int64_t *own_tids = NULL, *own_kinds = NULL;
+    double *own_idf = NULL;
     double *rest = NULL, *heap = NULL;
     int64_t *cands = NULL;
     for (int i = 0; i < 17; i++) {
-        if (i == 5 || i == 11 || i == 12)
+        if (i == 5 || i == 11 || i == 12 || (i == 10 && objs[i] == Py_None && objs[19] != Py_None))
             continue;
         if (engram_get_buffer(objs[i], &v[i], i >= 13, names[i]) < 0)
             goto done;
@@ -183,17 +188,21 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
         goto done;
     if (objs[18] != Py_None && engram_get_buffer(objs[18], &v[18], 1, names[18]) < 0)
         goto done;
+    if (objs[19] != Py_None && engram_get_buffer(objs[19], &v[19], 0, names[19]) < 0)
+        goto done;
     Py_ssize_t vocab = v[0].len / 8 - 1, total = v[1].len / 4, docs = v[3].len / 8, t = v[6].len / 8, m = v[13].len / 8;
     if (engram_check_array(&v[0], 8, "ql", -1, "post_starts") < 0 || engram_check_array(&v[1], 4, "i", -1, "post_ords") < 0
         || engram_check_array(&v[2], 2, "H", total, "post_tfs") < 0 || engram_check_array(&v[3], 8, "ql", -1, "doc_lengths") < 0
         || engram_check_array(&v[4], 8, "d", vocab, "max_part") < 0
         || engram_check_array(&v[6], 8, "ql", -1, "tids") < 0 || engram_check_array(&v[7], 8, "ql", t, "kinds") < 0
         || engram_check_array(&v[8], 8, "ql", t, "groups") < 0 || engram_check_array(&v[9], 8, "d", t, "weights") < 0
-        || engram_check_array(&v[10], 8, "d", t, "idf") < 0 || engram_check_array(&v[13], 8, "d", -1, "acc") < 0
+        || (v[10].obj != NULL && engram_check_array(&v[10], 8, "d", t, "idf") < 0)
+        || engram_check_array(&v[13], 8, "d", -1, "acc") < 0
         || engram_check_array(&v[14], 4, "i", m, "mark") < 0 || engram_check_array(&v[15], 8, "ql", m, "touched") < 0
         || engram_check_array(&v[16], 8, "d", m, "values") < 0
         || (v[17].obj != NULL && engram_check_array(&v[17], 2, "H", total, "post_lengths") < 0)
-        || (v[18].obj != NULL && engram_check_array(&v[18], 8, "ql", t, "unmarked") < 0))
+        || (v[18].obj != NULL && engram_check_array(&v[18], 4, "i", vocab, "covered_by") < 0)
+        || (v[19].obj != NULL && engram_check_array(&v[19], 8, "ql", -1, "df") < 0))
         goto done;
     if (vocab < 0) {
         PyErr_SetString(PyExc_ValueError, "post_starts must hold one more value than the vocabulary");
@@ -204,7 +213,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
         goto done;
     }
     const int64_t *post_starts = v[0].buf, *doc_lengths = v[3].buf, *tids = v[6].buf;
-    const int64_t *kinds = v[7].buf, *groups = v[8].buf;
+    const int64_t *kinds = v[7].buf, *groups = v[8].buf, *df = v[19].buf;
     const int32_t *post_ords = v[1].buf;
     const uint16_t *post_tfs = v[2].buf;
     /* Each entry's holder's length beside it, read with the entry: the holders' own lengths, read
@@ -212,15 +221,39 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     const uint16_t *post_lengths = v[17].obj != NULL ? v[17].buf : NULL;
     const double *max_part = v[4].buf, *weights = v[9].buf, *idf = v[10].buf;
     const uint8_t *stale = v[11].buf, *allowed = v[12].buf;
-    int64_t *unmarked = v[18].obj != NULL ? v[18].buf : NULL;
+    int32_t *covered_by = v[18].obj != NULL ? v[18].buf : NULL;
+    if (idf == NULL && (df == NULL || !(live > 0))) {
+        PyErr_SetString(PyExc_ValueError, "without idf, df and a live count above 0 are needed");
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < t; q++) {
+        if (tids[q] >= vocab || kinds[q] < 0 || kinds[q] > 2 || groups[q] < 0 || groups[q] >= (1 << 30)
+            || !(weights[q] > 0) || (idf != NULL && !(idf[q] > 0))
+            || (tids[q] >= 0 && ((idf == NULL && tids[q] >= v[19].len / 8) || post_starts[tids[q]] < 0
+                                 || post_starts[tids[q]] > post_starts[tids[q] + 1] || post_starts[tids[q] + 1] > total))) {
+            PyErr_Format(PyExc_ValueError, "query column %zd: term, kind, group, weight or postings out of range", q);
+            goto done;
+        }
+    }
+    own_tids = PyMem_RawMalloc(((size_t)t + 1) * sizeof(int64_t));
+    own_kinds = PyMem_RawMalloc(((size_t)t + 1) * sizeof(int64_t));
+    own_idf = PyMem_RawMalloc(((size_t)t + 1) * sizeof(double));
+    stem_of = PyMem_RawMalloc(((size_t)t + 1) * sizeof(Py_ssize_t));
+    if (own_tids == NULL || own_kinds == NULL || own_idf == NULL || stem_of == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* From here on the columns as read: covered exact forms out, their stems plain, idf worked out. */
+    long long unread = engram_query_columns(t, tids, kinds, groups, idf, df, live, covered_by, post_starts, own_tids,
+                                            own_kinds, own_idf, stem_of);
+    tids = own_tids;
+    kinds = own_kinds;
+    idf = own_idf;
     int stems = 0; /* whether a stem (kind 1) is asked: only then does phase 1 mark documents */
     for (Py_ssize_t q = 0; q < t; q++) {
         stems |= tids[q] >= 0 && kinds[q] == 1;
-        if (tids[q] >= vocab || kinds[q] < 0 || kinds[q] > 2 || groups[q] < 0 || groups[q] >= (1 << 30)
-            || !(weights[q] > 0) || !(idf[q] > 0)
-            || (tids[q] >= 0 && (post_starts[tids[q]] < 0 || post_starts[tids[q]] > post_starts[tids[q] + 1]
-                                 || post_starts[tids[q] + 1] > total))) {
-            PyErr_Format(PyExc_ValueError, "query column %zd: term, kind, group, weight or postings out of range", q);
+        if (!(idf[q] > 0)) {
+            PyErr_Format(PyExc_ValueError, "query column %zd: idf not above 0 (a df above the live count)", q);
             goto done;
         }
     }
@@ -371,8 +404,9 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                 if (kind == 1)
                     mark[d] = group;
             }
-            if (kind == 2 && unmarked != NULL)
-                unmarked[q] = lone;
+            /* Read whole, every holder marked: the stem covers this form in these postings. */
+            if (kind == 2 && covered_by != NULL && lone == 0 && stem_of[q] >= 0 && tids[stem_of[q]] >= 0)
+                covered_by[tids[q]] = (int32_t)tids[stem_of[q]];
         }
     }
     if (s < nu) {
@@ -478,7 +512,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    result = Py_BuildValue("nL", n, skipped);
+    result = Py_BuildValue("nLL", n, skipped, unread);
 done:
     PyMem_RawFree(units);
     PyMem_RawFree(cols);
@@ -486,6 +520,10 @@ done:
     PyMem_RawFree(rest);
     PyMem_RawFree(heap);
     PyMem_RawFree(cands);
-    engram_release_all(v, 19);
+    PyMem_RawFree(own_tids);
+    PyMem_RawFree(own_kinds);
+    PyMem_RawFree(own_idf);
+    PyMem_RawFree(stem_of);
+    engram_release_all(v, 20);
     return result;
 }

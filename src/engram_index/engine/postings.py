@@ -4,15 +4,15 @@
 compiled pass (`_kernels.postings_top`). A word counts by its stem where a document holds it, else
 by its exact form: the exact form's holders are read only for those without the stem. For most
 words every holder of the exact form holds the stem (an inflection is indexed with its stem), and
-reading them is then a third of the pass for nothing. So a pass reports, per exact form it read
-whole, how many holders its stem had not marked; when none, the postings remember that the stem
-covers the form, and later passes leave the form's holders unread. What is learnt lives as long as
-the postings: a new inversion starts again from nothing.
+reading them is then a third of the pass for nothing. So when a pass reads an exact form whole and
+its stem had marked every holder, it writes that stem beside the form in `Postings.covered_by`, and
+later passes over the same postings leave the form's holders unread (and make the stem plain: its
+marks would serve nothing). What is learnt lives as long as the postings: a new inversion starts
+again from nothing.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,15 +39,6 @@ class QueryPlan:
         self.weights = np.array([c[3] for c in self.columns], np.float64)
         for values in (self.kinds, self.groups, self.weights):
             values.flags.writeable = False  # a plan is shared by the searches of one query
-        # (exact form's column, its stem's column) for each exact form whose group has one stem before
-        # it: the pass marks the stem's holders before it reads the form's (a unit's columns in order).
-        stems: dict[int, list[int]] = {}
-        for q, (_, kind, group, _) in enumerate(self.columns):
-            if kind == 1:
-                stems.setdefault(group, []).append(q)
-        self.forms: tuple[tuple[int, int], ...] = tuple(
-            (q, stems[group][0]) for q, (_, kind, group, _) in enumerate(self.columns)
-            if kind == 2 and len(stems.get(group, ())) == 1 and stems[group][0] < q)
 
 
 class Postings:
@@ -71,36 +62,8 @@ class Postings:
             for start in range(0, ords.size, _LENGTHS_CHUNK):  # chunks: no int64 copy of every entry
                 part = ords[start : start + _LENGTHS_CHUNK]
                 self.lengths[start : start + part.size] = np.take(doc_lengths, part, mode="clip")
-        # Per term id, the stem term id that covers it (-1: none known): every holder of the form not
-        # stale holds that stem. Stale holders are skipped, and only more become stale until the next
-        # inversion replaces these postings, so what holds when learnt holds while they serve. Made
-        # at the first lesson: 4 bytes a term of the vocabulary, against some 470 a document here.
-        self._covered_by: array[int] | None = None
-
-    def leave_out_covered(self, plan: QueryPlan, tids: list[int]) -> tuple[int, np.ndarray]:
-        """Mark absent (-1 in `tids`, the plan's term ids) the exact forms known to be covered by their
-        stems: the entries thus left unread, and the plan's kinds with those stems made plain (kind 0:
-        with no exact form after it, a stem's marks are never read, and writing them costs the pass)."""
-        covered_by = self._covered_by
-        if covered_by is None:
-            return 0, plan.kinds
-        unread = 0
-        plain: list[int] = []
-        for form, stem in plan.forms:
-            if tids[form] >= 0 and tids[stem] >= 0 and covered_by[tids[form]] == tids[stem]:
-                unread += int(self.starts[tids[form] + 1] - self.starts[tids[form]])
-                tids[form] = -1
-                plain.append(stem)
-        if not plain:
-            return 0, plan.kinds
-        kinds = plan.kinds.copy()
-        kinds[plain] = 0
-        return unread, kinds
-
-    def learn(self, plan: QueryPlan, tids: list[int], unmarked: list[int]) -> None:
-        """Remember the exact forms a pass read whole (`unmarked`, postings_top's) and found covered."""
-        for form, stem in plan.forms:
-            if unmarked[form] == 0 and tids[form] >= 0 and tids[stem] >= 0:
-                if self._covered_by is None:
-                    self._covered_by = array("i", [-1]) * (self.starts.size - 1)
-                self._covered_by[tids[form]] = tids[stem]
+        # Per term id, the stem term id known to cover it (-1: none known), written by the pass
+        # (postings_top): every holder of the form not stale holds that stem. Stale holders are
+        # skipped, and only more become stale until the next inversion replaces these postings, so
+        # what holds when learnt holds while they serve. 4 bytes a term, against some 470 a document.
+        self.covered_by = np.full(starts.size - 1, -1, np.int32)

@@ -38,6 +38,8 @@ _MIN_CAPACITY = 1024
 _MAX_TF = int(np.iinfo(np.uint16).max)
 _ABSENT = -1  # the length of an ordinal without a document
 _NONE_BESIDE = np.zeros(0, np.int64)  # `presence` without rows beside the ordinals
+_NO_STALE = np.zeros(0, np.int64)  # `inverted` when nothing was written since
+_NO_STALE.flags.writeable = False
 # A compiled pass over rows for query words: ords, beside, starts, lengths, ids, qids, term_whole, term_part, table.
 _WordsPass = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    np.ndarray]
@@ -348,12 +350,14 @@ class TermCounts:
                 average = self._tokens / self._live if self._live else 0.0
                 self._postings = Postings(starts, ords, tfs, self._doc_lengths, average)
                 self._stale, self._stale_mask = set(), None
+            if not self._stale:  # (most searches: no array made)
+                return self._postings, _NO_STALE, None
             stale = np.fromiter(self._stale, np.int64, len(self._stale))
-            if stale.size and self._stale_mask is None:
+            if self._stale_mask is None:
                 mask = np.zeros(self._lengths.size, bool)
                 mask[stale] = True
                 self._stale_mask = mask
-            return self._postings, stale, self._stale_mask if stale.size else None
+            return self._postings, stale, self._stale_mask
 
     def matches(
         self, plan: QueryPlan, allowed: np.ndarray | None, k: int = 0, margin: float = 0.0
@@ -371,26 +375,17 @@ class TermCounts:
         vocab, held = self._vocab, postings.starts.size - 1
         # Terms new since the inversion: only stale documents hold them.
         ids = [tid if tid < held else -1 for tid in [vocab.get(term, -1) for term, _, _, _ in plan.columns]]
-        tids = np.array(ids, np.int64)
-        known = tids >= 0
-        if not known.any() or not self._live:
+        if max(ids, default=-1) < 0 or not self._live:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), stale
-        idf = np.ones(tids.size, np.float64)
-        idf[known] = self._idf(tids[known])
-        groups, weights = plan.groups, plan.weights
-        self.unread, kinds = postings.leave_out_covered(plan, ids)
-        if kinds is not plan.kinds:
-            tids = np.array(ids, np.int64)
         acc, mark = self._scratch()
         # Fresh outputs: their pages are committed only as far as they are written.
         touched, values = np.empty(acc.size, np.int64), np.empty(acc.size, np.float64)
-        unmarked = np.full(tids.size, -1, np.int64)
-        n, self.skipped = _kernels.postings_top(
+        # The pass works out each term's idf from df itself, and which exact forms their stems cover.
+        n, self.skipped, self.unread = _kernels.postings_top(
             postings.starts, postings.ords, postings.tfs, self._doc_lengths, postings.max_part, postings.average,
-            tids, kinds, groups, weights, idf, K1, B, self._tokens / self._live, stale_mask, allowed, k, margin,
-            acc, mark, touched, values, postings.lengths, unmarked)
-        if plan.forms:
-            postings.learn(plan, ids, unmarked.tolist())
+            np.array(ids, np.int64), plan.kinds, plan.groups, plan.weights, None, K1, B, self._tokens / self._live,
+            stale_mask, allowed, k, margin, acc, mark, touched, values, postings.lengths, postings.covered_by,
+            self._df, float(self._live))
         return touched[:n], values[:n], stale
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
