@@ -203,15 +203,25 @@ PyObject *engram_combine_scores(PyObject *self, PyObject *args);
 extern const char engram_select_top_doc[];
 PyObject *engram_select_top(PyObject *self, PyObject *args);
 
-/* A query plan's columns as the postings pass reads them (_kernels_columns.c): out_tids, out_kinds
- * and out_idf (idf as given, or NULL: from df over live documents), with the exact forms covered_by
- * (NULL: none known) says their group's one stem covers left out (-1) and a stem with no exact form
- * of its group left made plain (kind 0); stem_of, each exact form's group's one stem column before
- * it, or -1. Gives the entries of the forms left out. The columns are checked by the caller. */
-long long engram_query_columns(Py_ssize_t t, const int64_t *tids, const int64_t *kinds, const int64_t *groups,
-                               const double *idf, const int64_t *df, double live, const int32_t *covered_by,
-                               const int64_t *post_starts, int64_t *out_tids, int64_t *out_kinds, double *out_idf,
-                               Py_ssize_t *stem_of);
+/* A query plan's columns as the postings pass reads them (_kernels_columns.c): tids, kinds and idf
+ * (idf as given, or from df over live documents), with the exact forms covered_by (NULL: none
+ * known) says their group's one stem covers left out (-1) and a stem with no exact form of its
+ * group left made plain (kind 0); stem_of, each exact form's group's one stem column before it, or
+ * -1; unread, the entries of the forms left out. */
+typedef struct {
+    int64_t *tids, *kinds;
+    double *idf;
+    Py_ssize_t *stem_of;
+    long long unread;
+} EngramColumns;
+
+/* Check the given columns and make c's (one block, freed by engram_columns_free, also after a
+ * failure); -1 with a Python error set. The GIL held. */
+int engram_columns_make(EngramColumns *c, Py_ssize_t t, const int64_t *tids, const int64_t *kinds,
+                        const int64_t *groups, const double *weights, const double *idf, const int64_t *df,
+                        Py_ssize_t df_n, double live, const int32_t *covered_by, const int64_t *post_starts,
+                        Py_ssize_t vocab, Py_ssize_t total);
+void engram_columns_free(EngramColumns *c);
 
 /* The postings' bounds and their pruned (MaxScore) scoring for a top k (_kernels_maxscore.c). */
 extern const char engram_postings_bounds_doc[];

@@ -33,7 +33,8 @@ static void stems_before(Py_ssize_t t, const int64_t *kinds, const int64_t *grou
     }
 }
 
-long long engram_query_columns(Py_ssize_t t, const int64_t *tids, const int64_t *kinds, const int64_t *groups,
+/* The columns as read (engram_columns_make's work once checked and allocated). */
+static long long query_columns(Py_ssize_t t, const int64_t *tids, const int64_t *kinds, const int64_t *groups,
                                const double *idf, const int64_t *df, double live, const int32_t *covered_by,
                                const int64_t *post_starts, int64_t *out_tids, int64_t *out_kinds, double *out_idf,
                                Py_ssize_t *stem_of)
@@ -73,4 +74,49 @@ long long engram_query_columns(Py_ssize_t t, const int64_t *tids, const int64_t 
             out_kinds[s] = 0;
     }
     return unread;
+}
+
+int engram_columns_make(EngramColumns *c, Py_ssize_t t, const int64_t *tids, const int64_t *kinds,
+                        const int64_t *groups, const double *weights, const double *idf, const int64_t *df,
+                        Py_ssize_t df_n, double live, const int32_t *covered_by, const int64_t *post_starts,
+                        Py_ssize_t vocab, Py_ssize_t total)
+{
+    if (idf == NULL && (df == NULL || !(live > 0))) {
+        PyErr_SetString(PyExc_ValueError, "without idf, df and a live count above 0 are needed");
+        return -1;
+    }
+    for (Py_ssize_t q = 0; q < t; q++) {
+        if (tids[q] >= vocab || kinds[q] < 0 || kinds[q] > 2 || groups[q] < 0 || groups[q] >= (1 << 30)
+            || !(weights[q] > 0) || (idf != NULL && !(idf[q] > 0))
+            || (tids[q] >= 0 && ((idf == NULL && tids[q] >= df_n) || post_starts[tids[q]] < 0
+                                 || post_starts[tids[q]] > post_starts[tids[q] + 1] || post_starts[tids[q] + 1] > total))) {
+            PyErr_Format(PyExc_ValueError, "query column %zd: term, kind, group, weight or postings out of range", q);
+            return -1;
+        }
+    }
+    /* One block: the ids and kinds (int64), the idf (double) and the stems' columns, t + 1 each. */
+    size_t each = (size_t)t + 1;
+    char *block = PyMem_RawMalloc(each * (2 * sizeof(int64_t) + sizeof(double) + sizeof(Py_ssize_t)));
+    if (block == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->tids = (int64_t *)block;
+    c->kinds = c->tids + each;
+    c->idf = (double *)(c->kinds + each);
+    c->stem_of = (Py_ssize_t *)(c->idf + each);
+    c->unread = query_columns(t, tids, kinds, groups, idf, df, live, covered_by, post_starts, c->tids, c->kinds,
+                              c->idf, c->stem_of);
+    for (Py_ssize_t q = 0; q < t; q++)
+        if (!(c->idf[q] > 0)) {
+            PyErr_Format(PyExc_ValueError, "query column %zd: idf not above 0 (a df above the live count)", q);
+            return -1; /* (the caller frees the block) */
+        }
+    return 0;
+}
+
+void engram_columns_free(EngramColumns *c)
+{
+    PyMem_RawFree(c->tids); /* the block's start, or NULL */
+    c->tids = NULL;
 }

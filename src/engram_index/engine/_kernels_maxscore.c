@@ -165,9 +165,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     memset(v, 0, sizeof(v));
     PyObject *result = NULL;
     Unit *units = NULL;
-    Py_ssize_t *cols = NULL, *unit_of = NULL, *stem_of = NULL;
-    int64_t *own_tids = NULL, *own_kinds = NULL;
-    double *own_idf = NULL;
+    Py_ssize_t *cols = NULL, *unit_of = NULL;
+    EngramColumns own = {0};
     double *rest = NULL, *heap = NULL;
     int64_t *cands = NULL;
     for (int i = 0; i < 17; i++) {
@@ -222,41 +221,18 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
     const double *max_part = v[4].buf, *weights = v[9].buf, *idf = v[10].buf;
     const uint8_t *stale = v[11].buf, *allowed = v[12].buf;
     int32_t *covered_by = v[18].obj != NULL ? v[18].buf : NULL;
-    if (idf == NULL && (df == NULL || !(live > 0))) {
-        PyErr_SetString(PyExc_ValueError, "without idf, df and a live count above 0 are needed");
+    /* From here on the columns as read: checked, covered exact forms out, their stems plain, idf worked
+     * out (_kernels_columns.c). */
+    if (engram_columns_make(&own, t, tids, kinds, groups, weights, idf, df, v[19].len / 8, live, covered_by,
+                            post_starts, vocab, total) < 0)
         goto done;
-    }
-    for (Py_ssize_t q = 0; q < t; q++) {
-        if (tids[q] >= vocab || kinds[q] < 0 || kinds[q] > 2 || groups[q] < 0 || groups[q] >= (1 << 30)
-            || !(weights[q] > 0) || (idf != NULL && !(idf[q] > 0))
-            || (tids[q] >= 0 && ((idf == NULL && tids[q] >= v[19].len / 8) || post_starts[tids[q]] < 0
-                                 || post_starts[tids[q]] > post_starts[tids[q] + 1] || post_starts[tids[q] + 1] > total))) {
-            PyErr_Format(PyExc_ValueError, "query column %zd: term, kind, group, weight or postings out of range", q);
-            goto done;
-        }
-    }
-    own_tids = PyMem_RawMalloc(((size_t)t + 1) * sizeof(int64_t));
-    own_kinds = PyMem_RawMalloc(((size_t)t + 1) * sizeof(int64_t));
-    own_idf = PyMem_RawMalloc(((size_t)t + 1) * sizeof(double));
-    stem_of = PyMem_RawMalloc(((size_t)t + 1) * sizeof(Py_ssize_t));
-    if (own_tids == NULL || own_kinds == NULL || own_idf == NULL || stem_of == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* From here on the columns as read: covered exact forms out, their stems plain, idf worked out. */
-    long long unread = engram_query_columns(t, tids, kinds, groups, idf, df, live, covered_by, post_starts, own_tids,
-                                            own_kinds, own_idf, stem_of);
-    tids = own_tids;
-    kinds = own_kinds;
-    idf = own_idf;
+    tids = own.tids;
+    kinds = own.kinds;
+    idf = own.idf;
+    const Py_ssize_t *stem_of = own.stem_of;
     int stems = 0; /* whether a stem (kind 1) is asked: only then does phase 1 mark documents */
-    for (Py_ssize_t q = 0; q < t; q++) {
+    for (Py_ssize_t q = 0; q < t; q++)
         stems |= tids[q] >= 0 && kinds[q] == 1;
-        if (!(idf[q] > 0)) {
-            PyErr_Format(PyExc_ValueError, "query column %zd: idf not above 0 (a df above the live count)", q);
-            goto done;
-        }
-    }
     units = PyMem_RawMalloc(((size_t)t + 1) * sizeof(Unit));
     cols = PyMem_RawMalloc(((size_t)t + 1) * sizeof(Py_ssize_t));
     unit_of = PyMem_RawMalloc(((size_t)t + 1) * sizeof(Py_ssize_t));
@@ -512,7 +488,7 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    result = Py_BuildValue("nLL", n, skipped, unread);
+    result = Py_BuildValue("nLL", n, skipped, own.unread);
 done:
     PyMem_RawFree(units);
     PyMem_RawFree(cols);
@@ -520,10 +496,7 @@ done:
     PyMem_RawFree(rest);
     PyMem_RawFree(heap);
     PyMem_RawFree(cands);
-    PyMem_RawFree(own_tids);
-    PyMem_RawFree(own_kinds);
-    PyMem_RawFree(own_idf);
-    PyMem_RawFree(stem_of);
+    engram_columns_free(&own);
     engram_release_all(v, 20);
     return result;
 }
