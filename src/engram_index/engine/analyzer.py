@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import re
@@ -149,6 +149,17 @@ class QueryWord:
     parts: tuple[str, ...]
     start: int
     end: int
+    # The hash, taken once: a query's words key the caches of what they make (keyword_query), and the
+    # generated hash built a tuple of the fields on every lookup, a word at a time.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Take the hash of the fields once."""
+        object.__setattr__(self, "_hash", hash((self.exact, self.stem, self.parts, self.start, self.end)))
+
+    def __hash__(self) -> int:
+        """The fields' hash, as the generated one gave it."""
+        return self._hash
 
 
 # A word of a chunk: (exact, stem, parts as (term, stem, start, end), start, end), char offsets.
