@@ -155,3 +155,22 @@ def test_clear_forgets_everything() -> None:
     counts.put_many([(0, ["a"])])
     counts.clear()
     assert len(counts) == 0 and counts.vocabulary == 0 and counts.changed
+
+
+def test_every_idf_is_the_c_librarys_log1p_bit_for_bit_whatever_numpys_vectorised_loops_give() -> None:
+    # numpy's log1p takes a vectorised path on some CPUs (AVX-512) that differs from the C library's in
+    # the last bit for some inputs: scores would then differ between CPUs.
+    rng = np.random.default_rng(17)
+    vocabulary = [f"t{i}" for i in range(300)]
+    rows = [vocabulary] + [[t for i, t in enumerate(vocabulary) if rng.random() < (i + 1) / 301] for _ in range(399)]
+    counts = TermCounts()
+    counts.put_many(enumerate(rows))
+    live = float(len(rows))
+
+    def want(term: str) -> float:
+        df = float(sum(term in row for row in rows))
+        return math.log1p((live - df + 0.5) / (df + 0.5))
+
+    ids = np.array([counts._vocab[t] for t in vocabulary], np.int64)
+    assert counts._idf(ids).tolist() == [want(t) for t in vocabulary]
+    assert counts.idf(vocabulary).tolist() == [want(t) for t in vocabulary]

@@ -17,6 +17,7 @@ read-only open maps the files (shared between processes) until something is writ
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -260,7 +261,7 @@ class TermCounts:
             tid = self._vocab.get(term)
             df = float(self._df[tid]) if tid is not None and tid < self._df.size else 0.0
             df = max(df, 1.0)
-            out[i] = np.log1p((self._live - df + 0.5) / (df + 0.5))
+            out[i] = math.log1p((self._live - df + 0.5) / (df + 0.5))  # (the C library's: _idf says why)
         return out
 
     def term_scores(self, terms: Sequence[str], ords: np.ndarray | Sequence[int]) -> np.ndarray:
@@ -333,9 +334,10 @@ class TermCounts:
 
     def _idf(self, qids: np.ndarray) -> np.ndarray:
         """The idf of each term id (over the live documents)."""
-        df = self._df[qids].astype(np.float64)
-        out: np.ndarray = np.log1p((self._live - df + 0.5) / (df + 0.5))
-        return out
+        live = float(self._live)
+        # The C library's log1p, term by term: numpy's takes a vectorised path on some CPUs (AVX-512)
+        # whose results differ from it in the last bit, which would make scores differ between CPUs.
+        return np.array([math.log1p((live - df + 0.5) / (df + 0.5)) for df in self._df[qids].tolist()], np.float64)
 
     def inverted(self) -> tuple[Postings, np.ndarray, np.ndarray | None]:
         """The postings, the ordinals written since they were inverted, and those as a mask (None: none);
