@@ -12,6 +12,7 @@ from engram_index.engine.search import SpaceIndex
 from engram_index.engine.termcounts import QueryPlan, TermCounts
 from engram_index.engine.types import Document, Filters, SearchRequest
 from tests.engine.test_keyword_exact import brute_force, found
+from tests.engine.test_search import Docs
 
 PLAN = QueryPlan([("~zebra", 1, 1, 1.0), ("zebras", 2, 1, 1.0), ("stripe", 0, 0, 1.0)])
 COVERED = [["zebras", "~zebra", "stripe"], ["zebra", "~zebra"], ["~zebra", "zebras", "zebras"], ["stripe"],
@@ -83,16 +84,6 @@ def test_a_written_document_holding_the_exact_form_alone_is_scored_before_the_ne
     ords, _, stale = counts.matches(PLAN, None)
     assert stale.tolist() == [len(COVERED)]  # scored from its row by the caller, as every write since
     assert counts.unread == 3
-
-
-class Docs:
-    """An in-memory document source standing in for the record store."""
-
-    def __init__(self) -> None:
-        self.docs: dict[int, Document] = {}
-
-    def fetch(self, ords: list[int]) -> dict[int, Document]:
-        return {o: self.docs[o] for o in ords if o in self.docs}
 
 
 @pytest.fixture
