@@ -72,3 +72,42 @@ def test_the_top_selection_refuses_a_k_of_zero_and_unaligned_values() -> None:
         _kernels.select_top(np.arange(3), np.ones(3), 0, 1e-6)
     with pytest.raises(ValueError):
         _kernels.select_top(np.arange(3), np.ones(2), 1, 1e-6)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 2, 17, 400])
+def test_every_words_sums_at_once_are_each_words_combine_scores_bit_for_bit(rows: int) -> None:
+    rng = np.random.default_rng(100 + rows)
+    for _ in range(30):
+        width, words = int(rng.integers(1, 30)), int(rng.integers(1, 12))
+        parts = np.ascontiguousarray(rng.exponential(2.0, (rows, width)) * (rng.random((rows, width)) > 0.3))
+        roles = []
+        for _ in range(words):
+            n_stem = int(rng.integers(0, 3))
+            roles.append([[int(c) for c in rng.choice(width, n)] for n in
+                          (int(rng.integers(0, 3)), n_stem, n_stem, int(rng.integers(0, 4)))])
+        counts = np.array([[len(role) for role in word] for word in roles], np.int64)
+        cols = np.array([c for word in roles for role in word for c in role], np.int64)
+        out = np.full((rows, words), np.nan, np.float32)
+        _kernels.word_sums(parts, counts, cols, 0.6, out)
+        for j, (plain, stems, exacts, part_cols) in enumerate(roles):
+            alone = np.empty(rows, np.float32)
+            _kernels.combine_scores(parts, np.array(plain, np.int64), np.array(stems, np.int64),
+                                    np.array(exacts, np.int64), np.array(part_cols, np.int64), 0.6, alone)
+            assert out[:, j].tobytes() == alone.tobytes()
+
+
+@pytest.mark.parametrize(("counts", "cols", "error"), [
+    ([[1, 0, 0, 0]], [5], IndexError),  # a column past the parts' width
+    ([[0, 1, 0, 0]], [0], ValueError),  # a stem without its exact form
+    ([[1, 0, 0, 0]], [0, 1], ValueError),  # more columns than the counts name
+    ([[-1, 0, 0, 1]], [0], ValueError),  # a negative count
+    ([[1, 0, 0]], [0], ValueError),  # not four counts a word
+])
+def test_word_sums_refuses_counts_and_columns_that_do_not_fit(counts: list[list[int]], cols: list[int],
+                                                              error: type) -> None:
+    parts = np.ones((3, 2))
+    with pytest.raises(error):
+        _kernels.word_sums(parts, np.array(counts, np.int64), np.array(cols, np.int64), 0.6,
+                           np.empty((3, len(counts)), np.float32))
+    with pytest.raises(TypeError):
+        _kernels.word_sums(parts, np.zeros((1, 4), np.int32), np.zeros(0, np.int64), 0.6, np.empty((3, 1), np.float32))

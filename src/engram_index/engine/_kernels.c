@@ -518,6 +518,7 @@ static PyMethodDef methods[] = {
     {"context_candidates", engram_context_candidates, METH_VARARGS, engram_context_candidates_doc},
     {"fuse", engram_fuse, METH_VARARGS, engram_fuse_doc},
     {"combine_scores", engram_combine_scores, METH_VARARGS, engram_combine_scores_doc},
+    {"word_sums", engram_word_sums, METH_VARARGS, engram_word_sums_doc},
     {"select_top", engram_select_top, METH_VARARGS, engram_select_top_doc},
     {"postings_bounds", engram_postings_bounds, METH_VARARGS, engram_postings_bounds_doc},
     {"postings_top", engram_postings_top, METH_VARARGS, engram_postings_top_doc},

@@ -198,6 +198,8 @@ PyObject *engram_hybrid_rest(PyObject *self, PyObject *args);
 /* keyword._score's sums of the BM25 parts, as numpy added them (_kernels_postings.c). */
 extern const char engram_combine_scores_doc[];
 PyObject *engram_combine_scores(PyObject *self, PyObject *args);
+extern const char engram_word_sums_doc[];
+PyObject *engram_word_sums(PyObject *self, PyObject *args);
 
 /* The exact top-k's candidates among the postings' scores (_kernels_postings.c). */
 extern const char engram_select_top_doc[];

@@ -152,6 +152,10 @@ def combine_scores(
 ) -> None:
     """Add up each row's BM25 parts into out (float32) as keyword._score's numpy sums did."""
 
+def word_sums(parts: np.ndarray, counts: np.ndarray, cols: np.ndarray, part_weight: float, out: np.ndarray) -> None:
+    """combine_scores for every word at once: word j's columns are the next counts[j] (plain, stems, exacts,
+    parts) of cols, its sums column j of out (float32, rows x words), bit for bit."""
+
 def select_top(ords: np.ndarray, values: np.ndarray, k: int, margin: float) -> int:
     """Move to the front of ords, in order, those within margin of the k-th largest value; return how many."""
 

@@ -399,3 +399,86 @@ done:
     engram_release_all(v, 2);
     return result;
 }
+
+const char engram_word_sums_doc[] =
+"word_sums(parts, counts, cols, part_weight, out)\n--\n\n"
+"combine_scores for each word of a query at once: word j's columns are the next counts[j] (int64,\n"
+"words x 4: plain, stems, exacts, part columns; as many exacts as stems) of cols (int64), taken in\n"
+"order, and its sums go to column j of out (float32, rows x words), each bit for bit what\n"
+"combine_scores(parts, plain, stems, exacts, part_cols, part_weight, out[:, j]) writes.";
+
+PyObject *engram_word_sums(PyObject *self, PyObject *args)
+{
+    PyObject *objs[4];
+    double part_weight;
+    if (!PyArg_ParseTuple(args, "OOOdO:word_sums", &objs[0], &objs[1], &objs[2], &part_weight, &objs[3]))
+        return NULL;
+    static const char *names[4] = {"parts", "counts", "cols", "out"};
+    Py_buffer v[4];
+    memset(v, 0, sizeof(v));
+    PyObject *result = NULL;
+    double *gathered = NULL;
+    float *column = NULL;
+    if (engram_get_buffers(objs, v, 4, 3, names) < 0)
+        goto done;
+    Py_ssize_t words = v[1].len / 32, total = v[2].len / 8;
+    if (engram_check_array(&v[0], 8, "d", -1, "parts") < 0 || engram_check_array(&v[1], 8, "ql", -1, "counts") < 0
+        || engram_check_array(&v[2], 8, "ql", -1, "cols") < 0 || engram_check_array(&v[3], 4, "f", -1, "out") < 0)
+        goto done;
+    const int64_t *counts = v[1].buf, *cols = v[2].buf;
+    if (words * 4 != v[1].len / 8 || (words == 0 ? v[3].len != 0 : (v[3].len / 4) % words != 0)) {
+        PyErr_SetString(PyExc_ValueError, "counts must hold 4 per word, and out a row of one per word");
+        goto done;
+    }
+    Py_ssize_t rows = words ? (v[3].len / 4) / words : 0, width = rows ? (v[0].len / 8) / rows : 0;
+    if (rows && width * rows != v[0].len / 8) {
+        PyErr_SetString(PyExc_ValueError, "parts must hold a row per row of out");
+        goto done;
+    }
+    Py_ssize_t used = 0, most = 0;
+    for (Py_ssize_t j = 0; j < words; j++) {
+        const int64_t *n = counts + 4 * j;
+        if (n[0] < 0 || n[1] < 0 || n[2] != n[1] || n[3] < 0) {
+            PyErr_Format(PyExc_ValueError, "word %zd: counts must be whole, as many exacts as stems", j);
+            goto done;
+        }
+        for (int g = 0; g < 4; g++)
+            most = n[g] > most ? n[g] : most;
+        used += n[0] + n[1] + n[2] + n[3];
+    }
+    if (used != total) {
+        PyErr_Format(PyExc_ValueError, "the counts name %zd columns, cols holds %zd", used, total);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < total && rows; i++) /* (no rows: no width to read columns from) */
+        if (cols[i] < 0 || cols[i] >= width) {
+            PyErr_Format(PyExc_IndexError, "column %lld is outside the %zd columns", (long long)cols[i], width);
+            goto done;
+        }
+    gathered = PyMem_RawMalloc(((size_t)most + 1) * sizeof(double));
+    column = PyMem_RawMalloc(((size_t)rows + 1) * sizeof(float));
+    if (gathered == NULL || column == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const double *parts = v[0].buf;
+    float *out = v[3].buf;
+    Py_BEGIN_ALLOW_THREADS
+    const int64_t *at = cols;
+    for (Py_ssize_t j = 0; j < words && rows; j++) {
+        const int64_t *n = counts + 4 * j;
+        const int64_t *const by_role[4] = {at, at + n[0], at + n[0] + n[1], at + n[0] + n[1] + n[2]};
+        const Py_ssize_t how_many[4] = {n[0], n[1], n[2], n[3]};
+        engram_combine_into(parts, rows, width, by_role, how_many, part_weight, rows, gathered, column);
+        for (Py_ssize_t r = 0; r < rows; r++)
+            out[r * words + j] = column[r];
+        at += n[0] + n[1] + n[2] + n[3];
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_RawFree(gathered);
+    PyMem_RawFree(column);
+    engram_release_all(v, 4);
+    return result;
+}

@@ -444,10 +444,8 @@ class KeywordIndex:
             return out
         query = keyword_query.word_columns_of(words)  # once per query's words, while cached
         parts = self.counts.term_scores(query.terms, ords)  # a term's part is its own, whichever terms are asked
-        own = np.empty(ords.size, np.float32)
-        for j, (plain, stems, exacts, part_columns) in enumerate(query.columns):
-            _kernels.combine_scores(parts, plain, stems, exacts, part_columns, keyword_query.PART_WEIGHT, own)
-            out[:, j] = own
+        # Every word's sums in one compiled call, each word's as combine_scores gives it alone.
+        _kernels.word_sums(parts, query.counts, query.cols, keyword_query.PART_WEIGHT, out)
         return out
 
     def holds(self, words: Sequence[QueryWord], ords: np.ndarray,
