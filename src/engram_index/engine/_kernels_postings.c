@@ -236,6 +236,17 @@ const char engram_combine_scores_doc[] =
 "and exacts, int64, aligned), plus part_weight x the part columns. Each group is summed as numpy's\n"
 "sum over axis 1 sums it: column by column for two rows or more, pairwise for a single row.";
 
+/* 0 when each of the n columns is within [0, width), else -1 with IndexError set. */
+static int columns_inside(const int64_t *cols, Py_ssize_t n, Py_ssize_t width)
+{
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (cols[j] < 0 || cols[j] >= width) {
+            PyErr_Format(PyExc_IndexError, "column %lld is outside the %zd columns", (long long)cols[j], width);
+            return -1;
+        }
+    return 0;
+}
+
 /* The sum of n gathered values as numpy sums a row of a (rows x n) array over axis 1. */
 static double row_sum(const double *values, Py_ssize_t n, Py_ssize_t rows)
 {
@@ -309,11 +320,8 @@ PyObject *engram_combine_scores(PyObject *self, PyObject *args)
     const int64_t *cols[4] = {v[1].buf, v[2].buf, v[3].buf, v[4].buf};
     Py_ssize_t counts[4] = {np_, ns, ns, nq};
     for (int g = 0; g < 4; g++)
-        for (Py_ssize_t j = 0; j < counts[g]; j++)
-            if (cols[g][j] < 0 || cols[g][j] >= width) {
-                PyErr_Format(PyExc_IndexError, "column %lld is outside the %zd columns", (long long)cols[g][j], width);
-                goto done;
-            }
+        if (columns_inside(cols[g], counts[g], width) < 0)
+            goto done;
     Py_ssize_t most = np_ > ns ? np_ : ns;
     most = most > nq ? most : nq;
     gathered = PyMem_RawMalloc(((size_t)most + 1) * sizeof(double));
@@ -450,11 +458,8 @@ PyObject *engram_word_sums(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "the counts name %zd columns, cols holds %zd", used, total);
         goto done;
     }
-    for (Py_ssize_t i = 0; i < total && rows; i++) /* (no rows: no width to read columns from) */
-        if (cols[i] < 0 || cols[i] >= width) {
-            PyErr_Format(PyExc_IndexError, "column %lld is outside the %zd columns", (long long)cols[i], width);
-            goto done;
-        }
+    if (rows && columns_inside(cols, total, width) < 0) /* (no rows: no width to read columns from) */
+        goto done;
     gathered = PyMem_RawMalloc(((size_t)most + 1) * sizeof(double));
     column = PyMem_RawMalloc(((size_t)rows + 1) * sizeof(float));
     if (gathered == NULL || column == NULL) {
