@@ -50,6 +50,13 @@ STALE_MAX = 256
 STALE_SHARE = 64
 
 
+def _bm25_idf(live: float, df: float) -> float:
+    """A term's BM25 idf over `live` documents, `df` of them holding it: through the C library's log1p, term
+    by term (numpy's takes a vectorised path on some CPUs, AVX-512, whose results differ from it in the last
+    bit, which would make scores differ between CPUs; the postings pass's C code calls the same log1p)."""
+    return math.log1p((live - df + 0.5) / (df + 0.5))
+
+
 class Scoring(NamedTuple):
     """A query's terms as a pass over the rows scores them: the vocabulary ids of those held, their
     columns among the terms, their idf, and the live documents' average length."""
@@ -260,8 +267,7 @@ class TermCounts:
         for i, term in enumerate(terms):
             tid = self._vocab.get(term)
             df = float(self._df[tid]) if tid is not None and tid < self._df.size else 0.0
-            df = max(df, 1.0)
-            out[i] = math.log1p((self._live - df + 0.5) / (df + 0.5))  # (the C library's: _idf says why)
+            out[i] = _bm25_idf(float(self._live), max(df, 1.0))
         return out
 
     def term_scores(self, terms: Sequence[str], ords: np.ndarray | Sequence[int]) -> np.ndarray:
@@ -335,9 +341,7 @@ class TermCounts:
     def _idf(self, qids: np.ndarray) -> np.ndarray:
         """The idf of each term id (over the live documents)."""
         live = float(self._live)
-        # The C library's log1p, term by term: numpy's takes a vectorised path on some CPUs (AVX-512)
-        # whose results differ from it in the last bit, which would make scores differ between CPUs.
-        return np.array([math.log1p((live - df + 0.5) / (df + 0.5)) for df in self._df[qids].tolist()], np.float64)
+        return np.array([_bm25_idf(live, df) for df in self._df[qids].tolist()], np.float64)
 
     def inverted(self) -> tuple[Postings, np.ndarray, np.ndarray | None]:
         """The postings, the ordinals written since they were inverted, and those as a mask (None: none);
