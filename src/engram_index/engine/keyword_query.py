@@ -142,19 +142,19 @@ class WordColumns:
         column = {term: i for i, term in enumerate(self.terms)}
         # Two arrays for all the words: four small arrays a word cost a fresh query ~0.25 ms in all.
         roles = [_roles(word, column) for word in words]
-        self.counts = _frozen([len(role) for word in roles for role in word])
-        self.counts = self.counts.reshape(len(roles), 4)
+        self.counts = _frozen([len(role) for word in roles for role in word]).reshape(len(roles), 4)
         self.cols = _frozen([c for word in roles for role in word for c in role])
 
     @property
     def columns(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]:
-        """Each word's columns by role (plain, stems, exacts, parts), as `word_columns` gives them."""
+        """Each word's columns by role (plain, stems, exacts, parts), as `word_columns` gives them: views of
+        `cols` (for the tests and bench/holds.py; the engine reads `counts` and `cols`)."""
         out = []
         at = 0
-        for n in self.counts.tolist():
-            ends = np.cumsum([at, *n]).tolist()
-            plain, stems, exacts, parts = (self.cols[ends[k]:ends[k + 1]] for k in range(4))
-            out.append((plain, stems, exacts, parts))
+        for plain, stems, exacts, parts in self.counts.tolist():
+            ends = (at, at + plain, at + plain + stems, at + plain + stems + exacts, at + plain + stems + exacts + parts)
+            out.append((self.cols[ends[0]:ends[1]], self.cols[ends[1]:ends[2]], self.cols[ends[2]:ends[3]],
+                        self.cols[ends[3]:ends[4]]))
             at = ends[4]
         return tuple(out)
 
