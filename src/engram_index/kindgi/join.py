@@ -21,7 +21,7 @@ class Join(Generic[T]):
 
     def __init__(self, legs: int, then: Callable[[], T], absent: Sequence[int] = ()) -> None:
         """Wait for legs 0 .. legs - 1, but for those `absent` (this retrieve does not run them)."""
-        self._then = then
+        self._then: Callable[[], T] | None = then
         self._waiting = legs - len(set(absent))
         self._errors: list[BaseException | None] = [None] * legs
         self._arrived = [leg in set(absent) for leg in range(legs)]
@@ -43,12 +43,16 @@ class Join(Generic[T]):
             self._waiting -= 1
             if self._waiting:
                 return
+        # `then` closes over the retrieve, which holds this join: let go of it, so that the retrieve's state
+        # (its bodies, vectors and futures) is freed when its request ends, not left to the cycle collector.
+        then, self._then = self._then, None
+        assert then is not None  # (the last leg arrives once)
         failed = next((e for e in self._errors if e is not None), None)
         if failed is not None:
             self.done.set_exception(failed)
             return
         try:
-            result = self._then()
+            result = then()
         except BaseException as exc:  # the request answers it as it would have on one thread
             self.done.set_exception(exc)
         else:
