@@ -9,7 +9,11 @@ rankings, the fusion, the facts' bodies, the answer's keeping, the response's la
 sends it `--requests` retrieves of queries none repeats over one keep-alive connection and prints,
 per point, the median over the requests (the first 20 left out) of its time since the first bytes,
 and of each step's own wall and thread CPU time. Medians of different points come from different
-requests: read them as a timeline, not as sums.
+requests: read them as a timeline, not as sums. What does sum is the last table (`both`): the path
+whose end is the answer's, each hop the median over the requests of the time between its two points
+in the same request. It also prints what Python's cycle collector did while the traced requests
+ran: per generation, how often it ran, its median and total pause, and the objects it freed (the
+cyclic garbage the requests left).
 
     python bench/retrieve_trace.py --data DIR/n100000 [--requests 300] [--mode both]
 """
@@ -55,6 +59,13 @@ STEPS = [
     ("engram_index.kindgi.idempotency", "Idempotency", "keep_behind", "answer kept behind"),
 ]
 BODIES = "facts' bodies (the last read)"
+# The points a `both` retrieve's answer waits on, in order (the keyword leg runs beside the embedding).
+CRITICAL = ["arrival", "credential check >", "credential check <", "prepare (body checks, embedding submitted) >",
+            "Retriever.start (in prepare) >", "query embedding >", "forward pass (inputs, then onnxruntime) >",
+            "forward pass (inputs, then onnxruntime) <", "query embedding <", "vector search >", "vector search <",
+            "answer formed >", "keyword leg's facts by meaning >", "keyword leg's facts by meaning <",
+            "semantic leg's facts by words >", "semantic leg's facts by words <", "fusion <", BODIES + " >",
+            BODIES + " <", "answer formed <", "answer kept behind >", "response written"]
 OTHERS = [BODIES, "keyword search", "vector search"]  # stamped apart (see serve)
 
 
@@ -70,7 +81,7 @@ def serve(port: int, data: Path, out: Path) -> None:
     clock = time.perf_counter
     rows: list[dict[str, float]] = []
     now: dict[str, float] = {}
-    lock = threading.Lock()
+    lock = threading.RLock()  # (the report, a signal handler, may run while this thread holds it)
 
     def stamp(label: str, fn: Callable[..., Any], first: bool = True) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -121,6 +132,22 @@ def serve(port: int, data: Path, out: Path) -> None:
     protocol.JsonHttpProtocol.data_received = data_received  # type: ignore[method-assign]
     exchange.Exchange.send = sent  # type: ignore[method-assign]
 
+    import gc
+
+    # The collector's runs while the traced requests (past the first 20) went: generation → pauses (s), freed.
+    pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    freed = [0, 0, 0]
+    began = [0.0]
+
+    def collecting(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = clock()
+        elif len(rows) > 20:
+            pauses[info["generation"]].append(clock() - began[0])
+            freed[info["generation"]] += info["collected"]
+
+    gc.callbacks.append(collecting)
+
     def report(*_: Any) -> None:
         with lock:
             done = [r for r in rows[20:] if "response written" in r]
@@ -133,8 +160,18 @@ def serve(port: int, data: Path, out: Path) -> None:
             walls = [(r[label + " <"] - r[label + " >"]) * 1e6 for r in done if label + " <" in r]
             cpus = [r[label + " cpu"] * 1e6 for r in done if label + " cpu" in r]
             if walls:
-                steps[label] = (statistics.median(walls), statistics.median(cpus))
-        out.write_text(json.dumps({"requests": len(done), "timeline": table, "steps": steps}))
+                steps[label] = (statistics.median(walls), statistics.median(cpus) if cpus else 0.0)
+        hops = []
+        for a, b in zip(CRITICAL, CRITICAL[1:]):
+            spans = [(r[b] - r[a]) * 1e6 for r in done if a in r and b in r]
+            if spans:
+                hops.append((f"{a} → {b}", statistics.median(spans), len(spans)))
+        whole = [(r["response written"] - r["arrival"]) * 1e6 for r in done]
+        hops.append(("the whole request (first bytes → response written)", statistics.median(whole), len(whole)))
+        collector = [(g, len(p), statistics.median(p) * 1e6 if p else 0.0, sum(p) * 1e3, freed[g])
+                     for g, p in pauses.items()]
+        out.write_text(json.dumps({"requests": len(done), "timeline": table, "steps": steps, "hops": hops,
+                                   "collector": collector}))
         os._exit(0)
 
     signal.signal(signal.SIGTERM, report)
@@ -202,6 +239,14 @@ def main() -> None:
     print("\n| step | median wall µs | median thread CPU µs |\n|---|---:|---:|")
     for label, (wall, cpu) in result["steps"].items():
         print(f"| {label} | {wall:.0f} | {cpu:.0f} |")
+    print("\n| collector generation | runs | runs per request | median pause µs | total ms | objects freed |"
+          "\n|---|---:|---:|---:|---:|---:|")
+    for gen, runs, median, total, gone in result["collector"]:
+        print(f"| {gen} | {runs} | {runs / max(result['requests'], 1):.2f} | {median:.0f} | {total:.1f} | {gone} |")
+    if result["hops"]:
+        print("\n| hop on the answer's path (both) | median µs, within each request | requests |\n|---|---:|---:|")
+        for label, wall, seen in result["hops"]:
+            print(f"| {label} | {wall:.0f} | {seen} |")
 
 
 if __name__ == "__main__":
