@@ -125,7 +125,7 @@ def main() -> None:
                  "--gil", "--nonblocking", "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for pid in h._children(server.pid)}
             cpu = h.tree_cpu_seconds(server.pid)
-            rps, p50, p99, errors, done = h.drive(port, requests, args.clients, args.seconds)
+            rps, p50, p99, errors, done, _ = h.drive(port, requests, args.clients, args.seconds)
             cpu = (h.tree_cpu_seconds(server.pid) - cpu) / max(done, 1) * 1000
             for sampler in samplers.values():
                 sampler.wait()

@@ -86,7 +86,7 @@ def measure(data: Path, setting: dict[str, object], seconds: float) -> tuple[flo
         for request in (REQUEST, SEARCH_SIZED):
             http_load.drive(port, [[request]], 4, 1.0)  # warm-up
             before = http_load.tree_cpu_seconds(server.pid)
-            *_, errors, done = http_load.drive(port, [[request]], 8, seconds)
+            *_, errors, done, _ = http_load.drive(port, [[request]], 8, seconds)
             out.append((http_load.tree_cpu_seconds(server.pid) - before) / max(done + errors, 1) * 1e6)
         return out[0], out[1]
     finally:
