@@ -11,8 +11,8 @@ time): their p50 wall and thread-CPU ms, and each row's server CPU per search ov
 clients cycle through 200 queries, so the server answers each many times and finds what it keeps
 per query (its analysis, its documents) kept: the in-process searches are timed after one untimed
 pass over every query, in the same state. (Before issue 25's twenty-second pass they were timed
-from a cold start, 20 searches warmed: their p50 was 1.87-2.35 ms in three runs of one tree where
-the warmed reference's is 1.54, which flattered the ratio.)
+from a cold start, 20 searches warmed: their p50 was 1.87-2.35 ms in three runs of the same engine
+code where the warmed reference's is 1.54, which flattered the ratio.)
 
 With `--interleave S` the in-process searches are timed beside the served ones instead: each row's
 clients run in segments of S seconds, and after each segment, while the server idles, a block of
