@@ -248,9 +248,9 @@ def hybrid_requests(texts: list[str], vectors: np.ndarray) -> list[SearchRequest
             for q, v in zip(texts, vectors)]
 
 
-class Beside:
-    """The engine's hybrid search in this process, on the space a server holds (opened read-only), timed
-    in blocks between the served segments (`--interleave`)."""
+class InProcess:
+    """The engine's hybrid search in this process on the served space (opened read-only, beside the server
+    or after it), warmed as the server is: the reference of each row's ratio."""
 
     def __init__(self, data: Path, texts: list[str], vectors: np.ndarray) -> None:
         """Open the space and warm it with one pass over every search (what the server keeps per query)."""
@@ -260,19 +260,23 @@ class Beside:
         for req in self.requests:
             self.index.search(req)
 
-    def block(self, part: int, parts: int) -> tuple[list[float], list[float]]:
-        """The wall and thread-CPU ms of the searches of block `part` of `parts` (together: every search once),
-        after an untimed one (the search before the block's first)."""
-        size = -(-len(self.requests) // parts)
-        start = part * size
-        self.index.search(self.requests[start - 1])
+    def timed(self, requests: list[SearchRequest]) -> tuple[list[float], list[float]]:
+        """The wall and thread-CPU ms of each of these searches, one after another."""
         wall, cpu = [], []
-        for req in self.requests[start:start + size]:
+        for req in requests:
             t, c = time.perf_counter(), time.thread_time()
             self.index.search(req)
             wall.append((time.perf_counter() - t) * 1000)
             cpu.append((time.thread_time() - c) * 1000)
         return wall, cpu
+
+    def block(self, part: int, parts: int) -> tuple[list[float], list[float]]:
+        """`timed` for the searches of block `part` of `parts` (together: every search once), after an untimed
+        one (the search before the block's first): `--interleave`'s blocks between the served segments."""
+        size = -(-len(self.requests) // parts)
+        start = part * size
+        self.index.search(self.requests[start - 1])
+        return self.timed(self.requests[start:start + size])
 
     def close(self) -> None:
         """Close the space."""
@@ -281,21 +285,12 @@ class Beside:
 
 def in_process(data: Path, texts: list[str], vectors: np.ndarray) -> tuple[float, float]:
     """p50 wall and thread-CPU ms of the engine's hybrid search (explanations, limit 10, the lexicon's
-    default) of each query, in this process on the served data."""
-    spaces = Collections(data, read_only=True, lock=False)
+    default) of each query, in this process on the served data, once warmed as the server is."""
+    reference = InProcess(data, texts, vectors)
     try:
-        index = spaces.index(SPACE)
-        requests = hybrid_requests(texts, vectors)
-        for req in requests:  # warm, as the server is: each query's analysis and documents kept, the masks
-            index.search(req)
-        wall, cpu = [], []
-        for req in requests:
-            t, c = time.perf_counter(), time.thread_time()
-            index.search(req)
-            wall.append((time.perf_counter() - t) * 1000)
-            cpu.append((time.thread_time() - c) * 1000)
+        wall, cpu = reference.timed(reference.requests)
     finally:
-        spaces.close()
+        reference.close()
     return float(np.median(wall)), float(np.median(cpu))
 
 
@@ -370,7 +365,7 @@ def main() -> None:
             # CPU per request: the server's processes, and this (client) process, during each row.
             print(f"{'clients':>8}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}{'server cpu ms':>15}{'client cpu ms':>15}")
             rows: list[tuple[int, float, float, float]] = []
-            beside = Beside(data, texts, vectors) if args.interleave > 0 else None
+            beside = InProcess(data, texts, vectors) if args.interleave > 0 else None
             if beside is not None:
                 stack.callback(beside.close)
             references: list[tuple[float, float]] = []  # each row's in-process wall and CPU p50 (interleaved)
