@@ -139,3 +139,83 @@ def test_a_pool_is_idle_only_while_no_search_holds_a_slot(gate: threading.Event)
     running.join(PATIENCE_S)
     assert pool.idle()
     pool.close()
+
+
+class Collection:
+    """A searched collection's stand-in: what the pool keeps its last search's duration by."""
+
+
+def _thread_name() -> str:
+    return threading.current_thread().name
+
+
+def test_a_search_from_the_loop_runs_on_its_thread_once_its_collection_was_searched_quickly() -> None:
+    pool = SearchPool(threads=1, inline_max_s=PATIENCE_S)
+    key = Collection()
+
+    async def scenario() -> tuple[str, str, str]:
+        first = await pool.run(_thread_name, inline_key=key)  # nothing known of the collection yet
+        second = await pool.run(_thread_name, inline_key=key)
+        return _thread_name(), first, second
+
+    loop_thread, first, second = asyncio.run(scenario())
+    assert first.startswith("search") and second == loop_thread
+    assert pool.idle()  # the slot it took is back
+    pool.close()
+
+
+def test_without_a_collection_to_know_it_by_a_search_from_the_loop_runs_on_the_pool() -> None:
+    pool = SearchPool(threads=1, inline_max_s=PATIENCE_S)
+
+    async def scenario() -> list[str]:
+        return [await pool.run(_thread_name) for _ in range(3)]
+
+    assert all(name.startswith("search") for name in asyncio.run(scenario()))
+    pool.close()
+
+
+def test_a_collection_whose_last_search_took_longer_than_the_budget_is_searched_on_the_pool() -> None:
+    pool = SearchPool(threads=1, inline_max_s=0.05)
+    key = Collection()
+
+    async def scenario() -> list[str]:
+        await pool.run(_thread_name, inline_key=key)
+        quick = await pool.run(_thread_name, inline_key=key)
+        await pool.run(lambda: threading.Event().wait(0.2), inline_key=key)  # on the loop's thread, and slow
+        return [quick, await pool.run(_thread_name, inline_key=key)]
+
+    quick, after_slow = asyncio.run(scenario())
+    assert not quick.startswith("search") and after_slow.startswith("search")
+    pool.close()
+
+
+def test_while_another_search_holds_a_slot_a_search_from_the_loop_runs_on_the_pool(gate: threading.Event) -> None:
+    pool = SearchPool(threads=2, inline_max_s=PATIENCE_S)
+    key = Collection()
+    asyncio.run(pool.run(_thread_name, inline_key=key))  # known, and quick
+    inside = threading.Event()
+    running = threading.Thread(target=pool.run_sync, args=(lambda: (inside.set(), gate.wait(PATIENCE_S)),))
+    running.start()
+    assert inside.wait(PATIENCE_S)
+    assert asyncio.run(pool.run(_thread_name, inline_key=key)).startswith("search")
+    gate.set()
+    running.join(PATIENCE_S)
+    pool.close()
+
+
+def test_a_search_failing_on_the_loops_thread_gives_its_error_and_its_slot_back() -> None:
+    pool = SearchPool(threads=1, inline_max_s=PATIENCE_S)
+    key = Collection()
+
+    def broken() -> None:
+        raise ValueError("bad search")
+
+    async def scenario() -> str:
+        await pool.run(_thread_name, inline_key=key)
+        with pytest.raises(ValueError, match="bad search"):
+            await pool.run(broken, inline_key=key)
+        assert pool.idle()
+        return await pool.run(_thread_name, inline_key=key)
+
+    assert not asyncio.run(scenario()).startswith("search")
+    pool.close()

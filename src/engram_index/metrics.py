@@ -130,8 +130,15 @@ def _children(route: str, method: str, status: int) -> tuple[Any, Any, tuple[Any
             HTTP_DURATION.labels(route), tuple(extras))
 
 
+def requests_in_flight() -> int:
+    """HTTP requests this process is answering now (the one asking included)."""
+    return HttpMetrics.in_flight
+
+
 class HttpMetrics:
     """ASGI middleware counting every HTTP request by the template of the route it matched."""
+
+    in_flight = 0  # this process's requests being answered (a search alone may run on the loop's thread)
 
     def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
         """Wrap `app`, whose router holds `routes` (their endpoints name their templates)."""
@@ -154,10 +161,12 @@ class HttpMetrics:
             await send(message)
 
         HTTP_IN_FLIGHT.inc()
+        HttpMetrics.in_flight += 1
         began = time.perf_counter()
         try:
             await self.app(scope, receive, sending)
         finally:
+            HttpMetrics.in_flight -= 1
             HTTP_IN_FLIGHT.dec()
             # The router wrote the matched route's endpoint into the scope (also on a 405).
             route = self.templates.get(scope.get("endpoint"), UNMATCHED)

@@ -8,6 +8,14 @@ spares; while all of them hold overruns, slots are handed out only as overruns e
 search never holds the capacity of the ones behind it. Beyond the queue, `SearchBusy` at once.
 Both are `Unavailable` (503): each face answers them in its own envelope.
 
+A search from the event loop may run on the loop's own thread instead (`run`'s `inline_key`): when
+no search holds a slot and the collection's last search took under `inline_max_s`. The hop to a
+pool thread and back cost 150–230 µs of CPU a search when served (of a 100k-memory hybrid's ~2 ms:
+the other core's caches are cold, two threads wake), so a lone request's search runs where its
+request already is. Such a search cannot be cut at its deadline, but it blocks the loop only for
+about as long as its collection's last search took, and the caller asks for it only when it is the
+process's one request and its search waits for nothing else (docs/design/service.md).
+
 Threads: two per process by default. A search computes in numpy, tantivy and the C kernels
 (which release the GIL) and in Python (which holds it): on a 2-core machine a third thread added
 no throughput and only queued behind the GIL (docs/design/service.md). Callers are async (garden,
@@ -19,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -32,6 +41,7 @@ T = TypeVar("T")
 SEARCH_THREADS = 2
 SEARCH_QUEUE = 64  # searches waiting for a slot at most (beyond: SearchBusy at once)
 SEARCH_DEADLINE_S = 10.0  # from arrival to answer, queueing included
+INLINE_MAX_S = 0.02  # a collection whose last search took less may be searched on the loop's thread
 
 
 class SearchBusy(Unavailable):
@@ -102,11 +112,14 @@ class SearchPool:
     """`threads` searches at once, a bounded FIFO queue, a deadline per search."""
 
     def __init__(self, threads: int = SEARCH_THREADS, queue: int = SEARCH_QUEUE,
-                 deadline_s: float = SEARCH_DEADLINE_S) -> None:
-        """Start the pool (its threads start on demand)."""
+                 deadline_s: float = SEARCH_DEADLINE_S, inline_max_s: float | None = None) -> None:
+        """Start the pool (its threads start on demand); `inline_max_s` defaults to INLINE_MAX_S."""
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self.threads, self.queue, self.deadline_s = threads, queue, deadline_s
+        self.inline_max_s = INLINE_MAX_S if inline_max_s is None else inline_max_s
+        # How long each collection's last search from the loop took (wall seconds), by the collection.
+        self._last: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
         # Replaceable: bench/profile_search.py runs searches inline, to time them on one thread.
         self.executor: Executor = ThreadPoolExecutor(2 * threads, thread_name_prefix="search")
         self._lock = threading.Lock()
@@ -193,8 +206,39 @@ class SearchPool:
         self._release()
         return result
 
-    async def run(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None) -> T:
-        """Run fn(*args) on a pool thread from the event loop, within the deadline."""
+    def _inline(self, key: object) -> bool:
+        """Whether a search of `key` may run on the loop's thread now: it takes the one slot when no search
+        holds one and the collection's last search was quick."""
+        last = self._last.get(key)
+        if last is None or last >= self.inline_max_s:
+            return False
+        with self._lock:
+            if self._running or self._waiters or not self._free():
+                return False
+            self._running += 1
+            return True
+
+    async def run(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None,
+                  inline_key: object | None = None) -> T:
+        """Run fn(*args) on a pool thread from the event loop, within the deadline. With `inline_key` (the
+        collection it searches, weakly kept: from a caller that is its process's one request and whose fn
+        waits for nothing else) it may run on the loop's thread instead (the module's docstring says when)."""
+        if inline_key is not None:
+            began = time.perf_counter()
+            if self._inline(inline_key):
+                try:
+                    return fn(*args)
+                finally:
+                    self._release()
+                    self._last[inline_key] = time.perf_counter() - began
+            try:
+                return await self._pooled(fn, args, deadline_s)
+            finally:
+                self._last[inline_key] = time.perf_counter() - began
+        return await self._pooled(fn, args, deadline_s)
+
+    async def _pooled(self, fn: Callable[..., T], args: tuple[Any, ...], deadline_s: float | None) -> T:
+        """`run` on a pool thread."""
         budget = self.deadline_s if deadline_s is None else deadline_s
         limit = time.monotonic() + budget
         loop = asyncio.get_running_loop()

@@ -140,6 +140,21 @@ def test_a_token_bucket_refills_at_its_rate() -> None:
     assert bucket.take()
 
 
+LOOP = "the event loop's thread"
+
+
+def _thread_kind() -> str:
+    """The running thread's name, or LOOP on a thread running an event loop."""
+    import asyncio
+    import threading
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return threading.current_thread().name
+    return LOOP
+
+
 def test_at_most_the_given_number_of_searches_run_at_once_on_the_search_pool(
     data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -156,7 +171,7 @@ def test_at_most_the_given_number_of_searches_run_at_once_on_the_search_pool(
 
     def recording(self: SpaceIndex, req: object) -> object:
         with lock:
-            seen.add(threading.current_thread().name)
+            seen.add(_thread_kind())
             running[0] += 1
             most[0] = max(most[0], running[0])
         try:
@@ -177,6 +192,33 @@ def test_at_most_the_given_number_of_searches_run_at_once_on_the_search_pool(
         with ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(lambda i: get(i).status_code, range(16)))
     assert statuses == [200] * 16
-    # The pool keeps spare threads for overrunning searches, so which thread ran a search varies;
-    # how many ran at once does not.
-    assert 1 <= most[0] <= 2 and all(name.startswith("search") for name in seen)
+    # The pool keeps spare threads for overrunning searches, so which thread ran a search varies (and a
+    # search that found its process answering nothing else may run on the event loop's); how many ran
+    # at once does not.
+    assert 1 <= most[0] <= 2 and all(name.startswith("search") or name == LOOP for name in seen)
+
+
+def test_a_lone_search_runs_on_the_event_loops_thread_once_its_space_was_searched_quickly(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from engram_index import search_pool
+    from engram_index.engine.search import SpaceIndex
+
+    monkeypatch.setattr(search_pool, "INLINE_MAX_S", 3600.0)  # every search counts as quick: nothing timed
+    where: list[str] = []
+    search = SpaceIndex.search
+
+    def recording(self: SpaceIndex, req: object) -> object:
+        where.append(_thread_kind())
+        return search(self, req)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SpaceIndex, "search", recording)
+    with serving(roomy_app(data, "did:web:x", authenticator=InsecureOpen())) as url:
+        get = lambda: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello"})
+        while get().status_code == 503:  # the index loads in the background
+            time.sleep(0.05)
+        where.clear()
+        assert [get().status_code for _ in range(3)] == [200] * 3
+    assert where == [LOOP] * 3

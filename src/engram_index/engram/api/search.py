@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 
 from engram_index.engine.types import Filters, Mode, SearchRequest
+from engram_index.metrics import requests_in_flight
 from engram_index.ranking import content_query, same_source
 from engram_index.ranking import search as ranked_search
 from engram_index.errors import InvalidInput, ModelMismatch, NoModel
@@ -100,7 +102,10 @@ async def search_memories(request: Request) -> dict[str, Any]:
         # pool for both); under load it is embedded first, on its own threads, and holds no search slot.
         req = await build_request(params, info, request.app.state.embedding, beside=spaces.searches.idle())
         # On the one search pool of every face (search_pool.py): past the deadline, 503 and the slot is free.
-        result = await spaces.searches.run(ranked_search, index, req, same_source, deadline_s=HARD_DEADLINE_S)
+        # The process's one request, its vector at hand: its search may run on the loop's thread (no hop).
+        alone = requests_in_flight() == 1 and not isinstance(req.vector, Future)
+        result = await spaces.searches.run(ranked_search, index, req, same_source, deadline_s=HARD_DEADLINE_S,
+                                           inline_key=index if alone else None)
     # Each hit's JSON made once (views.py keeps each memory's own fields encoded), taken as it is by the encoder.
     memories = [orjson.Fragment(hit_json(h, result.mode)) for h in result.hits]
     out: dict[str, Any] = {"memories": memories, "mode": result.mode}
