@@ -76,3 +76,97 @@ def test_the_apps_routes_are_indexed_without_losing_one(tmp_path: Path) -> None:
         if isinstance(route, Route) and "{" not in route.path:
             reachable = router._by_segment.get(route.path.split("/", 2)[1], router._anywhere)
             assert route in reachable, route.path
+
+
+def _face_route(name: str, path: str, **options: Any) -> Any:
+    from engram_index.endpoints import FaceRoute
+
+    async def run(request: Request) -> PlainTextResponse:
+        if request.query_params.get("fail"):  # the response itself fails as it is sent
+            return _Failing(name)
+        return PlainTextResponse(f"{name} {request.scope.get('endpoint') is run} {dict(request.path_params)}")
+
+    return FaceRoute(path, run, **options)
+
+
+class _Failing(PlainTextResponse):
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("the response failed")
+
+
+APP_ROUTES = [
+    _face_route("face-get", "/xrpc/a.b"),
+    _face_route("face-post", "/xrpc/a.c", methods=["POST"]),
+    _face_route("face-param", "/ns/{ns}/search", methods=["POST"]),
+    Route("/xrpc/_health", _named("plain")),
+    *ROUTES,
+]
+
+
+class _Seen:
+    """Middleware keeping the endpoint each request reached (as the metrics' middleware reads it)."""
+
+    def __init__(self, app: Any, seen: list[Any]) -> None:
+        self.app, self.seen = app, seen
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.seen.append(getattr(scope.get("endpoint"), "__qualname__", None))
+
+
+def _app_answer(app: Any, path: str, method: str, query: bytes = b"") -> tuple[int, bytes]:
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "root_path": "", "query_string": query, "headers": [],
+             "http_version": "1.1", "scheme": "http", "server": ("x", 80), "client": ("y", 1)}
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+class _Recording(FaceRouter):
+    """The app's router, keeping the path and method of each request it routed."""
+
+    routed: list[tuple[str, str]]
+
+    async def app(self, scope: Any, receive: Any, send: Any) -> None:
+        self.__dict__.setdefault("routed", []).append((scope["path"], scope["method"]))
+        await super().app(scope, receive, send)
+
+
+def test_an_app_answers_its_exact_face_routes_past_the_router_as_starlette_would() -> None:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+
+    from engram_index.routing import FaceApp
+
+    async def internal(request: Request, exc: Exception) -> PlainTextResponse:
+        return PlainTextResponse(f"internal {exc}", status_code=500)
+
+    apps, seen = [], []
+    for cls, router in ((Starlette, Router), (FaceApp, _Recording)):
+        kept: list[Any] = []
+        app = cls(routes=APP_ROUTES, exception_handlers={Exception: internal},
+                  middleware=[Middleware(_Seen, seen=kept)])
+        app.router = router(APP_ROUTES, redirect_slashes=False)
+        apps.append(app)
+        seen.append(kept)
+    plain, face = apps
+    for path, method in itertools.product(PATHS + ["/xrpc/a.c", "/ns/x/search", "/xrpc/_health"], METHODS):
+        assert _app_answer(face, path, method) == _app_answer(plain, path, method), (path, method)
+    for app in apps:  # an error escaping the route's response reaches the app's handler of unexpected errors
+        with __import__("pytest").raises(RuntimeError):  # (which answers, then raises on, as Starlette does)
+            _app_answer(app, "/xrpc/a.b", "GET", b"fail=1")
+    assert seen[0] == seen[1] and "_face_route.<locals>.run" in seen[1]
+    assert face.direct_routes() == {"/xrpc/a.b": APP_ROUTES[0], "/xrpc/a.c": APP_ROUTES[1]}
+    # Those were answered past the router (for a method they take); everything else went through it.
+    routed = set(face.router.routed)  # type: ignore[attr-defined]
+    assert not routed & {("/xrpc/a.b", "GET"), ("/xrpc/a.b", "HEAD"), ("/xrpc/a.c", "POST")}
+    assert {("/xrpc/a.b", "POST"), ("/xrpc/a.c", "GET"), ("/ns/x/search", "POST")} <= routed

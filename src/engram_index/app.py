@@ -45,7 +45,7 @@ from engram_index.supermemory.face import Face as SupermemoryFace
 from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
-from engram_index.routing import FaceRouter
+from engram_index.routing import FaceApp, FaceRouter
 from engram_index.search_pool import SEARCH_THREADS
 from engram_index.settings import ServeSettings
 
@@ -219,7 +219,7 @@ def create_app(
         Route("/mcp", mcp, methods=["POST"]),  # stateless: no GET stream, no session to DELETE
         *web_routes(),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    app = FaceApp(routes=routes, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_allowed, Exception: internal})
     app.router = FaceRouter(routes, lifespan=lifespan)  # Starlette's, trying only the routes a path can reach
     app.add_middleware(metrics.HttpMetrics, routes=routes)

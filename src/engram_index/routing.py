@@ -7,6 +7,13 @@ each first segment keeps the routes it can reach, in their order (routes whose f
 a parameter are in every list): the first full match, or else the first partial one (a 405), is the
 one Starlette's loop finds. A path none of them matches goes through Starlette's own loop, unchanged
 (as does any request under a root path).
+
+The app (`FaceApp`) goes further for a route of the faces' own (`FaceRoute`, whose endpoint answers
+whatever it raises) at a path without parameters, such as garden's searchMemories or Kindgi's
+retrieve: a request to it with a method it takes is handed to it by a dict lookup, past the router
+and Starlette's ExceptionMiddleware (which has nothing of such a route's to handle), through the
+same error middleware and the app's own middleware (the metrics). The layers and the router's
+matching cost ~35 µs of CPU a served search (`bench/garden_path.py`'s A/B toggles: docs/design/service.md).
 """
 
 from __future__ import annotations
@@ -14,8 +21,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.routing import BaseRoute, Match, Mount, Route, Router, WebSocketRoute
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from engram_index.endpoints import FaceRoute
 
 
 def first_segment(path: str) -> str:
@@ -75,3 +88,57 @@ class FaceRouter(Router):
             await partial.handle(scope, receive, send)
             return
         await super().app(scope, receive, send)  # no route: Starlette's own answer (a redirect, the 404)
+
+
+class FaceApp(Starlette):
+    """Starlette, with a request to a face's route of a path without parameters handed to it directly."""
+
+    _direct: dict[str, Route] | None = None
+    _direct_stack: ASGIApp | None = None
+
+    def direct_routes(self) -> dict[str, Route]:
+        """The routes answered past the router, by path: each FaceRoute whose path has no parameter."""
+        if self._direct is None:
+            self._direct = {}
+            for route in self.router.routes:
+                if isinstance(route, FaceRoute) and not route.param_convertors:
+                    self._direct.setdefault(route.path, route)  # the first of a path, as the router finds it
+        return self._direct
+
+    def _build_direct_stack(self) -> ASGIApp:
+        """Starlette's middleware stack (build_middleware_stack's) with the route in place of the
+        ExceptionMiddleware and the router."""
+        error_handler = None
+        for key, value in self.exception_handlers.items():
+            if key in (500, Exception):
+                error_handler = value
+        middleware = [Middleware(ServerErrorMiddleware, handler=error_handler, debug=self.debug)]
+        if self.max_body_size is not None:
+            middleware.append(Middleware(RequestBodyLimitMiddleware, max_body_size=self.max_body_size))
+        middleware += self.user_middleware
+        app: ASGIApp = _reached_route
+        for cls, args, kwargs in reversed(middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a request: past the router when it is for a direct route and a method it takes."""
+        if scope["type"] == "http" and not scope.get("root_path"):
+            route = self.direct_routes().get(scope["path"])
+            if route is not None and (route.methods is None or scope["method"] in route.methods):
+                scope["app"] = self
+                if "router" not in scope:
+                    scope["router"] = self.router
+                scope["route"] = route
+                scope["endpoint"] = route.endpoint
+                scope["path_params"] = {}
+                if self._direct_stack is None:
+                    self._direct_stack = self._build_direct_stack()
+                await self._direct_stack(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+async def _reached_route(scope: Scope, receive: Receive, send: Send) -> None:
+    """The direct route a request was handed to (`FaceApp`), answering it."""
+    await scope["route"].app(scope, receive, send)
