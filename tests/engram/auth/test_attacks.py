@@ -251,14 +251,15 @@ def test_a_replayed_nonce_is_refused_the_second_time(net: Network) -> None:
 
 def test_a_revoked_credential_is_refused_after_the_authority_says_so(net: Network) -> None:
     member = net.p256.member(net.p256.space(), SERVICE_DID)
-    assert search(net, member.headers()).status_code == 200
+    headers = member.headers()  # the same signed headers before and after: what verified is not taken on trust
+    assert search(net, headers).status_code == 200
     jti = json.loads(jwt.b64url_decode(member.credential.split(".")[1], "x"))["jti"]
     token = mint_service_auth(net.p256.repo_key, net.p256.did, SERVICE_DID + "#atproto_space_syncer",
                               "com.atproto.space.notifyCredentialRevoked")
     r = httpx.post(f"{net.url}/xrpc/com.atproto.space.notifyCredentialRevoked",
                    json={"space": net.p256.space(), "jti": jti}, headers={"authorization": f"Bearer {token}"})
     assert r.status_code == 200, r.text
-    refused = search(net, member.headers())
+    refused = search(net, headers)
     assert (refused.status_code, refused.json()["error"]) == (401, "RevokedToken")
 
 
@@ -327,6 +328,39 @@ def test_clock_skew_of_five_seconds_is_allowed_at_issue(net: Network, offset: in
     assert (response.status_code == 200) is accepted, response.json()
 
 
+@pytest.mark.parametrize(("later_s", "signer", "error"), [
+    (610, {}, "ExpiredToken"),  # the credential's exp (600 s after iat) and the skew
+    (310, {"created": True}, "BadSpaceSignature"),  # the signature's created, older than 300 s
+    (70, {"expires_in": 60}, "BadSpaceSignature"),  # the signature's expires
+])
+def test_the_same_signed_headers_are_refused_once_time_has_run_out_on_them(
+        net: Network, later_s: int, signer: dict[str, object], error: str) -> None:
+    key = PrivateKey.generate(P256)
+    headers = SpaceClient(net.p256.credential(net.p256.space(), key), key, SERVICE_DID, **signer).headers()  # type: ignore[arg-type]
+    assert [search(net, headers).status_code for _ in range(2)] == [200, 200]
+    clock = net.credentials.clock
+    net.credentials.clock = lambda: time.time() + later_s
+    try:
+        late = search(net, headers)
+    finally:
+        net.credentials.clock = clock
+    assert (late.status_code, late.json()["error"]) == (401, error)
+
+
+def test_a_members_repeated_request_is_not_checked_again_from_scratch(
+        net: Network, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram_index.engram.auth.credentials import SpaceCredentials
+
+    headers = net.p256.member(net.p256.space(), SERVICE_DID).headers()
+    assert search(net, headers).status_code == 200
+
+    def again(*args: object) -> None:
+        raise AssertionError("the credential's claims were checked again")
+
+    monkeypatch.setattr(SpaceCredentials, "_check_claims", again)
+    assert search(net, headers).status_code == 200  # remembered: its time bounds, revocation and key checked
+
+
 def test_unknown_space_is_said_only_to_a_member(net: Network) -> None:
     unindexed = net.p256.space("never-indexed")
     stranger = search(net, {}, space=unindexed)
@@ -345,12 +379,12 @@ def test_every_query_but_describe_service_needs_a_credential(net: Network) -> No
 
 def test_a_rotated_authority_key_is_picked_up_and_the_old_key_refused(tmp_path: Path) -> None:
     with network(tmp_path) as n:
-        old = n.p256.member(n.p256.space(), SERVICE_DID)
-        assert search(n, old.headers()).status_code == 200  # caches the document
+        old = n.p256.member(n.p256.space(), SERVICE_DID).headers()
+        assert search(n, old).status_code == 200  # caches the document
         n.p256.rotate()
         fresh = n.p256.member(n.p256.space(), SERVICE_DID)
         assert search(n, fresh.headers()).status_code == 200  # resolved once more, uncached
-        stale = search(n, old.headers())
+        stale = search(n, old)
         assert (stale.status_code, stale.json()["error"]) == (401, "InvalidToken")
 
 
