@@ -22,6 +22,10 @@ paired.py). Each row's ratio then divides by the p50 of the blocks timed during 
 both sides meet the machine of the same minutes (timed minutes apart, the reference moved 1.87-2.35
 ms between runs of one tree, and the ratio 0.97-1.41 with it).
 
+With `--threads`, each row also splits the server's CPU per search between the workers' main
+threads (their event loops) and all their other threads (the search pool's, the libraries'), from
+each thread's counters in /proc: where a search's hop to a pool thread goes, or does not.
+
 Requests carry real space credentials: a PLC directory (the test kit's, in this process) publishes
 the space authority's DID document, the authority mints a credential per client, and the server
 checks every request (`--service-did`, `--plc-url`). `--insecure-open` serves without the check,
@@ -29,7 +33,7 @@ for comparison. The clients send pre-encoded requests over keep-alive sockets, s
 benchmark process spends little of the machine's CPU on building requests.
 
     python bench/http_load.py --n 100000 --seconds 10 [--workers 2] [--insecure-open] [--data DIR]
-                              [--interleave SECONDS]
+                              [--interleave SECONDS] [--threads]
 """
 
 from __future__ import annotations
@@ -148,6 +152,29 @@ def prepare(query_strings: list[str], headers: dict[str, str]) -> list[bytes]:
     """The raw bytes of each request: the query string and the client's credential headers."""
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     return [f"GET {PATH}?{qs} HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}\r\n".encode() for qs in query_strings]
+
+
+def thread_cpu_seconds(pids: list[int]) -> tuple[float, float]:
+    """CPU seconds used so far by these processes' main threads, and by all their other threads (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    main = other = 0.0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / tick
+            if int(tid) == pid:
+                main += seconds
+            else:
+                other += seconds
+    return main, other
 
 
 def tree_cpu_seconds(pid: int) -> float:
@@ -318,6 +345,8 @@ def main() -> None:
                         help="memories in conversations of 12 (a source each): garden's context pass runs")
     parser.add_argument("--interleave", type=float, default=0.0, metavar="SECONDS",
                         help="time the in-process searches in blocks between served segments of this length")
+    parser.add_argument("--threads", action="store_true",
+                        help="split each row's server CPU between the event loops and the other threads")
     parser.add_argument("--scifact", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact")
     args = parser.parse_args()
     with data_dir(args.data) as data, contextlib.ExitStack() as stack:
@@ -369,9 +398,12 @@ def main() -> None:
             if beside is not None:
                 stack.callback(beside.close)
             references: list[tuple[float, float]] = []  # each row's in-process wall and CPU p50 (interleaved)
+            splits: list[tuple[float, ...]] = []  # each row's workers' CPU ms per search: main threads, others
             for clients in [int(c) for c in args.clients.split(",")]:
                 segments = max(1, round(args.seconds / args.interleave)) if beside is not None else 1
                 server_s = client_s = elapsed = 0.0
+                workers = _children(server.pid)
+                split_before = thread_cpu_seconds(workers)
                 latencies: list[np.ndarray] = []
                 errs = done = 0
                 walls: list[float] = []
@@ -388,6 +420,8 @@ def main() -> None:
                         wall, cpu = beside.block(segment, segments)
                         walls += wall
                         cpus += cpu
+                split_after = thread_cpu_seconds(workers)
+                splits.append(tuple((a - b) / max(done, 1) * 1000 for a, b in zip(split_after, split_before)))
                 every = np.concatenate(latencies)
                 p50, p99 = (float(np.percentile(every, 50)), float(np.percentile(every, 99))) if every.size else (float("nan"),) * 2
                 rps = done / elapsed if elapsed else 0.0
@@ -396,6 +430,10 @@ def main() -> None:
                 rows.append((clients, p50, p99, server_cpu))
                 if walls:
                     references.append((float(np.median(walls)), float(np.median(cpus))))
+            if args.threads:
+                print(f"{'clients':>8}{'event loops cpu ms':>20}{'other threads cpu ms':>22}")
+                for (clients, *_), (loops, others) in zip(rows, splits):
+                    print(f"{clients:>8}{loops:>20.2f}{others:>22.2f}")
             memory = tree_memory_mb(server.pid)
             print("server memory, MB resident / private:", ", ".join(f"{rss:.0f} / {own:.0f}" for _, rss, own in memory))
         finally:
