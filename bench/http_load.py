@@ -402,7 +402,7 @@ def main() -> None:
             for clients in [int(c) for c in args.clients.split(",")]:
                 segments = max(1, round(args.seconds / args.interleave)) if beside is not None else 1
                 server_s = client_s = elapsed = 0.0
-                workers = _children(server.pid)
+                workers = _children(server.pid) or [server.pid]  # (one worker: the server is it)
                 split_before = thread_cpu_seconds(workers)
                 latencies: list[np.ndarray] = []
                 errs = done = 0

@@ -72,6 +72,11 @@ class Connection(Protocol):
 class Exchange:
     """One request's body for the app, and the app's response onto the connection."""
 
+    # Requests of this process whose answer a connection started (its task made) and that have not ended:
+    # counted when they are read, before their tasks run, so that the first of several read in one turn of
+    # the event loop knows of the others (a search alone in the process may run on the loop's thread).
+    answering = 0
+
     __slots__ = ("conn", "scope", "keep_alive", "waiting_for_100_continue", "chunks", "held", "more_body",
                  "ready", "waiter", "disconnected", "timed_out", "started", "complete", "chunked", "length_left",
                  "head")

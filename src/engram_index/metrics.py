@@ -31,6 +31,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram_index.embed.base import Embedder
+from engram_index.exchange import Exchange
 from engram_index.engine.types import ModelIdentity
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -131,8 +132,10 @@ def _children(route: str, method: str, status: int) -> tuple[Any, Any, tuple[Any
 
 
 def requests_in_flight() -> int:
-    """HTTP requests this process is answering now (the one asking included)."""
-    return HttpMetrics.in_flight
+    """HTTP requests this process is answering now (the one asking included): those inside the app, or,
+    served by engram_index.protocol, every one read whose answer has not ended (several read in one turn
+    of the event loop count before any of them reaches the app)."""
+    return max(HttpMetrics.in_flight, Exchange.answering)
 
 
 class HttpMetrics:

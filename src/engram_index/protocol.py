@@ -92,6 +92,11 @@ class ServeConfig(uvicorn.Config):
         self.access_writer = access_writer
 
 
+def _answered(task: asyncio.Task[None]) -> None:
+    """A request's answer ended (its task is done, however)."""
+    Exchange.answering -= 1
+
+
 class _Refused(Exception):
     """A request head parsed but not accepted (raised from a parser callback, answered by the connection)."""
 
@@ -324,6 +329,8 @@ class JsonHttpProtocol(ConnectionLimits, asyncio.Protocol):
         """Run the app for a request."""
         self.exchange = exchange
         task = self.loop.create_task(exchange.run(self.app))
+        Exchange.answering += 1
+        task.add_done_callback(_answered)
         task.add_done_callback(self.tasks.discard)
         self.tasks.add(task)
 
