@@ -10,9 +10,9 @@ Both are `Unavailable` (503): each face answers them in its own envelope.
 
 A search from the event loop may run on the loop's own thread instead (`run`'s `inline_key`): when
 no search holds a slot and the collection's last search took under `inline_max_s`. The hop to a
-pool thread and back cost 150–230 µs of CPU a search when served (of a 100k-memory hybrid's ~2 ms:
-the other core's caches are cold, two threads wake), so a lone request's search runs where its
-request already is. Such a search cannot be cut at its deadline, but it blocks the loop only for
+pool thread and back cost a served garden search ~0.3 ms of CPU at one client (of ~2.4: the other
+core's caches are cold, two threads wake; docs/benchmarks.md, the twenty-third pass), so a lone
+request's search runs where its request already is. Such a search cannot be cut at its deadline, but it blocks the loop only for
 about as long as its collection's last search took, and the caller asks for it only when it is the
 process's one request and its search waits for nothing else (docs/design/service.md).
 

@@ -203,6 +203,8 @@ def test_a_lone_search_runs_on_the_event_loops_thread_once_its_space_was_searche
 ) -> None:
     import time
 
+    from tests.limits import PATIENCE_S
+
     from engram_index import search_pool
     from engram_index.engine.search import SpaceIndex
 
@@ -219,6 +221,13 @@ def test_a_lone_search_runs_on_the_event_loops_thread_once_its_space_was_searche
         get = lambda: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello"})
         while get().status_code == 503:  # the index loads in the background
             time.sleep(0.05)
-        where.clear()
-        assert [get().status_code for _ in range(3)] == [200] * 3
-    assert where == [LOOP] * 3
+        # (A request of another test's server in this process, still being answered, would make this one
+        # not alone: the searches go on until one is, within the patience.)
+        deadline = time.monotonic() + PATIENCE_S
+        while time.monotonic() < deadline:
+            where.clear()
+            assert get().status_code == 200
+            if where == [LOOP]:
+                break
+            time.sleep(0.05)
+    assert where == [LOOP]
