@@ -12,9 +12,10 @@ A search from the event loop may run on the loop's own thread instead (`run`'s `
 no search holds a slot and the collection's last search took under `inline_max_s`. The hop to a
 pool thread and back cost a served garden search ~0.3 ms of CPU at one client (of ~2.4: the other
 core's caches are cold, two threads wake; docs/benchmarks.md, the twenty-third pass), so a lone
-request's search runs where its request already is. Such a search cannot be cut at its deadline, but it blocks the loop only for
-about as long as its collection's last search took, and the caller asks for it only when it is the
-process's one request and its search waits for nothing else (docs/design/service.md).
+request's search runs where its request already is. Such a search cannot be cut at its deadline,
+but it blocks the loop only for about as long as its collection's last search took, and the
+caller asks for it only when it is the process's one request and its search waits for nothing
+else (docs/design/service.md).
 
 Threads: two per process by default. A search computes in numpy, tantivy and the C kernels
 (which release the GIL) and in Python (which holds it): on a 2-core machine a third thread added

@@ -98,13 +98,14 @@ class SpaceCredentials:
 
     async def authenticate(self, request: Request, space: str) -> Caller:
         """Return the caller when the request proves membership of `space`; raise an AuthError when not."""
-        key = _fields_key(request.scope["headers"], space)
+        fields = _credential_fields(request.scope["headers"])
+        key = _fields_key(fields, space)
         known = self._verified.get(key) if key is not None else None
         if known is not None:
             caller = await self._still(known, space)
             if caller is not None:
                 return caller
-        headers = _credential_headers(request.scope["headers"])
+        headers = _credential_headers(fields)
         authorizations = headers.get("authorization", ())
         if not authorizations:
             raise AuthError("this space is private: send a space credential (Authorization: Atproto-Space …)")
@@ -264,28 +265,29 @@ _CREDENTIAL_HEADERS = frozenset({b"authorization", AUDIENCE_HEADER.encode(), b"s
 _AUDIENCE = AUDIENCE_HEADER.encode()
 
 
-def _fields_key(raw: list[tuple[bytes, bytes]], space: str) -> tuple[str, bytes, bytes, bytes, bytes] | None:
-    """The space and the request's four credential header fields, each sent once (else None: not to be
-    remembered), as they came: what a remembered check is found by."""
-    found: dict[bytes, bytes] = {}
-    for name, value in raw:
-        if name in _CREDENTIAL_HEADERS:
-            if name in found:
-                return None
-            found[name] = value
-    if len(found) != 4:
-        return None
-    return space, found[b"authorization"], found[_AUDIENCE], found[b"signature-input"], found[b"signature"]
-
-
-def _credential_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, list[str]]:
+def _credential_fields(raw: list[tuple[bytes, bytes]]) -> dict[bytes, list[bytes]]:
     """The values of the header fields the check reads, by name and in order, from the request's raw
-    (lowercase) fields in one pass (as Starlette's Headers reads each: latin-1)."""
-    out: dict[str, list[str]] = {}
+    (lowercase) fields in one pass, as they came."""
+    out: dict[bytes, list[bytes]] = {}
     for name, value in raw:
         if name in _CREDENTIAL_HEADERS:
-            out.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
+            out.setdefault(name, []).append(value)
     return out
+
+
+def _fields_key(fields: dict[bytes, list[bytes]], space: str) -> tuple[str, bytes, bytes, bytes, bytes] | None:
+    """The space and the four credential header fields, when each was sent once (else None: not to be
+    remembered): what a remembered check is found by."""
+    if len(fields) != 4 or any(len(values) != 1 for values in fields.values()):
+        return None
+    return (space, fields[b"authorization"][0], fields[_AUDIENCE][0], fields[b"signature-input"][0],
+            fields[b"signature"][0])
+
+
+def _credential_headers(fields: dict[bytes, list[bytes]]) -> dict[str, list[str]]:
+    """The fields (`_credential_fields`) as the check reads them: names and values as Starlette's Headers
+    reads each (latin-1)."""
+    return {name.decode("latin-1"): [value.decode("latin-1") for value in values] for name, values in fields.items()}
 
 
 @functools.lru_cache(maxsize=8192)
