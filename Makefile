@@ -29,7 +29,7 @@ MINILM := --model all-MiniLM-L6-v2 \
 # What serving needs: the package, its runtime dependencies and the local embedding model.
 # --no-compile: byte-compiling every installed module (atproto alone has thousands) took half the
 # install; Python compiles the modules it imports on first use instead.
-$(BIN)/.installed: pyproject.toml setup.py $(wildcard src/engram_index/engine/_kernels*.[ch])
+$(BIN)/.installed: pyproject.toml setup.py $(wildcard src/engram_index/engine/_kernels*.[ch]) src/engram_index/engram/_views.c
 	@echo "==> [1/3] creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "==> [2/3] installing engram-index and what serving needs (compiles the C kernels)"

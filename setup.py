@@ -1,4 +1,5 @@
-"""The one compiled module, the engine's inner loops (engine/_kernels*.c); everything else is in pyproject.toml."""
+"""The compiled modules: the engine's inner loops (engine/_kernels*.c) and garden.engram's hit writer
+(engram/_views.c); everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -16,6 +17,9 @@ setup(
             depends=["src/engram_index/engine/_kernels.h"],
             # No fused multiply-adds outside the loops that ask for them: fusion must round as numpy does.
             extra_compile_args=["-O3", "-std=c11", "-ffp-contract=off"],
-        )
+        ),
+        # Its scale-and-round must be Python's round(x * scale): one multiply, rounded once.
+        Extension("engram_index.engram._views", ["src/engram_index/engram/_views.c"],
+                  extra_compile_args=["-O3", "-std=c11", "-ffp-contract=off"]),
     ]
 )

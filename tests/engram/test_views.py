@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from engram_index.engine.types import Document, Hit, Snippet, TermMatch
-from engram_index.engram import views
+from engram_index.engram import _views, views
 from engram_index.engram.records import format_datetime_ms
-from engram_index.engram.views import hit_json, hit_view
+from engram_index.engram.views import hit_json, hit_view, hits_json
 
 
 def reference(hit: Hit, mode: str) -> dict[str, Any]:
@@ -86,3 +86,102 @@ def test_a_changed_document_gets_its_new_fields_and_the_kept_ones_stay_bounded(m
                              metadata={"cid": "x"})):
         assert hit_json(Hit(changed, 1.0), "keyword") == orjson.dumps(reference(Hit(changed, 1.0), "keyword"))
     assert len(views._fields) <= 2
+
+
+def array(hits: list[Hit], mode: str) -> bytes:
+    """The JSON array of the hits' reference views."""
+    return b"[" + b",".join(orjson.dumps(reference(h, mode)) for h in hits) + b"]"
+
+
+def compiled(hits: list[Hit], mode: str) -> bytes | None:
+    """What the compiled writer alone gives for the hits (None: it leaves them to hit_json)."""
+    return _views.hits_json(hits, mode, [views.memory_fields(h.document) for h in hits])
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword", "vector"])
+@pytest.mark.parametrize("doc", DOCS, ids=["plain", "everything", "empty"])
+def test_the_compiled_writer_writes_a_searchs_hits_as_the_encoding_of_their_views(mode: str, doc: Document) -> None:
+    assert compiled(hits(doc), mode) == array(hits(doc), mode)
+    assert hits_json(hits(doc), mode) == array(hits(doc), mode)  # type: ignore[arg-type]
+    assert compiled([], mode) == hits_json([], mode) == b"[]"  # type: ignore[arg-type]
+
+
+EVERY_ASCII = "".join(chr(c) for c in range(128))
+
+
+@pytest.mark.parametrize("text", [EVERY_ASCII, "é ü \u2028\u2029 😀 中文 \x7f", 'a "quoted" \\ path\\', ""])
+def test_the_compiled_writer_escapes_every_string_as_orjson_does(text: str) -> None:
+    doc = Document("at://did:plc:a/space/s/m", "did:plc:a", text)
+    hit = Hit(doc, 1.0, similarity=0.5, vector_rank=1, bm25=2.0, keyword_rank=1,
+              terms=(TermMatch(text, "exact", "text"), TermMatch("x", text, text)),  # type: ignore[arg-type]
+              snippet=Snippet(text, text, ((0, 1),)), fusion=text)  # type: ignore[arg-type]
+    for mode in ("hybrid", "keyword", "vector"):
+        assert compiled([hit, hit], mode) == array([hit, hit], mode)
+
+
+# Scaled values on a tie (x * 1000 or x * 100 exactly n + 0.5, binary fractions): round goes to the even side.
+TIES = [0.0625, 0.1875, 0.0005, 0.9995, 0.4375, -0.0625, 0.125, 0.375, 1.0, 0.0, -0.0, 5e-324, 1e-9, 0.999999]
+
+
+@pytest.mark.parametrize("value", TIES)
+def test_the_compiled_writer_rounds_as_python_does(value: float) -> None:
+    doc = DOCS[0]
+    hit = Hit(doc, 1.0, similarity=value, vector_rank=2, bm25=value, keyword_rank=3, terms=TERMS)
+    assert compiled([hit], "hybrid") == array([hit], "hybrid")
+    big = Hit(doc, 1.0, similarity=value, vector_rank=2, bm25=value * 1e12, keyword_rank=3)
+    assert compiled([big], "hybrid") == array([big], "hybrid")
+
+
+def odd_hits() -> list[Hit]:
+    """Hits holding values the compiled writer leaves to hit_json (each encodes, as it did before)."""
+    import numpy as np
+
+    doc = DOCS[1]
+    return [
+        Hit(doc, 1.0, similarity=np.float32(0.25), vector_rank=1),  # type: ignore[arg-type]
+        Hit(doc, 1.0, similarity=1, vector_rank=1),  # an int
+        Hit(doc, 1.0, similarity=0.5, vector_rank=True, bm25=1.0, keyword_rank=np.int64(2)),  # type: ignore[arg-type]
+        Hit(doc, 1.0, bm25=1e300, keyword_rank=1),  # a score past 64 bits (encoding the view refuses it)
+        Hit(doc, 1.0, snippet=Snippet("text", "ab", [[0, 1]])),  # type: ignore[arg-type]
+        Hit(doc, 1.0, bm25=2.0, keyword_rank=2 ** 70),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword", "vector"])
+def test_values_the_compiled_writer_does_not_write_are_written_as_before(mode: str) -> None:
+    for hit in odd_hits():
+        if mode == "hybrid":  # (each odd value is one a hybrid answer shows)
+            assert compiled([DOCS_HIT, hit], mode) is None
+        try:
+            expected = array([DOCS_HIT, hit], mode)
+        except (TypeError, ValueError, OverflowError) as exc:  # what encoding the view refuses, refused alike
+            with pytest.raises(type(exc)):
+                hits_json([DOCS_HIT, hit], mode)  # type: ignore[arg-type]
+        else:
+            assert hits_json([DOCS_HIT, hit], mode) == expected  # type: ignore[arg-type]
+
+
+DOCS_HIT = Hit(DOCS[0], 1.0, similarity=0.5, vector_rank=1, bm25=1.0, keyword_rank=1, terms=TERMS)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_score_that_cannot_be_rounded_fails_as_it_did_before(bad: float) -> None:
+    for hit in (Hit(DOCS[0], 1.0, similarity=bad, vector_rank=1), Hit(DOCS[0], 1.0, bm25=bad, keyword_rank=1)):
+        assert compiled([hit], "hybrid") is None
+        with pytest.raises((ValueError, OverflowError)):
+            hits_json([hit], "hybrid")
+
+
+def test_terms_and_highlights_in_lists_are_written_as_in_tuples() -> None:
+    hit = Hit(DOCS[0], 1.0, bm25=2.0, keyword_rank=1, terms=[TermMatch("a", "exact", "text")],  # type: ignore[arg-type]
+              snippet=Snippet("text", "ab", [(0, 1)]))  # type: ignore[arg-type]
+    assert compiled([hit], "hybrid") == array([hit], "hybrid")
+
+
+def test_a_lone_surrogate_fails_as_it_did_before() -> None:
+    hit = Hit(DOCS[0], 1.0, snippet=Snippet("text", "\ud800", ()))
+    assert compiled([hit], "keyword") is None
+    with pytest.raises(TypeError):
+        hits_json([hit], "keyword")
+    with pytest.raises(TypeError):
+        orjson.dumps(reference(hit, "keyword"))

@@ -1,9 +1,10 @@
 """Search hits as garden.engram.defs#memoryView objects: JSON-ready dicts, or their JSON itself for a search.
 
-A search's answer is encoded once, with each hit's JSON made here (`hit_json`, wrapped as an
+A search's answer is encoded once, with its hits' JSON made here (`hits_json`, wrapped as an
 orjson.Fragment): the memory's own fields are a pure function of the stored document, so their
 JSON is kept per document version (a bounded map), and only the hit's similarity and match are
-encoded per search. The bytes are what encoding `hit_view`'s dict writes (tests/engram/test_views.py).
+written per search, by a compiled writer (_views.c) or, for a value it does not write, by
+`hit_json`. The bytes are what encoding `hit_view`'s dict writes (tests/engram/test_views.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 
 from engram_index.engine.types import Document, Hit, Mode
+from engram_index.engram import _views
 from engram_index.engram.records import format_datetime_ms
 
 MAX_KEPT = 4096  # memories whose fields' JSON is kept at most (more: start over)
@@ -92,6 +94,16 @@ def hit_json(hit: Hit, mode: Mode) -> bytes:
     if not tail:
         return b"{" + fields + b"}"
     return b"{" + fields + b"," + orjson.dumps(tail)[1:]
+
+
+def hits_json(hits: list[Hit], mode: Mode) -> bytes:
+    """The JSON array of a search's hits, each as `hit_json` writes it."""
+    fields = [memory_fields(hit.document) for hit in hits]
+    written = _views.hits_json(hits, mode, fields)
+    if written is not None:
+        return written
+    # A value the compiled writer leaves to orjson (or that fails to encode, as it did before).
+    return b"[" + b",".join(hit_json(hit, mode) for hit in hits) + b"]"
 
 
 def hit_view(hit: Hit, mode: Mode) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from engram_index.errors import InvalidInput, ModelMismatch, NoModel
 from engram_index.engram.records import decode_query_vector, parse_datetime_ms, parse_space_uri
 from engram_index.shortfall import Condition, Target, why_fewer
 from engram_index.store.base import CollectionInfo
-from engram_index.engram.views import hit_json
+from engram_index.engram.views import hits_json
 from engram_index.engram.api.embedding import QueryEmbedding
 from engram_index.engram.api.lexicon import query_string
 from engram_index.engram.api.spaces import loaded_index
@@ -106,9 +106,8 @@ async def search_memories(request: Request) -> dict[str, Any]:
         alone = requests_in_flight() == 1 and not isinstance(req.vector, Future)
         result = await spaces.searches.run(ranked_search, index, req, same_source, deadline_s=HARD_DEADLINE_S,
                                            inline_key=index if alone else None)
-    # Each hit's JSON made once (views.py keeps each memory's own fields encoded), taken as it is by the encoder.
-    memories = [orjson.Fragment(hit_json(h, result.mode)) for h in result.hits]
-    out: dict[str, Any] = {"memories": memories, "mode": result.mode}
+    # The hits' JSON made in one call (views.py keeps each memory's own fields encoded), taken as it is.
+    out: dict[str, Any] = {"memories": orjson.Fragment(hits_json(result.hits, result.mode)), "mode": result.mode}
     if result.approximate:
         out["approximate"] = True
     if len(result.hits) < req.limit:  # only a short answer pays for saying why (an extra field: objects are open)
