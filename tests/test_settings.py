@@ -9,8 +9,9 @@ import pytest
 from engram_index.cli import main
 from engram_index.settings import ServeSettings
 
-# serve's options that set the process (where and how it listens, syncing, the heap), not the app.
-PROCESS_OPTIONS = {"host", "port", "workers", "sync_account", "sync_password", "public_url", "poll_interval",
+# serve's options that set the process (where and how it listens, syncing, the heap), not the app. (The
+# workers' count is both: the app reads it too, search_pool.py.)
+PROCESS_OPTIONS = {"host", "port", "sync_account", "sync_password", "public_url", "poll_interval",
                    "open_registration", "access_log", "malloc_arenas"}
 SPEC_NAMES = {"embedder_spec": "embedder", "face_embedder_spec": "face_embedder", "llm_spec": "llm",
               "rerank_spec": "rerank"}
@@ -19,7 +20,7 @@ SPEC_NAMES = {"embedder_spec": "embedder", "face_embedder_spec": "face_embedder"
 def test_settings_survive_the_trip_to_a_worker_process_unchanged() -> None:
     settings = ServeSettings(data="/d", service_did="did:web:x", insecure_open=True, key_rate=0.5,
                              embed_authorities=("did:plc:a", "did:plc:b"), llm="m@http://127.0.0.1:9/v1",
-                             store="postgresql://u@h/db", allow_private_urls=True)
+                             store="postgresql://u@h/db", allow_private_urls=True, workers=3)
     assert ServeSettings.from_json(settings.to_json()) == settings
 
 

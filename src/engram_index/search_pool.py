@@ -14,8 +14,9 @@ pool thread and back cost a served garden search ~0.3 ms of CPU at one client (o
 core's caches are cold, two threads wake; docs/benchmarks.md, the twenty-third pass), so a lone
 request's search runs where its request already is. Such a search cannot be cut at its deadline,
 but it blocks the loop only for about as long as its collection's last search took, and the
-caller asks for it only when it is the process's one request and its search waits for nothing
-else (docs/design/service.md).
+caller asks for it only when its search waits for nothing else and either it is the process's one
+request or `loop_per_core` is set: the server runs at least as many processes as it has cores, so
+each core has a loop of its own and a pool thread adds no core, only the hop (docs/design/service.md).
 
 Threads: two per process by default. A search computes in numpy, tantivy and the C kernels
 (which release the GIL) and in Python (which holds it): on a 2-core machine a third thread added
@@ -26,6 +27,7 @@ no throughput and only queued behind the GIL (docs/design/service.md). Callers a
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import weakref
@@ -43,6 +45,14 @@ SEARCH_THREADS = 2
 SEARCH_QUEUE = 64  # searches waiting for a slot at most (beyond: SearchBusy at once)
 SEARCH_DEADLINE_S = 10.0  # from arrival to answer, queueing included
 INLINE_MAX_S = 0.02  # a collection whose last search took less may be searched on the loop's thread
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (no affinity where the platform has none)
+        return os.cpu_count() or 1
 
 
 class SearchBusy(Unavailable):
@@ -119,6 +129,8 @@ class SearchPool:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self.threads, self.queue, self.deadline_s = threads, queue, deadline_s
         self.inline_max_s = INLINE_MAX_S if inline_max_s is None else inline_max_s
+        # Set by the app when the server's processes are at least its cores (the module's docstring).
+        self.loop_per_core = False
         # How long each collection's last search from the loop took (wall seconds), by the collection.
         self._last: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
         # Replaceable: bench/profile_search.py runs searches inline, to time them on one thread.
@@ -222,8 +234,8 @@ class SearchPool:
     async def run(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None,
                   inline_key: object | None = None) -> T:
         """Run fn(*args) on a pool thread from the event loop, within the deadline. With `inline_key` (the
-        collection it searches, weakly kept: from a caller that is its process's one request and whose fn
-        waits for nothing else) it may run on the loop's thread instead (the module's docstring says when)."""
+        collection it searches, weakly kept: from a caller whose fn waits for nothing else, and that is its
+        process's one request or sees `loop_per_core`) it may run on the loop's thread instead (the module's docstring says when)."""
         if inline_key is not None:
             began = time.perf_counter()
             if self._inline(inline_key):

@@ -30,6 +30,7 @@ class ServeSettings:
     face_embedder: str = "auto"  # the v5 and Kindgi faces' embedder
     embed_authorities: tuple[str, ...] = ()  # () : every authority
     search_threads: int = SEARCH_THREADS
+    workers: int = 1  # processes serving (`--workers`), each with these settings
     max_collections: int = MAX_LOADED  # collections a process keeps loaded; the idle LRU one beyond is closed
     llm: str | None = None
     rerank: str | None = None

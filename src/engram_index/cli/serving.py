@@ -43,7 +43,8 @@ from engram_index.cli.common import (
 @click.option("--embed-authority", "embed_authorities", multiple=True,
               help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Processes serving requests. Above 1, indexes are caught up first, then served read-only.")
+              help="Processes serving requests. Above 1, indexes are caught up first, then served read-only. "
+                   "As many as the cores: each searches on its own event loop, with no hop to a thread.")
 @click.option("--sync-account", envvar="ENGRAM_SYNC_ACCOUNT", default=None,
               help="DID of the account this indexer signs in as to read spaces ($ENGRAM_SYNC_ACCOUNT).")
 @click.option("--sync-password", envvar="ENGRAM_SYNC_PASSWORD", default=None,
@@ -128,7 +129,7 @@ def serve(
         did_web_http_localhost=did_web_http_localhost, rate=rate, burst=burst, concurrent=concurrent,
         key_rate=key_rate, key_burst=key_burst, key_concurrent=key_concurrent, embedder=embedder_spec,
         face_embedder=face_embedder_spec, embed_authorities=tuple(embed_authorities), search_threads=search_threads,
-        max_collections=max_collections,
+        max_collections=max_collections, workers=workers,
         llm=llm_spec, rerank=rerank_spec, store=store, allow_private_urls=allow_private_urls,
     )
     if workers > 1:

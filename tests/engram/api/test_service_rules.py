@@ -231,3 +231,49 @@ def test_a_lone_search_runs_on_the_event_loops_thread_once_its_space_was_searche
                 break
             time.sleep(0.05)
     assert where == [LOOP]
+
+
+def test_searches_that_overlap_run_on_the_event_loops_thread_when_the_servers_processes_fill_its_cores(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engram_index import search_pool
+    from engram_index.engine.search import SpaceIndex
+
+    monkeypatch.setattr(search_pool, "INLINE_MAX_S", 3600.0)  # every search counts as quick: nothing timed
+    seen: list[str] = []
+    running, most = [0], [0]
+    lock = threading.Lock()
+    search = SpaceIndex.search
+
+    def recording(self: SpaceIndex, req: object) -> object:
+        with lock:
+            seen.append(_thread_kind())
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.02)  # long enough for the requests to overlap
+            return search(self, req)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(SpaceIndex, "search", recording)
+    limits = SpaceLimits(rate=1e6, burst=1e6, concurrent=16)
+    app = roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits,
+                    processes=search_pool.usable_cores())
+    with serving(app) as url:
+        get = lambda _: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello", "limit": 1})
+        while get(0).status_code == 503:  # the index loads in the background
+            time.sleep(0.05)
+        seen.clear()
+        most[0] = 0
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda i: get(i).status_code, range(16)))
+    assert statuses == [200] * 16
+    # Every core has a serving process's loop: a pool thread would add no core, only the hop's cost. (Each
+    # answer is full: a short one's whyFewer counts on the pool, and a search meanwhile would go there too.)
+    assert seen == [LOOP] * 16 and most[0] == 1
