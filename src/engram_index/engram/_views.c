@@ -50,11 +50,19 @@ static int put(Out *out, const char *bytes, Py_ssize_t n)
 
 #define PUT_LITERAL(out, s) put((out), (s), (Py_ssize_t)(sizeof(s) - 1))
 
+/* A decimal integer (by hand: snprintf's format parsing cost more than the rest of a hit). */
 static int put_int(Out *out, long long value)
 {
     char digits[24];
-    int n = snprintf(digits, sizeof(digits), "%lld", value);
-    return put(out, digits, n);
+    char *end = digits + sizeof(digits), *p = end;
+    unsigned long long magnitude = value < 0 ? 0ull - (unsigned long long)value : (unsigned long long)value;
+    do {
+        *--p = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude);
+    if (value < 0)
+        *--p = '-';
+    return put(out, p, end - p);
 }
 
 /* A str as a JSON string, escaped as orjson escapes: '"', '\\', and the control characters below
