@@ -219,3 +219,25 @@ def test_a_search_failing_on_the_loops_thread_gives_its_error_and_its_slot_back(
 
     assert not asyncio.run(scenario()).startswith("search")
     pool.close()
+
+
+def test_a_search_that_waited_for_a_slot_is_not_counted_slow_for_its_wait(gate: threading.Event) -> None:
+    # A collection's time is its search's own: under load, time in the queue would keep it off the loop.
+    pool = SearchPool(threads=1, inline_max_s=0.05)
+    key = Collection()
+    asyncio.run(pool.run(_thread_name, inline_key=key))  # known, and quick
+    inside = threading.Event()
+    running = threading.Thread(target=pool.run_sync, args=(lambda: (inside.set(), gate.wait(PATIENCE_S)),))
+    running.start()
+    assert inside.wait(PATIENCE_S)
+
+    async def scenario() -> tuple[str, str]:
+        queued = asyncio.ensure_future(pool.run(_thread_name, inline_key=key))  # waits for the one slot
+        await asyncio.sleep(0.2)  # longer than the budget
+        gate.set()
+        return await queued, await pool.run(_thread_name, inline_key=key)
+
+    waited, after = asyncio.run(scenario())
+    running.join(PATIENCE_S)
+    assert waited.startswith("search") and not after.startswith("search")
+    pool.close()

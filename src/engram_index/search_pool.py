@@ -237,18 +237,25 @@ class SearchPool:
         collection it searches, weakly kept: from a caller whose fn waits for nothing else, and that is its
         process's one request or sees `loop_per_core`) it may run on the loop's thread instead (the module's docstring says when)."""
         if inline_key is not None:
-            began = time.perf_counter()
             if self._inline(inline_key):
+                began = time.perf_counter()
                 try:
                     return fn(*args)
                 finally:
                     self._release()
                     self._last[inline_key] = time.perf_counter() - began
-            try:
-                return await self._pooled(fn, args, deadline_s)
-            finally:
-                self._last[inline_key] = time.perf_counter() - began
+            # Timed on its thread: a wait for a slot is not the collection's (under load it would keep every
+            # search of it off the loop).
+            return await self._pooled(self._timed, (inline_key, fn, *args), deadline_s)
         return await self._pooled(fn, args, deadline_s)
+
+    def _timed(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args) on a pool thread, its time kept as its collection's last."""
+        began = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self._last[key] = time.perf_counter() - began
 
     async def _pooled(self, fn: Callable[..., T], args: tuple[Any, ...], deadline_s: float | None) -> T:
         """`run` on a pool thread."""
