@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from engram_index.errors import Unavailable
+from engram_index import search_pool
 from engram_index.search_pool import SearchBusy, SearchPool, SearchTimedOut
 from tests.limits import PATIENCE_S
 
@@ -241,3 +242,11 @@ def test_a_search_that_waited_for_a_slot_is_not_counted_slow_for_its_wait(gate: 
     running.join(PATIENCE_S)
     assert waited.startswith("search") and not after.startswith("search")
     pool.close()
+
+
+def test_a_process_searches_on_its_loop_under_load_only_when_the_servers_processes_fill_its_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(search_pool, "usable_cores", lambda: 4)
+    assert [search_pool.loop_depth_for(n) for n in (1, 3, 4, 8)] == [1, 1, 8, 8]
+    assert SearchPool().loop_depth == 1  # alone, unless the app says otherwise

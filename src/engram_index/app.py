@@ -46,7 +46,7 @@ from engram_index.supermemory.pipeline import Pipeline as SupermemoryPipeline
 from engram_index.supermemory.routes import routes as supermemory_routes
 from engram_index.llm.base import LLM, Reranker
 from engram_index.routing import FaceApp, FaceRouter
-from engram_index.search_pool import SEARCH_THREADS, usable_cores
+from engram_index.search_pool import SEARCH_THREADS, loop_depth_for
 from engram_index.settings import ServeSettings
 
 log = logging.getLogger("engram_index")
@@ -104,7 +104,8 @@ def create_app(
     `face_embedder` embeds for the v5 and Kindgi faces (None: the query embedder of `embedding`).
     At most `max_collections` collections stay loaded (the least recently used idle one is closed).
     `processes`: how many processes serve beside this one's app, itself included (`serve --workers`):
-    as many as the cores, and a garden search runs on its request's event loop (search_pool.py).
+    as many as the cores, and a garden search runs on its request's event loop under load too
+    (search_pool.py).
     """
 
     # The MCP server at /mcp and the web page at / call the faces of this very app (`app`, below).
@@ -123,7 +124,7 @@ def create_app(
         app.state.llm, app.state.reranker = llm, reranker
         app.state.spaces = Collections(data_dir, read_only=read_only, store=store, search_threads=search_threads,
                                        max_loaded=max_collections)
-        app.state.spaces.searches.loop_per_core = processes >= usable_cores()
+        app.state.spaces.searches.loop_depth = loop_depth_for(processes)
         app.state.spaces.on_searchable = metrics.observe_lag
         app.state.sync = None
         if sync is not None:

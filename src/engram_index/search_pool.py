@@ -14,9 +14,12 @@ pool thread and back cost a served garden search ~0.3 ms of CPU at one client (o
 core's caches are cold, two threads wake; docs/benchmarks.md, the twenty-third pass), so a lone
 request's search runs where its request already is. Such a search cannot be cut at its deadline,
 but it blocks the loop only for about as long as its collection's last search took, and the
-caller asks for it only when its search waits for nothing else and either it is the process's one
-request or `loop_per_core` is set: the server runs at least as many processes as it has cores, so
-each core has a loop of its own and a pool thread adds no core, only the hop (docs/design/service.md).
+caller asks for it only when its search waits for nothing else and its process has at most
+`loop_depth` requests in flight: by default 1 (it is alone), and twice the cores when the server
+runs at least as many processes as it has cores (`loop_depth_for`). Each core then has a loop of
+its own and a pool thread adds no core, only the hop; but a process that got more than its share
+of the connections still hands its searches to the pool, where they can take a second core from a
+process with less to do (docs/design/service.md).
 
 Threads: two per process by default. A search computes in numpy, tantivy and the C kernels
 (which release the GIL) and in Python (which holds it): on a 2-core machine a third thread added
@@ -53,6 +56,14 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # (no affinity where the platform has none)
         return os.cpu_count() or 1
+
+
+def loop_depth_for(processes: int) -> int:
+    """The requests in flight up to which a process of a server of `processes` searches on its loop: 1 (only
+    a lone request) unless the processes fill the cores, then twice the cores (at 32 clients on 2 workers,
+    unbounded, a worker holding most of the connections doubled p99; docs/design/service.md)."""
+    cores = usable_cores()
+    return 2 * cores if processes >= cores else 1
 
 
 class SearchBusy(Unavailable):
@@ -129,8 +140,8 @@ class SearchPool:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self.threads, self.queue, self.deadline_s = threads, queue, deadline_s
         self.inline_max_s = INLINE_MAX_S if inline_max_s is None else inline_max_s
-        # Set by the app when the server's processes are at least its cores (the module's docstring).
-        self.loop_per_core = False
+        # The requests in flight up to which a search from the loop may run on it (the module's docstring).
+        self.loop_depth = 1
         # How long each collection's last search from the loop took (wall seconds), by the collection.
         self._last: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
         # Replaceable: bench/profile_search.py runs searches inline, to time them on one thread.
@@ -234,8 +245,8 @@ class SearchPool:
     async def run(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None,
                   inline_key: object | None = None) -> T:
         """Run fn(*args) on a pool thread from the event loop, within the deadline. With `inline_key` (the
-        collection it searches, weakly kept: from a caller whose fn waits for nothing else, and that is its
-        process's one request or sees `loop_per_core`) it may run on the loop's thread instead (the module's docstring says when)."""
+        collection it searches, weakly kept: from a caller whose fn waits for nothing else, and whose process
+        has at most `loop_depth` requests in flight) it may run on the loop's thread instead (the module's docstring says when)."""
         if inline_key is not None:
             if self._inline(inline_key):
                 began = time.perf_counter()

@@ -265,15 +265,53 @@ def test_searches_that_overlap_run_on_the_event_loops_thread_when_the_servers_pr
     limits = SpaceLimits(rate=1e6, burst=1e6, concurrent=16)
     app = roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits,
                     processes=search_pool.usable_cores())
+    depth = search_pool.loop_depth_for(search_pool.usable_cores())  # as many clients: never more in flight
     with serving(app) as url:
         get = lambda _: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello", "limit": 1})
         while get(0).status_code == 503:  # the index loads in the background
             time.sleep(0.05)
         seen.clear()
         most[0] = 0
-        with ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(depth) as pool:
             statuses = list(pool.map(lambda i: get(i).status_code, range(16)))
     assert statuses == [200] * 16
     # Every core has a serving process's loop: a pool thread would add no core, only the hop's cost. (Each
     # answer is full: a short one's whyFewer counts on the pool, and a search meanwhile would go there too.)
     assert seen == [LOOP] * 16 and most[0] == 1
+
+
+@pytest.mark.parametrize("beyond", [False, True])
+def test_a_process_with_more_requests_in_flight_than_its_loop_depth_searches_on_the_pool(
+    data: Path, monkeypatch: pytest.MonkeyPatch, beyond: bool
+) -> None:
+    import time
+
+    from engram_index import search_pool
+    from engram_index.engine.search import SpaceIndex
+    from engram_index.engram.api import search as api_search
+
+    monkeypatch.setattr(search_pool, "INLINE_MAX_S", 3600.0)  # every search counts as quick: nothing timed
+    cores = search_pool.usable_cores()
+    depth = search_pool.loop_depth_for(cores)
+    # The process's count as this request's search would see it: at its depth, or one past it.
+    monkeypatch.setattr(api_search, "requests_in_flight", lambda: depth + beyond)
+    where: list[str] = []
+    search = SpaceIndex.search
+
+    def recording(self: SpaceIndex, req: object) -> object:
+        where.append(_thread_kind())
+        return search(self, req)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SpaceIndex, "search", recording)
+    app = roomy_app(data, "did:web:x", authenticator=InsecureOpen(), processes=cores)
+    with serving(app) as url:
+        get = lambda: httpx.get(f"{url}/xrpc/garden.engram.searchMemories",
+                                params={"space": SPACE, "q": "hello", "limit": 1})
+        while get().status_code == 503:  # the index loads in the background
+            time.sleep(0.05)
+        where.clear()
+        assert [get().status_code for _ in range(3)] == [200] * 3
+    if beyond:
+        assert len(where) == 3 and all(name.startswith("search") for name in where)
+    else:
+        assert where == [LOOP] * 3

@@ -102,9 +102,9 @@ async def search_memories(request: Request) -> dict[str, Any]:
         # pool for both); under load it is embedded first, on its own threads, and holds no search slot.
         req = await build_request(params, info, request.app.state.embedding, beside=spaces.searches.idle())
         # On the one search pool of every face (search_pool.py): past the deadline, 503 and the slot is free.
-        # The process's one request, or any when the server's processes fill its cores, its vector at hand: its
-        # search may run on the loop's thread (no hop; search_pool.py says when it does).
-        here = (requests_in_flight() == 1 or spaces.searches.loop_per_core) and not isinstance(req.vector, Future)
+        # Few requests in the process (by default: this one alone), its vector at hand: its search may run on the
+        # loop's thread (no hop; search_pool.py says when it does).
+        here = requests_in_flight() <= spaces.searches.loop_depth and not isinstance(req.vector, Future)
         result = await spaces.searches.run(ranked_search, index, req, same_source, deadline_s=HARD_DEADLINE_S,
                                            inline_key=index if here else None)
     # The hits' JSON made in one call (views.py keeps each memory's own fields encoded), taken as it is.
