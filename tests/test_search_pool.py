@@ -128,13 +128,19 @@ def test_fewer_than_one_thread_is_refused() -> None:
         SearchPool(threads=0)
 
 
-def test_a_pool_is_idle_only_while_no_search_holds_a_slot(gate: threading.Event) -> None:
-    pool = SearchPool(threads=1)
-    assert pool.idle()
+def holding_a_slot(pool: SearchPool, gate: threading.Event) -> threading.Thread:
+    """A thread whose search holds one of the pool's slots until the gate opens (started, and inside)."""
     inside = threading.Event()
     running = threading.Thread(target=pool.run_sync, args=(lambda: (inside.set(), gate.wait(PATIENCE_S)),))
     running.start()
     assert inside.wait(PATIENCE_S)
+    return running
+
+
+def test_a_pool_is_idle_only_while_no_search_holds_a_slot(gate: threading.Event) -> None:
+    pool = SearchPool(threads=1)
+    assert pool.idle()
+    running = holding_a_slot(pool, gate)
     assert not pool.idle()
     gate.set()
     running.join(PATIENCE_S)
@@ -194,10 +200,7 @@ def test_while_another_search_holds_a_slot_a_search_from_the_loop_runs_on_the_po
     pool = SearchPool(threads=2, inline_max_s=PATIENCE_S)
     key = Collection()
     asyncio.run(pool.run(_thread_name, inline_key=key))  # known, and quick
-    inside = threading.Event()
-    running = threading.Thread(target=pool.run_sync, args=(lambda: (inside.set(), gate.wait(PATIENCE_S)),))
-    running.start()
-    assert inside.wait(PATIENCE_S)
+    running = holding_a_slot(pool, gate)
     assert asyncio.run(pool.run(_thread_name, inline_key=key)).startswith("search")
     gate.set()
     running.join(PATIENCE_S)
@@ -227,10 +230,7 @@ def test_a_search_that_waited_for_a_slot_is_not_counted_slow_for_its_wait(gate: 
     pool = SearchPool(threads=1, inline_max_s=0.05)
     key = Collection()
     asyncio.run(pool.run(_thread_name, inline_key=key))  # known, and quick
-    inside = threading.Event()
-    running = threading.Thread(target=pool.run_sync, args=(lambda: (inside.set(), gate.wait(PATIENCE_S)),))
-    running.start()
-    assert inside.wait(PATIENCE_S)
+    running = holding_a_slot(pool, gate)
 
     async def scenario() -> tuple[str, str]:
         queued = asyncio.ensure_future(pool.run(_thread_name, inline_key=key))  # waits for the one slot

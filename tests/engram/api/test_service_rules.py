@@ -155,47 +155,62 @@ def _thread_kind() -> str:
     return LOOP
 
 
+class Overlaps:
+    """SpaceIndex.search recorded: the kind of thread each search ran on, and the most that ran at once
+    (each held `hold_s`, long enough for concurrent requests' searches to overlap)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, hold_s: float = 0.02) -> None:
+        import threading
+        import time
+
+        from engram_index.engine.search import SpaceIndex
+
+        self.seen: list[str] = []
+        self.most = 0
+        self._running = 0
+        lock = threading.Lock()
+        search = SpaceIndex.search
+
+        def recording(index: SpaceIndex, req: object) -> object:
+            with lock:
+                self.seen.append(_thread_kind())
+                self._running += 1
+                self.most = max(self.most, self._running)
+            try:
+                time.sleep(hold_s)
+                return search(index, req)  # type: ignore[arg-type]
+            finally:
+                with lock:
+                    self._running -= 1
+
+        monkeypatch.setattr(SpaceIndex, "search", recording)
+
+    def clear(self) -> None:
+        """Forget what was recorded so far."""
+        self.seen.clear()
+        self.most = 0
+
+
 def test_at_most_the_given_number_of_searches_run_at_once_on_the_search_pool(
     data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from engram_index.engine.search import SpaceIndex
-
-    seen: set[str] = set()
-    running, most = [0], [0]
-    lock = threading.Lock()
-    search = SpaceIndex.search
-
-    def recording(self: SpaceIndex, req: object) -> object:
-        with lock:
-            seen.add(_thread_kind())
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        try:
-            time.sleep(0.02)  # long enough for the searches to overlap
-            return search(self, req)  # type: ignore[arg-type]
-        finally:
-            with lock:
-                running[0] -= 1
-
-    monkeypatch.setattr(SpaceIndex, "search", recording)
+    searches = Overlaps(monkeypatch)
     limits = SpaceLimits(rate=1e6, burst=1e6, concurrent=16)
     with serving(roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits, search_threads=2)) as url:
         get = lambda _: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello"})
         while get(0).status_code == 503:  # the index loads in the background
             time.sleep(0.05)
-        seen.clear()
-        most[0] = 0
+        searches.clear()
         with ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(lambda i: get(i).status_code, range(16)))
     assert statuses == [200] * 16
     # The pool keeps spare threads for overrunning searches, so which thread ran a search varies (and a
     # search that found its process answering nothing else may run on the event loop's); how many ran
     # at once does not.
-    assert 1 <= most[0] <= 2 and all(name.startswith("search") or name == LOOP for name in seen)
+    assert 1 <= searches.most <= 2 and all(name.startswith("search") or name == LOOP for name in searches.seen)
 
 
 def test_a_lone_search_runs_on_the_event_loops_thread_once_its_space_was_searched_quickly(
@@ -236,32 +251,13 @@ def test_a_lone_search_runs_on_the_event_loops_thread_once_its_space_was_searche
 def test_searches_that_overlap_run_on_the_event_loops_thread_when_the_servers_processes_fill_its_cores(
     data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
 
     from engram_index import search_pool
-    from engram_index.engine.search import SpaceIndex
 
     monkeypatch.setattr(search_pool, "INLINE_MAX_S", 3600.0)  # every search counts as quick: nothing timed
-    seen: list[str] = []
-    running, most = [0], [0]
-    lock = threading.Lock()
-    search = SpaceIndex.search
-
-    def recording(self: SpaceIndex, req: object) -> object:
-        with lock:
-            seen.append(_thread_kind())
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        try:
-            time.sleep(0.02)  # long enough for the requests to overlap
-            return search(self, req)  # type: ignore[arg-type]
-        finally:
-            with lock:
-                running[0] -= 1
-
-    monkeypatch.setattr(SpaceIndex, "search", recording)
+    searches = Overlaps(monkeypatch)
     limits = SpaceLimits(rate=1e6, burst=1e6, concurrent=16)
     app = roomy_app(data, "did:web:x", authenticator=InsecureOpen(), limits=limits,
                     processes=search_pool.usable_cores())
@@ -270,14 +266,13 @@ def test_searches_that_overlap_run_on_the_event_loops_thread_when_the_servers_pr
         get = lambda _: httpx.get(f"{url}/xrpc/garden.engram.searchMemories", params={"space": SPACE, "q": "hello", "limit": 1})
         while get(0).status_code == 503:  # the index loads in the background
             time.sleep(0.05)
-        seen.clear()
-        most[0] = 0
+        searches.clear()
         with ThreadPoolExecutor(depth) as pool:
             statuses = list(pool.map(lambda i: get(i).status_code, range(16)))
     assert statuses == [200] * 16
     # Every core has a serving process's loop: a pool thread would add no core, only the hop's cost. (Each
     # answer is full: a short one's whyFewer counts on the pool, and a search meanwhile would go there too.)
-    assert seen == [LOOP] * 16 and most[0] == 1
+    assert searches.seen == [LOOP] * 16 and searches.most == 1
 
 
 @pytest.mark.parametrize("beyond", [False, True])
@@ -287,7 +282,6 @@ def test_a_process_with_more_requests_in_flight_than_its_loop_depth_searches_on_
     import time
 
     from engram_index import search_pool
-    from engram_index.engine.search import SpaceIndex
     from engram_index.engram.api import search as api_search
 
     monkeypatch.setattr(search_pool, "INLINE_MAX_S", 3600.0)  # every search counts as quick: nothing timed
@@ -295,23 +289,16 @@ def test_a_process_with_more_requests_in_flight_than_its_loop_depth_searches_on_
     depth = search_pool.loop_depth_for(cores)
     # The process's count as this request's search would see it: at its depth, or one past it.
     monkeypatch.setattr(api_search, "requests_in_flight", lambda: depth + beyond)
-    where: list[str] = []
-    search = SpaceIndex.search
-
-    def recording(self: SpaceIndex, req: object) -> object:
-        where.append(_thread_kind())
-        return search(self, req)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(SpaceIndex, "search", recording)
+    searches = Overlaps(monkeypatch, hold_s=0.0)
     app = roomy_app(data, "did:web:x", authenticator=InsecureOpen(), processes=cores)
     with serving(app) as url:
         get = lambda: httpx.get(f"{url}/xrpc/garden.engram.searchMemories",
                                 params={"space": SPACE, "q": "hello", "limit": 1})
         while get().status_code == 503:  # the index loads in the background
             time.sleep(0.05)
-        where.clear()
+        searches.clear()
         assert [get().status_code for _ in range(3)] == [200] * 3
     if beyond:
-        assert len(where) == 3 and all(name.startswith("search") for name in where)
+        assert len(searches.seen) == 3 and all(name.startswith("search") for name in searches.seen)
     else:
-        assert where == [LOOP] * 3
+        assert searches.seen == [LOOP] * 3
