@@ -103,7 +103,7 @@ def create_app(
     a postgresql:// URL holding the records (None: the data directory's own SQLite store).
     `face_embedder` embeds for the v5 and Kindgi faces (None: the query embedder of `embedding`).
     At most `max_collections` collections stay loaded (the least recently used idle one is closed).
-    `processes`: how many processes serve beside this one's app, itself included (`serve --workers`):
+    `processes`: how many processes serve the data directory, this one included (`serve --workers`):
     as many as the cores, and a garden search runs on its request's event loop under load too
     (search_pool.py).
     """

@@ -44,7 +44,8 @@ from engram_index.cli.common import (
               help="Embed queries only for spaces of this authority DID (repeatable; default: all).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Processes serving requests. Above 1, indexes are caught up first, then served read-only. "
-                   "As many as the cores: each searches on its own event loop, with no hop to a thread.")
+                   "As many as the cores: each searches on its own event loop (no hop to a thread) while it has "
+                   "at most twice the cores' requests in flight.")
 @click.option("--sync-account", envvar="ENGRAM_SYNC_ACCOUNT", default=None,
               help="DID of the account this indexer signs in as to read spaces ($ENGRAM_SYNC_ACCOUNT).")
 @click.option("--sync-password", envvar="ENGRAM_SYNC_PASSWORD", default=None,
