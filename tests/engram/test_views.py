@@ -185,3 +185,10 @@ def test_a_lone_surrogate_fails_as_it_did_before() -> None:
         hits_json([hit], "keyword")
     with pytest.raises(TypeError):
         orjson.dumps(reference(hit, "keyword"))
+
+
+def test_the_compiled_writer_refuses_hits_and_fields_that_do_not_pair() -> None:
+    with pytest.raises(ValueError, match="1 hits but 0 fields"):
+        _views.hits_json([DOCS_HIT], "hybrid", [])
+    with pytest.raises(TypeError):
+        _views.hits_json(tuple([DOCS_HIT]), "hybrid", [b""])  # type: ignore[arg-type]

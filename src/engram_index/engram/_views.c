@@ -164,10 +164,16 @@ static int put_terms(Out *out, PyObject *terms)
     PyObject *term = NULL, *kind = NULL, *field = NULL;
     CHECK(PUT_LITERAL(out, "["));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(terms); i++) {
-        PyObject *match = PySequence_Fast_GET_ITEM(terms, i);
-        GET(term, match, s_term);
-        GET(kind, match, s_kind);
-        GET(field, match, s_field);
+        /* Held while read: an attribute's code (none of TermMatch's has any) could change the sequence. */
+        PyObject *match = Py_NewRef(PySequence_Fast_GET_ITEM(terms, i));
+        term = PyObject_GetAttr(match, s_term);
+        kind = term ? PyObject_GetAttr(match, s_kind) : NULL;
+        field = kind ? PyObject_GetAttr(match, s_field) : NULL;
+        Py_DECREF(match);
+        if (field == NULL) {
+            status = FAILED;
+            goto done;
+        }
         CHECK(put(out, i ? ",{\"term\":" : "{\"term\":", i ? 9 : 8));
         CHECK(put_str(out, term));
         CHECK(PUT_LITERAL(out, ",\"kind\":"));
@@ -330,14 +336,23 @@ static PyObject *hits_json(PyObject *self, PyObject *args)
     Out out = {PyMem_Malloc(4096), 0, 4096};
     if (out.data == NULL)
         return PyErr_NoMemory();
+    /* Each hit and its fields held while written (what an attribute's code might do to the lists). */
+    PyObject *held_hits = PyList_AsTuple(hits), *held_fields = held_hits ? PyList_AsTuple(fields) : NULL;
+    if (held_fields == NULL) {
+        Py_XDECREF(held_hits);
+        PyMem_Free(out.data);
+        return NULL;
+    }
     int status = PUT_LITERAL(&out, "[");
     for (Py_ssize_t i = 0; i < n && status == OK; i++) {
         if (i)
             status = PUT_LITERAL(&out, ",");
         if (status == OK)
-            status = put_hit(&out, PyList_GET_ITEM(hits, i), PyList_GET_ITEM(fields, i), mode_keyword, mode_vector,
-                             mode_hybrid);
+            status = put_hit(&out, PyTuple_GET_ITEM(held_hits, i), PyTuple_GET_ITEM(held_fields, i), mode_keyword,
+                             mode_vector, mode_hybrid);
     }
+    Py_DECREF(held_hits);
+    Py_DECREF(held_fields);
     if (status == OK)
         status = PUT_LITERAL(&out, "]");
     PyObject *result = status == OK ? PyBytes_FromStringAndSize(out.data, out.len)
