@@ -245,23 +245,22 @@ class SearchPool:
     async def run(self, fn: Callable[..., T], *args: Any, deadline_s: float | None = None,
                   inline_key: object | None = None) -> T:
         """Run fn(*args) on a pool thread from the event loop, within the deadline. With `inline_key` (the
-        collection it searches, weakly kept: from a caller whose fn waits for nothing else, and whose process
-        has at most `loop_depth` requests in flight) it may run on the loop's thread instead (the module's docstring says when)."""
-        if inline_key is not None:
-            if self._inline(inline_key):
-                began = time.perf_counter()
-                try:
-                    return fn(*args)
-                finally:
-                    self._release()
-                    self._last[inline_key] = time.perf_counter() - began
-            # Timed on its thread: a wait for a slot is not the collection's (under load it would keep every
-            # search of it off the loop).
-            return await self._pooled(self._timed, (inline_key, fn, *args), deadline_s)
-        return await self._pooled(fn, args, deadline_s)
+        collection it searches, weakly kept: from a caller whose fn waits for nothing else, and whose
+        process has at most `loop_depth` requests in flight) it may run on the loop's thread instead (the
+        module's docstring says when)."""
+        if inline_key is None:
+            return await self._pooled(fn, args, deadline_s)
+        if self._inline(inline_key):
+            try:
+                return self._timed(inline_key, fn, *args)
+            finally:
+                self._release()
+        # Timed on its thread: a wait for a slot is not the collection's (under load it would keep every
+        # search of it off the loop).
+        return await self._pooled(self._timed, (inline_key, fn, *args), deadline_s)
 
     def _timed(self, key: object, fn: Callable[..., T], *args: Any) -> T:
-        """fn(*args) on a pool thread, its time kept as its collection's last."""
+        """fn(*args), where it runs (the loop's thread or a pool thread), its time kept as its collection's last."""
         began = time.perf_counter()
         try:
             return fn(*args)
