@@ -154,9 +154,23 @@ def prepare(query_strings: list[str], headers: dict[str, str]) -> list[bytes]:
     return [f"GET {PATH}?{qs} HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}\r\n".encode() for qs in query_strings]
 
 
+def _stat(path: str) -> list[str] | None:
+    """The fields of a /proc stat file after the command's name (fields[1]: the parent, [11] and [12]: user
+    and system ticks), or None when the process or thread is gone."""
+    try:
+        with open(path) as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _cpu_seconds(fields: list[str]) -> float:
+    """The user + system CPU seconds of a stat file's fields."""
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def thread_cpu_seconds(pids: list[int]) -> tuple[float, float]:
     """CPU seconds used so far by these processes' main threads, and by all their other threads (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
     main = other = 0.0
     for pid in pids:
         try:
@@ -164,34 +178,26 @@ def thread_cpu_seconds(pids: list[int]) -> tuple[float, float]:
         except OSError:
             continue
         for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
+            fields = _stat(f"/proc/{pid}/task/{tid}/stat")
+            if fields is None:
                 continue
-            seconds = (int(fields[11]) + int(fields[12])) / tick
             if int(tid) == pid:
-                main += seconds
+                main += _cpu_seconds(fields)
             else:
-                other += seconds
+                other += _cpu_seconds(fields)
     return main, other
 
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system) used so far by a process and its live descendants (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
+        fields = _stat(f"/proc/{entry}/stat") if entry.isdigit() else None
+        if fields is None:
             continue
         parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+        times[int(entry)] = _cpu_seconds(fields)
     tree, frontier = {pid}, [pid]
     while frontier:
         parent = frontier.pop()
@@ -222,13 +228,9 @@ def _children(pid: int) -> list[int]:
     """The live child processes of a process."""
     out = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except OSError:
-                continue
+        fields = _stat(f"/proc/{entry}/stat") if entry.isdigit() else None
+        if fields is not None and int(fields[1]) == pid:
+            out.append(int(entry))
     return out
 
 
