@@ -47,10 +47,11 @@ def old_data_dir(tmp_path: Path) -> Path:
     return data
 
 
-@pytest.fixture(params=["vectorised", "popcnt", "portable"])
+@pytest.fixture(params=["vectorised", "avx2", "popcnt", "portable"])
 def c_loops(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Run the test on the C kernels' vectorised loops (skipped where the CPU has none), on them without
-    AVX-512 (skipped where the CPU has none: the first run is that one), and on the portable ones."""
+    """Run the test on the C kernels' vectorised loops (skipped where the CPU has none), on them with the
+    AVX2 scan in place of AVX-512's and with the popcnt scan in place of both (each skipped where the
+    first run is that one), and on the portable ones."""
     from tests.kernel_paths import c_loops as run
 
     yield from run(request.node, request.param)

@@ -60,22 +60,32 @@ def summary_lines() -> list[str]:
 
 
 def c_loops(node: pytest.Item, which: str) -> Iterator[str]:
-    """Run the C kernels' vectorised or portable loops for one test; yield the path's name."""
-    _kernels.use_portable(False)
-    _kernels.use_avx512(True)
+    """Run the C kernels' vectorised, AVX2-scan, popcnt-scan or portable loops for one test; yield the path's name."""
+    _reset_loops()
     fastest = _kernels.loops()
     try:
         if which == "portable":
             _kernels.use_portable(True)
             path = "C kernels, portable loops (scan, dots)"
-        elif which == "popcnt":
-            # The scan's middle loop, which the vectorised run leaves out where AVX-512 is there.
+        elif which == "avx2":
+            # The scan's AVX2 loop, which the vectorised run leaves out where AVX-512 is there.
             _kernels.use_avx512(False)
             below = _kernels.loops()
             path = f"C kernels, vectorised loops without AVX-512 ({below['scan']} scan, {below['dot']} dots)"
             if fastest["scan"] != "avx512-vpopcntdq":
-                skip(node, "C kernels, popcnt scan beside AVX-512",
+                skip(node, "C kernels, AVX2 scan beside AVX-512",
                      "this CPU has no AVX-512 VPOPCNTDQ: the vectorised run is this loop")
+            if below["scan"] != "avx2":
+                skip(node, "C kernels, AVX2 scan beside AVX-512", "this CPU has no AVX2")
+        elif which == "popcnt":
+            # The scan's scalar loop, which the vectorised run leaves out where AVX2 or AVX-512 is there.
+            _kernels.use_avx512(False)
+            _kernels.use_avx2(False)
+            below = _kernels.loops()
+            path = f"C kernels, scalar scan beside vectorised dots ({below['scan']} scan, {below['dot']} dots)"
+            if fastest["scan"] == below["scan"]:
+                skip(node, "C kernels, popcnt scan beside a vectorised one",
+                     f"this CPU has no AVX2 or AVX-512 VPOPCNTDQ: the vectorised run is the {below['scan']} loop")
         else:
             path = f"C kernels, vectorised loops ({fastest['scan']} scan, {fastest['dot']} dots)"
             if set(fastest.values()) == {"portable"}:
@@ -83,8 +93,14 @@ def c_loops(node: pytest.Item, which: str) -> Iterator[str]:
         exercised(node, path)
         yield path
     finally:
-        _kernels.use_portable(False)
-        _kernels.use_avx512(True)
+        _reset_loops()
+
+
+def _reset_loops() -> None:
+    """Every kernel back on the fastest loop the CPU runs."""
+    _kernels.use_portable(False)
+    _kernels.use_avx512(True)
+    _kernels.use_avx2(True)
 
 
 def simsimd_level(node: pytest.Item, capability: str) -> Iterator[str]:

@@ -50,17 +50,46 @@ def test_hamming_distances_are_exact_for_any_row_count_and_word_count_on_each_lo
     assert np.array_equal(out_near, reference_nearest(reference_distances(query, codes), None, out_near.size))
 
 
-def test_the_scan_names_each_loop_it_can_be_held_to() -> None:
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux names them (empty where /proc/cpuinfo has none)."""
     try:
-        fastest = _kernels.loops()["scan"]
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def test_the_scan_names_each_loop_it_can_be_held_to() -> None:
+    flags = cpu_flags()
+    fastest = _kernels.loops()["scan"]
+    try:
         _kernels.use_avx512(False)
-        assert _kernels.loops()["scan"] == ("popcnt" if fastest == "avx512-vpopcntdq" else fastest)
+        without_avx512 = _kernels.loops()["scan"]
+        _kernels.use_avx2(False)
+        scalar = _kernels.loops()["scan"]
+        _kernels.use_avx512(True)
+        held_by_avx2_alone = _kernels.loops()["scan"]
         _kernels.use_portable(True)
-        assert _kernels.loops()["scan"] == "portable"
+        portable = _kernels.loops()["scan"]
     finally:
         _kernels.use_portable(False)
         _kernels.use_avx512(True)
+        _kernels.use_avx2(True)
+    assert scalar == ("popcnt" if "popcnt" in flags else "portable")
+    assert without_avx512 == ("avx2" if {"avx2", "popcnt"} <= flags else scalar)
+    assert held_by_avx2_alone == scalar
+    assert portable == "portable"
     assert _kernels.loops()["scan"] == fastest
+
+
+def test_a_cpu_with_avx2_and_no_avx512_popcount_scans_with_avx2() -> None:
+    flags = cpu_flags()
+    if not {"avx2", "popcnt"} <= flags or "avx512_vpopcntdq" in flags:
+        pytest.skip("the CPU has no AVX2, or has AVX-512 VPOPCNTDQ (whose loop it scans with)")
+    assert _kernels.loops()["scan"] == "avx2"
 
 
 @pytest.mark.parametrize("width", [2, 48, 96])
@@ -79,6 +108,24 @@ def test_nearest_keeps_the_smallest_distances_with_ties_at_the_cut_to_the_lower_
         written = _kernels.nearest(query, codes, excluded, out)
         assert written == count
         assert np.array_equal(out, reference_nearest(distances, excluded, count))
+
+
+@pytest.mark.parametrize("rows", [5, 16, 37, 1003])
+def test_nearest_keeps_copies_of_the_query_first_even_when_they_fill_the_count(rows: int, c_loops: str) -> None:
+    # Distance 0 at the cut: every row taken is a tie at it, and a block of distances is compared
+    # against a cut with nothing under it.
+    rng = np.random.default_rng(rows)
+    codes = rng.integers(0, 256, (rows, 48), dtype=np.uint8)
+    query = rng.integers(0, 256, 48, dtype=np.uint8)
+    copies = np.sort(rng.choice(rows, size=max(2, rows // 4), replace=False))
+    codes[copies] = query
+    excluded = np.zeros(rows, dtype=bool)
+    excluded[copies[0]] = True
+    distances = reference_distances(query, codes)
+    for count in (1, len(copies) - 1, len(copies) + 1):
+        out = np.empty(min(count, rows - 1), dtype=np.int64)
+        assert _kernels.nearest(query, codes, excluded, out) == out.size
+        assert np.array_equal(out, reference_nearest(distances, excluded, out.size))
 
 
 def test_nearest_gives_every_admitted_row_when_fewer_remain_than_asked() -> None:

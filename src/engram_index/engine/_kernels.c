@@ -32,14 +32,15 @@ int engram_portable(void)
     return force_portable;
 }
 
-/* Set by use_avx512(False): the scan runs its popcnt loop where the CPU has AVX-512 VPOPCNTDQ, so
- * that the tests can run all three of its loops on such a machine. Read under the GIL. */
-static int avoid_avx512 = 0;
+/* Set by use_avx512(False) and use_avx2(False): the scan runs a loop below its fastest (AVX2 in
+ * place of AVX-512 VPOPCNTDQ; popcnt in place of both), so that the tests can run each of its
+ * loops on a machine that has them all. Read under the GIL. */
+static int avoid_avx512 = 0, avoid_avx2 = 0;
 
 /* The scan's level for engram_select_scan (_kernels.h). */
 int engram_scan_level(void)
 {
-    return force_portable ? 2 : avoid_avx512 ? 1 : 0;
+    return force_portable ? 3 : avoid_avx2 ? 2 : avoid_avx512 ? 1 : 0;
 }
 #define scan_level engram_scan_level
 
@@ -477,7 +478,7 @@ static PyObject *use_portable(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(use_avx512_doc,
 "use_avx512(flag)\n--\n\n"
 "Let the coarse scan run its AVX-512 VPOPCNTDQ loop where the CPU has it (flag true, the default),\n"
-"or its popcnt loop (false). For tests: every loop gives the same distances, each tested on its own.");
+"or the next below it (false: AVX2, else popcnt). For tests: every loop gives the same distances.");
 
 static PyObject *use_avx512(PyObject *self, PyObject *arg)
 {
@@ -488,9 +489,23 @@ static PyObject *use_avx512(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(use_avx2_doc,
+"use_avx2(flag)\n--\n\n"
+"Let the coarse scan run a vector loop (AVX-512 VPOPCNTDQ or AVX2) where the CPU has one (flag true,\n"
+"the default), or its popcnt loop (false). For tests: every loop gives the same distances.");
+
+static PyObject *use_avx2(PyObject *self, PyObject *arg)
+{
+    int flag = PyObject_IsTrue(arg);
+    if (flag < 0)
+        return NULL;
+    avoid_avx2 = !flag;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(loops_doc,
 "loops() -> dict\n--\n\n"
-"Name the loop each kernel runs now: {'scan': 'avx512-vpopcntdq', 'popcnt' or 'portable', 'dot':\n"
+"Name the loop each kernel runs now: {'scan': 'avx512-vpopcntdq', 'avx2', 'popcnt' or 'portable', 'dot':\n"
 "'avx2+fma+f16c' or 'portable'} (dot: the re-rank's cosines and the squared norms).");
 
 static PyObject *loops(PyObject *self, PyObject *unused)
@@ -527,6 +542,7 @@ static PyMethodDef methods[] = {
     {"snippet_bounds", engram_snippet_bounds, METH_VARARGS, engram_snippet_bounds_doc},
     {"use_portable", use_portable, METH_O, use_portable_doc},
     {"use_avx512", use_avx512, METH_O, use_avx512_doc},
+    {"use_avx2", use_avx2, METH_O, use_avx2_doc},
     {"loops", loops, METH_NOARGS, loops_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -11,13 +11,13 @@
 typedef void (*engram_scan_fn)(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width,
                                const uint8_t *excluded, uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride);
 
-/* The fastest scan this CPU runs at a level (0: any; 1: none above popcnt, no AVX-512; 2: the
+/* The fastest scan this CPU runs at a level (0: any; 1: no AVX-512; 2: none above popcnt; 3: the
  * portable loop), and its name. */
 engram_scan_fn engram_select_scan(int level, const char **name);
 
 /* The ascending ordinals of the count smallest distances (ties: lower ordinals), the rows the scan
  * excluded (UINT16_MAX) skipped; level as engram_select_scan's (0: the AVX-512 BW pass where the CPU
- * has it, else the portable one). */
+ * has it; 0 or 1: the AVX2 one where it has that; else the portable one). */
 Py_ssize_t engram_pick_nearest(uint16_t *dist, Py_ssize_t n, Py_ssize_t bits, int64_t *out, Py_ssize_t count,
                                Py_ssize_t *hist, int level);
 

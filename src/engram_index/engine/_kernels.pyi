@@ -294,7 +294,10 @@ def use_portable(flag: bool) -> None:
     """Run every kernel's plain C loop (True) or the fastest the CPU runs (False, the default)."""
 
 def use_avx512(flag: bool) -> None:
-    """Let the coarse scan run its AVX-512 VPOPCNTDQ loop where the CPU has it (True, the default) or its popcnt loop (False)."""
+    """Let the coarse scan run its AVX-512 VPOPCNTDQ loop where the CPU has it (True, the default) or the next below it (False)."""
+
+def use_avx2(flag: bool) -> None:
+    """Let the coarse scan run a vector loop where the CPU has one (True, the default) or its popcnt loop (False)."""
 
 def loops() -> dict[str, str]:
     """Name the loop each kernel runs now: {"scan": ..., "dot": ...}."""
