@@ -465,13 +465,19 @@ PyDoc_STRVAR(use_portable_doc,
 "Run every kernel's plain C loop (flag true) or the fastest loop the CPU runs (false, the default).\n"
 "For tests: both loops give the same results, and each must be tested on its own.");
 
-static PyObject *use_portable(PyObject *self, PyObject *arg)
+/* Set one of the loop switches from a Python truth value (set_to: the switch's value when it is true). */
+static PyObject *set_switch(int *which, PyObject *arg, int set_to)
 {
     int flag = PyObject_IsTrue(arg);
     if (flag < 0)
         return NULL;
-    force_portable = flag;
+    *which = flag ? set_to : !set_to;
     Py_RETURN_NONE;
+}
+
+static PyObject *use_portable(PyObject *self, PyObject *arg)
+{
+    return set_switch(&force_portable, arg, 1);
 }
 
 
@@ -482,11 +488,7 @@ PyDoc_STRVAR(use_avx512_doc,
 
 static PyObject *use_avx512(PyObject *self, PyObject *arg)
 {
-    int flag = PyObject_IsTrue(arg);
-    if (flag < 0)
-        return NULL;
-    avoid_avx512 = !flag;
-    Py_RETURN_NONE;
+    return set_switch(&avoid_avx512, arg, 0);
 }
 
 PyDoc_STRVAR(use_avx2_doc,
@@ -496,11 +498,7 @@ PyDoc_STRVAR(use_avx2_doc,
 
 static PyObject *use_avx2(PyObject *self, PyObject *arg)
 {
-    int flag = PyObject_IsTrue(arg);
-    if (flag < 0)
-        return NULL;
-    avoid_avx2 = !flag;
-    Py_RETURN_NONE;
+    return set_switch(&avoid_avx2, arg, 0);
 }
 
 PyDoc_STRVAR(loops_doc,
