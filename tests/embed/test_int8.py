@@ -77,6 +77,21 @@ def test_int8_query_vectors_stay_close_to_the_float32_ones(int8: MiniLMEmbedder,
     assert np.array_equal(got, got.astype(np.float16).astype(np.float64))  # finished as every vector
 
 
+def test_an_int8_vector_is_the_same_whatever_texts_are_embedded_beside_it(int8: MiniLMEmbedder) -> None:
+    # The graph quantizes each pass's activations with one scale: a text batched with others would
+    # get a vector that depends on them (cosine 0.989 between two batchings of one abstract).
+    texts = ["The patient was given aspirin.", "Vitamin D deficiency is common in the elderly population of"
+             " northern countries, where sunlight is scarce for half of the year.", "ok",
+             "Mutations in BRCA1 raise the risk of breast cancer.", "I moved to Berlin last spring."]
+    alone = np.stack([int8.embed_documents([text])[0] for text in texts])
+    together = int8.embed_documents(texts)
+    beside_others = int8.embed_documents(texts[::-1] + ["A much longer text than the others, with many more"
+                                                        " words in it, so that it would set a batch's padding."])
+    assert np.array_equal(together, alone)
+    assert np.array_equal(beside_others[:len(texts)][::-1], alone)
+    assert np.array_equal(int8.embed_queries(texts), np.stack([int8.embed_queries([t])[0] for t in texts]))
+
+
 def test_quantization_works_on_any_local_graph_with_matmuls() -> None:
     weight = np.arange(-32, 32, dtype=np.float32).reshape(8, 8) / 7
     graph = helper.make_graph(

@@ -22,7 +22,11 @@ used only when their digest is the pinned int8 one.
 
 Texts are sorted by token count and cut into passes of at most `batch_size` texts and
 `pass_tokens` padded tokens, so that a pass carries little padding and its activations stay in
-cache; results come back in input order. A pass runs on the calling thread alone
+cache; results come back in input order. The int8 graph takes one text a pass: it quantizes a
+pass's activations with one scale over the whole pass, padding included, so a text batched with
+others got a vector that depended on them (cosine 0.989 between two batchings of one abstract),
+where alone it is a function of its text, as a query's is. One text a pass cost 0-15 % more CPU
+(docs/design/embed.md). A pass runs on the calling thread alone
 (`threads=1`): on a shared 2-core machine more intra-op threads did not pay, and parallelism,
 where wanted, comes from concurrent callers (onnxruntime runs them at once, without the GIL).
 See docs/design/embed.md for the measurements.
@@ -133,8 +137,8 @@ class MiniLMEmbedder(BatchedEmbedder):
     ) -> None:
         """Load and verify the weights (the packaged ones by default).
 
-        A forward pass takes at most `batch_size` texts and `pass_tokens` padded tokens (a
-        longer text goes alone), and runs on `threads` threads. With `int8`, the graph is the
+        A forward pass takes at most `batch_size` texts (one on the int8 graph) and `pass_tokens`
+        padded tokens (a longer text goes alone), and runs on `threads` threads. With `int8`, the graph is the
         int8 one quantized from the verified weights (identity `MINILM_INT8_IDENTITY`), refused
         unless its bytes have the pinned digest; those bytes are kept in `cache_dir` (default
         `default_cache_dir()`) and read back at the next start when their digest is still the pinned one.
@@ -163,6 +167,8 @@ class MiniLMEmbedder(BatchedEmbedder):
         self.threads = threads
         self.pass_tokens = pass_tokens
         self.identity = MINILM_IDENTITY
+        # Texts a forward pass takes: one for the int8 graph (its activations' scale is the pass's).
+        self.texts_per_pass = batch_size
         if int8:
             from engram_index.embed.quantize import read_cached, write_cached
 
@@ -173,6 +179,7 @@ class MiniLMEmbedder(BatchedEmbedder):
                 write_cached(cache, model)
             graph = MiniLMGraph(model, np.zeros(0, np.uint8))
             self.identity = MINILM_INT8_IDENTITY
+            self.texts_per_pass = 1
         else:
             graph = build_minilm_graph(weights)
         del weights
@@ -214,7 +221,7 @@ class MiniLMEmbedder(BatchedEmbedder):
         while start < len(order):
             end = start + 1
             # Sorted ascending, so the next text is the longest: it sets the padded length.
-            while (end < len(order) and end - start < self.batch_size
+            while (end < len(order) and end - start < self.texts_per_pass
                    and (end - start + 1) * len(ids[order[end]]) <= self.pass_tokens):
                 end += 1
             rows = order[start:end]
