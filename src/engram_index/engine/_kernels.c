@@ -32,15 +32,15 @@ int engram_portable(void)
     return force_portable;
 }
 
-/* Set by use_avx512(False) and use_avx2(False): the scan runs a loop below its fastest (AVX2 in
+/* Cleared by use_avx512(False) and use_avx2(False): the scan runs a loop below its fastest (AVX2 in
  * place of AVX-512 VPOPCNTDQ; popcnt in place of both), so that the tests can run each of its
  * loops on a machine that has them all. Read under the GIL. */
-static int avoid_avx512 = 0, avoid_avx2 = 0;
+static int allow_avx512 = 1, allow_avx2 = 1;
 
 /* The scan's level for engram_select_scan (_kernels.h). */
 int engram_scan_level(void)
 {
-    return force_portable ? 3 : avoid_avx2 ? 2 : avoid_avx512 ? 1 : 0;
+    return force_portable ? 3 : !allow_avx2 ? 2 : !allow_avx512 ? 1 : 0;
 }
 #define scan_level engram_scan_level
 
@@ -465,19 +465,19 @@ PyDoc_STRVAR(use_portable_doc,
 "Run every kernel's plain C loop (flag true) or the fastest loop the CPU runs (false, the default).\n"
 "For tests: both loops give the same results, and each must be tested on its own.");
 
-/* Set one of the loop switches from a Python truth value (set_to: the switch's value when it is true). */
-static PyObject *set_switch(int *which, PyObject *arg, int set_to)
+/* Set one of the loop switches to a Python truth value. */
+static PyObject *set_switch(int *which, PyObject *arg)
 {
     int flag = PyObject_IsTrue(arg);
     if (flag < 0)
         return NULL;
-    *which = flag ? set_to : !set_to;
+    *which = flag;
     Py_RETURN_NONE;
 }
 
 static PyObject *use_portable(PyObject *self, PyObject *arg)
 {
-    return set_switch(&force_portable, arg, 1);
+    return set_switch(&force_portable, arg);
 }
 
 
@@ -488,7 +488,7 @@ PyDoc_STRVAR(use_avx512_doc,
 
 static PyObject *use_avx512(PyObject *self, PyObject *arg)
 {
-    return set_switch(&avoid_avx512, arg, 0);
+    return set_switch(&allow_avx512, arg);
 }
 
 PyDoc_STRVAR(use_avx2_doc,
@@ -498,7 +498,7 @@ PyDoc_STRVAR(use_avx2_doc,
 
 static PyObject *use_avx2(PyObject *self, PyObject *arg)
 {
-    return set_switch(&avoid_avx2, arg, 0);
+    return set_switch(&allow_avx2, arg);
 }
 
 PyDoc_STRVAR(loops_doc,

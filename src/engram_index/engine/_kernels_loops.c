@@ -307,21 +307,20 @@ static int have_avx512bw(void)
 }
 
 /* The same pass 16 distances to a compare (AVX2), for CPUs without AVX-512 BW: AVX2 compares only
- * signed 16-bit lanes, so a distance is under the cut where the unsigned minimum of it and cut - 1
- * is itself. Blocks holding a taken row are walked as take_avx512 walks them. */
+ * signed 16-bit lanes, so a distance is at most the cut where the unsigned maximum of it and the cut
+ * is the cut. Blocks holding a taken row are walked as take_avx512 walks them. */
 __attribute__((target("avx2"))) static Py_ssize_t take_avx2(const uint16_t *dist, Py_ssize_t n, uint16_t cut,
                                                             Py_ssize_t ties, int64_t *out, Py_ssize_t count)
 {
     Py_ssize_t r = 0, written = 0;
-    if (cut == 0) /* (nothing is under a cut of 0: the compare below needs cut - 1) */
-        return take_portable(dist, 0, n, cut, ties, out, 0, count);
-    __m256i at = _mm256_set1_epi16((short)cut), under = _mm256_set1_epi16((short)(cut - 1));
+    __m256i at = _mm256_set1_epi16((short)cut);
     for (; r + 16 <= n && written < count; r += 16) {
         __m256i d = _mm256_loadu_si256((const void *)(dist + r));
         /* movemask gives two bits a lane; the even ones stand for the lanes. */
-        uint32_t below = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(_mm256_min_epu16(d, under), d)) & 0x55555555u;
+        uint32_t within = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(_mm256_max_epu16(d, at), at)) & 0x55555555u;
         uint32_t equal = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(d, at)) & 0x55555555u;
-        for (uint32_t left = below | equal; left && written < count; left &= left - 1) {
+        uint32_t below = within & ~equal;
+        for (uint32_t left = within; left && written < count; left &= left - 1) {
             int bit = __builtin_ctz(left);
             if (((below >> bit) & 1) || ties-- > 0)
                 out[written++] = r + bit / 2;
