@@ -49,6 +49,8 @@ static int put(Out *out, const char *bytes, Py_ssize_t n)
 }
 
 #define PUT_LITERAL(out, s) put((out), (s), (Py_ssize_t)(sizeof(s) - 1))
+/* A literal, after a comma when `more` (an element or member came before it). */
+#define PUT_NEXT(out, more, s) put((out), ("," s) + !(more), (Py_ssize_t)sizeof(s) - !(more))
 
 /* A decimal integer (by hand: snprintf's format parsing cost more than the rest of a hit). */
 static int put_int(Out *out, long long value)
@@ -174,7 +176,7 @@ static int put_terms(Out *out, PyObject *terms)
             status = FAILED;
             goto done;
         }
-        CHECK(put(out, i ? ",{\"term\":" : "{\"term\":", i ? 9 : 8));
+        CHECK(PUT_NEXT(out, i, "{\"term\":"));
         CHECK(put_str(out, term));
         CHECK(PUT_LITERAL(out, ",\"kind\":"));
         CHECK(put_str(out, kind));
@@ -193,7 +195,8 @@ done:
     return status;
 }
 
-static int put_snippet(Out *out, PyObject *snippet)
+/* The match's snippet member (after a comma when `more`). */
+static int put_snippet(Out *out, PyObject *snippet, int more)
 {
     int status = OK;
     PyObject *field = NULL, *text = NULL, *highlights = NULL;
@@ -204,7 +207,7 @@ static int put_snippet(Out *out, PyObject *snippet)
         status = UNSUPPORTED;
         goto done;
     }
-    CHECK(PUT_LITERAL(out, "\"snippet\":{\"field\":"));
+    CHECK(PUT_NEXT(out, more, "\"snippet\":{\"field\":"));
     CHECK(put_str(out, field));
     CHECK(PUT_LITERAL(out, ",\"text\":"));
     CHECK(put_str(out, text));
@@ -218,7 +221,7 @@ static int put_snippet(Out *out, PyObject *snippet)
         }
         CHECK(integer(PyTuple_GET_ITEM(span, 0), &start));
         CHECK(integer(PyTuple_GET_ITEM(span, 1), &end));
-        CHECK(put(out, i ? ",{\"byteStart\":" : "{\"byteStart\":", i ? 14 : 13));
+        CHECK(PUT_NEXT(out, i, "{\"byteStart\":"));
         CHECK(put_int(out, start));
         CHECK(PUT_LITERAL(out, ",\"byteEnd\":"));
         CHECK(put_int(out, end));
@@ -277,7 +280,7 @@ static int put_hit(Out *out, PyObject *hit, PyObject *fields, int mode_keyword, 
             long long rank, score;
             CHECK(integer(keyword_rank, &rank));
             CHECK(rounded(bm25, 100.0, &score));
-            CHECK(put(out, members ? ",\"keyword\":{\"rank\":" : "\"keyword\":{\"rank\":", members ? 19 : 18));
+            CHECK(PUT_NEXT(out, members, "\"keyword\":{\"rank\":"));
             CHECK(put_int(out, rank));
             CHECK(PUT_LITERAL(out, ",\"score\":"));
             CHECK(put_int(out, score < 0 ? 0 : score));
@@ -289,14 +292,12 @@ static int put_hit(Out *out, PyObject *hit, PyObject *fields, int mode_keyword, 
         }
         GET(snippet, hit, s_snippet);
         if (snippet != Py_None) {
-            if (members)
-                CHECK(PUT_LITERAL(out, ","));
-            CHECK(put_snippet(out, snippet));
+            CHECK(put_snippet(out, snippet, members));
             members++;
         }
         GET(fusion, hit, s_fusion);
         if (fusion != Py_None) {
-            CHECK(put(out, members ? ",\"fusion\":" : "\"fusion\":", members ? 10 : 9));
+            CHECK(PUT_NEXT(out, members, "\"fusion\":"));
             CHECK(put_str(out, fusion));
         }
         CHECK(PUT_LITERAL(out, "}"));
