@@ -141,6 +141,21 @@ static inline void add_part(double *acc, int32_t *mark, int64_t d, uint16_t tf_c
         mark[d] = found_mark;
 }
 
+/* Phase 1 works out its entries' parts this many at a time, ahead of adding them: a loop of the
+ * same arithmetic alone, which the compiler does two to an SSE2 instruction (one at a time, the
+ * division and its wait were a third of the pass's samples; 0.79x the pass's CPU on an AVX2 AMD
+ * EPYC, bench/ab_kernels.py). The same operations in the same order: the same doubles. */
+#define PARTS_BLOCK 256
+
+static void block_parts(const uint16_t *tfs, const uint16_t *lengths, int64_t count, double scale, double norm0,
+                        double norm1, double *out)
+{
+    for (int64_t i = 0; i < count; i++) {
+        double tf = (double)tfs[i];
+        out[i] = scale * tf / (tf + (norm0 + norm1 * (double)lengths[i]));
+    }
+}
+
 typedef struct {
     double bound;   /* the most a document can get from the unit */
     int64_t length; /* its postings' entries */
@@ -356,29 +371,39 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
             int64_t kind = kinds[q];
             int32_t group = (int32_t)groups[q];
             int64_t lone = 0; /* an exact form's holders its stem did not mark (before the filter) */
-            for (int64_t p = post_starts[tids[q]], stop = post_starts[tids[q] + 1]; p < stop; p++) {
-                int32_t d = post_ords[p];
-                if (d < 0 || d >= m || d >= docs)
-                    continue;
-                if (stale_n >= 0 && d < stale_n && stale[d])
-                    continue;
-                if (kind == 2) {
-                    if (mark[d] == group)
+            double parts[PARTS_BLOCK];
+            for (int64_t from = post_starts[tids[q]], stop = post_starts[tids[q] + 1]; from < stop; from += PARTS_BLOCK) {
+                int64_t till = stop - from < PARTS_BLOCK ? stop : from + PARTS_BLOCK;
+                if (post_lengths != NULL)
+                    block_parts(post_tfs + from, post_lengths + from, till - from, scale, norm0, norm1, parts);
+                for (int64_t p = from; p < till; p++) {
+                    int32_t d = post_ords[p];
+                    if (d < 0 || d >= m || d >= docs)
                         continue;
-                    lone++;
+                    if (stale_n >= 0 && d < stale_n && stale[d])
+                        continue;
+                    if (kind == 2) {
+                        if (mark[d] == group)
+                            continue;
+                        lone++;
+                    }
+                    if (allowed_n >= 0 && (d >= allowed_n || !allowed[d]))
+                        continue;
+                    double part;
+                    if (post_lengths != NULL)
+                        part = parts[p - from];
+                    else {
+                        double tf = (double)post_tfs[p];
+                        part = scale * tf / (tf + (norm0 + norm1 * (double)doc_lengths[d]));
+                    }
+                    /* Met for the first time: noted without a branch (which half the holders take). */
+                    if (n < m)
+                        touched[n] = d;
+                    n += acc[d] == 0.0;
+                    acc[d] += part;
+                    if (kind == 1)
+                        mark[d] = group;
                 }
-                if (allowed_n >= 0 && (d >= allowed_n || !allowed[d]))
-                    continue;
-                double tf = (double)post_tfs[p];
-                double length = post_lengths != NULL ? (double)post_lengths[p] : (double)doc_lengths[d];
-                double norm = norm0 + norm1 * length;
-                /* Met for the first time: noted without a branch (which half the holders take). */
-                if (n < m)
-                    touched[n] = d;
-                n += acc[d] == 0.0;
-                acc[d] += scale * tf / (tf + norm);
-                if (kind == 1)
-                    mark[d] = group;
             }
             /* Read whole, every holder marked: the stem covers this form in these postings. */
             if (kind == 2 && covered_by != NULL && lone == 0 && stem_of[q] >= 0 && tids[stem_of[q]] >= 0)
