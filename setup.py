@@ -13,7 +13,7 @@ setup(
              "src/engram_index/engine/_kernels_snippet.c", "src/engram_index/engine/_kernels_fuse.c",
              "src/engram_index/engine/_kernels_maxscore.c", "src/engram_index/engine/_kernels_columns.c",
              "src/engram_index/engine/_kernels_holds.c", "src/engram_index/engine/_kernels_rest.c",
-             "src/engram_index/engine/_kernels_context.c"],
+             "src/engram_index/engine/_kernels_context.c", "src/engram_index/engine/_kernels_pick.c"],
             depends=["src/engram_index/engine/_kernels.h"],
             # No fused multiply-adds outside the loops that ask for them: fusion must round as numpy does.
             extra_compile_args=["-O3", "-std=c11", "-ffp-contract=off"],

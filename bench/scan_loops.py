@@ -3,7 +3,7 @@
 The compiled scan has up to four loops (AVX-512 VPOPCNTDQ, AVX2, popcnt, portable), chosen at run
 time; `use_avx512`, `use_avx2` and `use_portable` hold it to the lower ones. For n random sign codes
 of each width (the kernel's cost does not depend on the values), each round runs `nearest` (the
-distances, their histograms and the cut: the coarse stage of a hybrid search, 1,032 rows kept) once
+distances, the cut and the rows under it: the coarse stage of a hybrid search, 1,032 rows kept) once
 on every loop, in a new order each round, with the caches warm (the same codes just read) and with
 them cold (a 64 MB buffer written before the call, as a search's other stages leave them). Prints
 the CPU model and each loop's median thread-CPU µs a call, and its ratio to the popcnt loop's.

@@ -72,16 +72,6 @@ void engram_release_all(Py_buffer *views, int count)
             PyBuffer_Release(&views[i]);
 }
 
-/* The scan's four zeroed histograms for codes of `bits` bits (bits + 1 bins each), or NULL with
- * MemoryError set. */
-static Py_ssize_t *new_histograms(Py_ssize_t bits)
-{
-    Py_ssize_t *hist = PyMem_RawCalloc(4 * ((size_t)bits + 1), sizeof(Py_ssize_t));
-    if (hist == NULL)
-        PyErr_NoMemory();
-    return hist;
-}
-
 /* Say whether a buffer holds items of one byte-size and one of the given struct formats. */
 int engram_has_format(const Py_buffer *view, Py_ssize_t itemsize, const char *formats)
 {
@@ -109,20 +99,14 @@ static Py_ssize_t rows_of(const Py_buffer *q, const Py_buffer *c)
     return c->len / q->len;
 }
 
-/* Count the distances from q to each of the n rows of c into dist, with the GIL released; give the
- * scan's histograms (the caller frees them), or NULL with MemoryError set. */
-static Py_ssize_t *scan(const Py_buffer *q, const Py_buffer *c, Py_ssize_t n, uint16_t *dist)
+/* Count the distances from q to each of the n rows of c into dist, with the GIL released. */
+static void scan(const Py_buffer *q, const Py_buffer *c, Py_ssize_t n, uint16_t *dist)
 {
-    Py_ssize_t bits = q->len * 8;
-    Py_ssize_t *hist = new_histograms(bits);
-    if (hist == NULL)
-        return NULL;
     const char *name;
     engram_scan_fn scan_rows = engram_select_scan(scan_level(), &name);
     Py_BEGIN_ALLOW_THREADS
-    scan_rows((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, NULL, dist, hist, bits + 1);
+    scan_rows((const uint8_t *)q->buf, (const uint8_t *)c->buf, n, q->len, NULL, dist);
     Py_END_ALLOW_THREADS
-    return hist;
 }
 
 PyDoc_STRVAR(hamming_doc,
@@ -139,7 +123,6 @@ static PyObject *hamming(PyObject *self, PyObject *args)
     memset(v, 0, sizeof(v));
     Py_buffer *q = &v[0], *c = &v[1], *o = &v[2];
     PyObject *result = NULL;
-    Py_ssize_t *hist = NULL;
     if (engram_get_buffer(q_obj, q, 0, "query") < 0 || engram_get_buffer(c_obj, c, 0, "codes") < 0
         || engram_get_buffer(o_obj, o, 1, "out") < 0)
         goto done;
@@ -154,11 +137,9 @@ static PyObject *hamming(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "out holds %zd values for %zd rows", o->len / 2, n);
         goto done;
     }
-    if ((hist = scan(q, c, n, (uint16_t *)o->buf)) == NULL)
-        goto done;
+    scan(q, c, n, (uint16_t *)o->buf);
     result = Py_NewRef(Py_None);
 done:
-    PyMem_RawFree(hist);
     engram_release_all(v, 3);
     return result;
 }
@@ -213,18 +194,12 @@ done:
 Py_ssize_t engram_nearest_into(const uint8_t *query, Py_ssize_t width, const uint8_t *codes, Py_ssize_t n,
                                const uint8_t *excluded, int64_t *out, Py_ssize_t count, int level)
 {
-    Py_ssize_t bits = width * 8;
     uint16_t *dist = engram_scratch(n);
-    Py_ssize_t *hist = PyMem_RawCalloc(4 * ((size_t)bits + 1), sizeof(Py_ssize_t));
-    if (dist == NULL || hist == NULL) {
-        PyMem_RawFree(hist);
+    if (dist == NULL)
         return -1;
-    }
     const char *name;
-    engram_select_scan(level, &name)(query, codes, n, width, excluded, dist, hist, bits + 1);
-    Py_ssize_t written = engram_pick_nearest(dist, n, bits, out, count, hist, level);
-    PyMem_RawFree(hist);
-    return written;
+    engram_select_scan(level, &name)(query, codes, n, width, excluded, dist);
+    return engram_pick_nearest(dist, n, width * 8, out, count, level);
 }
 
 

@@ -5,21 +5,21 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* Hamming distances from query to each of n rows of width bytes into out, counted into four
- * histograms of stride bins each; rows whose excluded byte is set (excluded may be NULL) get
- * UINT16_MAX and are not counted. */
+/* Hamming distances from query to each of n rows of width bytes into out; rows whose excluded byte
+ * is set (excluded may be NULL) get UINT16_MAX. */
 typedef void (*engram_scan_fn)(const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width,
-                               const uint8_t *excluded, uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride);
+                               const uint8_t *excluded, uint16_t *out);
 
 /* The fastest scan this CPU runs at a level (0: any; 1: no AVX-512; 2: none above popcnt; 3: the
  * portable loop), and its name. */
 engram_scan_fn engram_select_scan(int level, const char **name);
 
 /* The ascending ordinals of the count smallest distances (ties: lower ordinals), the rows the scan
- * excluded (UINT16_MAX) skipped; level as engram_select_scan's (0: the AVX-512 BW pass where the CPU
- * has it; 0 or 1: the AVX2 one where it has that; else the portable one). */
-Py_ssize_t engram_pick_nearest(uint16_t *dist, Py_ssize_t n, Py_ssize_t bits, int64_t *out, Py_ssize_t count,
-                               Py_ssize_t *hist, int level);
+ * excluded (UINT16_MAX) skipped, or -1 when out of memory (_kernels_pick.c); level as
+ * engram_select_scan's (0: the AVX-512 BW pass where the CPU has it; 0 or 1: the AVX2 one where it
+ * has that; else the portable one). */
+Py_ssize_t engram_pick_nearest(const uint16_t *dist, Py_ssize_t n, Py_ssize_t bits, int64_t *out, Py_ssize_t count,
+                               int level);
 
 /* This thread's buffer of at least n distances (NULL when out of memory). */
 uint16_t *engram_scratch(Py_ssize_t n);

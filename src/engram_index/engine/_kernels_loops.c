@@ -1,4 +1,4 @@
-/* The inner loops behind _kernels.c: the coarse scan and its pick, and the float16 dot products of
+/* The inner loops behind _kernels.c: the coarse scan (its pick: _kernels_pick.c), and the float16 dot products of
  * the exact re-rank and the squared norms, each a vectorised loop and a portable one (chosen at run
  * time, or forced). Plain C over raw arrays; the module checks every buffer before calling them. */
 #define PY_SSIZE_T_CLEAN
@@ -32,17 +32,15 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
     return total;
 }
 
-/* A row's distance written and counted, or UINT16_MAX written and nothing counted where the row is
- * excluded: without a branch, as a filter passes rows in no order a predictor can learn (a branch
- * missed every other row cost as much as the scan, in the pass after it that did this before). */
+/* A row's distance written, or UINT16_MAX where the row is excluded: without a branch, as a filter
+ * passes rows in no order a predictor can learn (a branch missed every other row cost as much as
+ * the scan, in the pass after it that did this before). */
 #define KEEP_ROW(r, total)                                                                      \
     if (excluded == NULL) { /* (the same each row: the compiler takes it out of the loop) */   \
         out[r] = (uint16_t)(total);                                                             \
-        hist[((r) & 3) * stride + (total)]++;                                                   \
     } else {                                                                                    \
         uint16_t kept = !excluded[r];                                                           \
         out[r] = (uint16_t)((total) | (uint16_t)(kept - 1u));                                   \
-        hist[((r) & 3) * stride + (total)] += kept;                                             \
     }
 /* Rows of a fixed number of 64-bit words, so that the compiler unrolls the inner loop. */
 #define FIXED_SCAN(words)                                                                       \
@@ -59,15 +57,12 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
         KEEP_ROW(r, total)                                                                      \
     }
 
-/* The scan itself, which also counts the distances into four histograms (summed after: nearby
- * rows often share a distance, and one histogram would make each count wait for the previous).
- * It is compiled twice on x86-64, with and without the popcnt instruction, and chosen at run
+/* The scan itself. It is compiled twice on x86-64, with and without the popcnt instruction, and chosen at run
  * time (engram_select_scan), so that one build runs on any x86-64 CPU at full speed where it can
  * and the tests can run the portable one too. Distances are integers: both give the same. */
 #define DEFINE_SCAN(name, attributes)                                                           \
     attributes static void name(const uint8_t *query, const uint8_t *codes, Py_ssize_t n,       \
-                                Py_ssize_t width, const uint8_t *excluded, uint16_t *out,       \
-                                Py_ssize_t *hist, Py_ssize_t stride)                            \
+                                Py_ssize_t width, const uint8_t *excluded, uint16_t *out)       \
     {                                                                                           \
         uint64_t q[32];                                                                         \
         const uint8_t *end = codes + n * width;                                                 \
@@ -97,15 +92,15 @@ DEFINE_SCAN(scan_popcnt, __attribute__((target("popcnt"))))
  * multiples only; others take the popcnt loop): each row's words are XORed with the query and
  * counted 8 words to a register (masked loads: no byte past the row is read), then 8 rows' lane
  * counts are added across in one transposing tree, so that the 8 distances come out together.
- * The histograms are counted row by row as above. Integer counts: the same distances as the
- * other loops, in the same order (1.3x the popcnt loop at 100k rows of 48 bytes, measured). */
+ * Integer counts: the same distances as the other loops, in the same order (1.3x the popcnt loop
+ * at 100k rows of 48 bytes, measured). */
 __attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void scan_avx512(
     const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, const uint8_t *excluded,
-    uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride)
+    uint16_t *out)
 {
     Py_ssize_t words = width / 8, chunks = (words + 7) / 8;
     if (width % 8 != 0 || chunks > 4) {
-        scan_popcnt(query, codes, n, width, excluded, out, hist, stride);
+        scan_popcnt(query, codes, n, width, excluded, out);
         return;
     }
     /* Per chunk of 8 words: which of its words the row has, and the query's words there. */
@@ -171,10 +166,10 @@ __attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void scan_avx51
  * EPYC, bench/scan_loops.py). */
 __attribute__((target("popcnt,avx2"))) static void scan_avx2(
     const uint8_t *query, const uint8_t *codes, Py_ssize_t n, Py_ssize_t width, const uint8_t *excluded,
-    uint16_t *out, Py_ssize_t *hist, Py_ssize_t stride)
+    uint16_t *out)
 {
     if (width != 48 && (width % 32 != 0 || width > 256)) {
-        scan_popcnt(query, codes, n, width, excluded, out, hist, stride);
+        scan_popcnt(query, codes, n, width, excluded, out);
         return;
     }
     const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4,
@@ -264,111 +259,6 @@ engram_scan_fn engram_select_scan(int level, const char **name)
     (void)level;
     *name = "portable";
     return scan_portable;
-}
-
-/* The pick's last pass from row r on: rows below the cut, and the first `ties` rows at it, written
- * from out[written] until count are; the new written. The portable loop. */
-static Py_ssize_t take_portable(const uint16_t *dist, Py_ssize_t r, Py_ssize_t n, uint16_t cut, Py_ssize_t ties,
-                                int64_t *out, Py_ssize_t written, Py_ssize_t count)
-{
-    for (; r < n && written < count; r++) {
-        uint16_t d = dist[r];
-        if (d < cut || (d == cut && ties-- > 0))
-            out[written++] = r;
-    }
-    return written;
-}
-
-#ifdef HAVE_X86_DOT
-/* The same pass 32 distances to a compare (AVX-512 BW): about one row in a hundred is taken, so
- * most blocks hold none and cost one compare; a block that holds some is walked row by row, in
- * order, as the portable loop walks it (the same rows, the same ties). */
-__attribute__((target("avx512f,avx512bw"))) static Py_ssize_t take_avx512(const uint16_t *dist, Py_ssize_t n,
-                                                                          uint16_t cut, Py_ssize_t ties, int64_t *out,
-                                                                          Py_ssize_t count)
-{
-    Py_ssize_t r = 0, written = 0;
-    __m512i at = _mm512_set1_epi16((short)cut);
-    for (; r + 32 <= n && written < count; r += 32) {
-        __m512i d = _mm512_loadu_si512((const void *)(dist + r));
-        uint32_t below = (uint32_t)_mm512_cmplt_epu16_mask(d, at), equal = (uint32_t)_mm512_cmpeq_epu16_mask(d, at);
-        for (uint32_t left = below | equal; left && written < count; left &= left - 1) {
-            int j = __builtin_ctz(left);
-            if (((below >> j) & 1) || ties-- > 0)
-                out[written++] = r + j;
-        }
-    }
-    return take_portable(dist, r, n, cut, ties, out, written, count);
-}
-
-static int have_avx512bw(void)
-{
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-}
-
-/* The same pass 16 distances to a compare (AVX2), for CPUs without AVX-512 BW: AVX2 compares only
- * signed 16-bit lanes, so a distance is at most the cut where the unsigned maximum of it and the cut
- * is the cut. Blocks holding a taken row are walked as take_avx512 walks them. */
-__attribute__((target("avx2"))) static Py_ssize_t take_avx2(const uint16_t *dist, Py_ssize_t n, uint16_t cut,
-                                                            Py_ssize_t ties, int64_t *out, Py_ssize_t count)
-{
-    Py_ssize_t r = 0, written = 0;
-    __m256i at = _mm256_set1_epi16((short)cut);
-    for (; r + 16 <= n && written < count; r += 16) {
-        __m256i d = _mm256_loadu_si256((const void *)(dist + r));
-        /* movemask gives two bits a lane; the even ones stand for the lanes. */
-        uint32_t within = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(_mm256_max_epu16(d, at), at)) & 0x55555555u;
-        uint32_t equal = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi16(d, at)) & 0x55555555u;
-        uint32_t below = within & ~equal;
-        for (uint32_t left = within; left && written < count; left &= left - 1) {
-            int bit = __builtin_ctz(left);
-            if (((below >> bit) & 1) || ties-- > 0)
-                out[written++] = r + bit / 2;
-        }
-    }
-    return take_portable(dist, r, n, cut, ties, out, written, count);
-}
-
-static int have_avx2(void)
-{
-    return __builtin_cpu_supports("avx2");
-}
-#endif
-
-/* Write the ordinals of the `count` smallest distances, ascending, skipping the rows the scan
- * excluded (UINT16_MAX); ties at the cut go to the lower ordinals. Give how many were written (fewer
- * when fewer rows are left). hist: the scan's four histograms of the admitted rows' distances. level:
- * as engram_select_scan's (0: the AVX-512 BW pass where the CPU has it; 0 or 1: the AVX2 one where
- * it has that; above: the portable one). */
-Py_ssize_t engram_pick_nearest(uint16_t *dist, Py_ssize_t n, Py_ssize_t bits, int64_t *out, Py_ssize_t count,
-                               Py_ssize_t *hist, int level)
-{
-    Py_ssize_t stride = bits + 1;
-    Py_ssize_t admitted = 0;
-    for (Py_ssize_t d = 0; d < stride; d++) {
-        hist[d] += hist[stride + d] + hist[2 * stride + d] + hist[3 * stride + d];
-        admitted += hist[d];
-    }
-    Py_ssize_t written = 0;
-    if (admitted <= count) {
-        for (Py_ssize_t r = 0; r < n; r++)
-            if (dist[r] != UINT16_MAX)
-                out[written++] = r;
-        return written;
-    }
-    /* The cut: the distance at which the count is reached; `ties` rows at it are kept. */
-    Py_ssize_t cut = 0, below = 0;
-    while (below + hist[cut] < count)
-        below += hist[cut++];
-    Py_ssize_t ties = count - below;
-#ifdef HAVE_X86_DOT
-    if (level == 0 && have_avx512bw())
-        return take_avx512(dist, n, (uint16_t)cut, ties, out, count);
-    if (level <= 1 && have_avx2())
-        return take_avx2(dist, n, (uint16_t)cut, ties, out, count);
-#endif
-    (void)level;
-    return take_portable(dist, 0, n, (uint16_t)cut, ties, out, written, count);
 }
 
 /* A per-thread buffer for the distances of a scan, kept between calls: a fresh one of 200 KB (100k
