@@ -88,6 +88,50 @@ class Columns:
             self._tags.setdefault(tag, set()).add(ord_)
             self._tag_cache.pop(tag, None)
 
+    def put_many(self, ords: Sequence[int], docs: Sequence[Document]) -> None:
+        """`put` of each document at its ordinal, in order: in bulk when the ordinals are distinct and none
+        is live (a load's, a fresh write's), where a put each was a sixth of a collection's load."""
+        if not ords:
+            return
+        self._grow(max(ords) + 1)
+        where = np.fromiter(ords, np.int64, len(ords))
+        if len(set(ords)) < len(ords) or self.live[where].any():
+            for ord_, doc in zip(ords, docs):
+                self.put(ord_, doc)
+            return
+        # Not live: no tags, source or id to take back (remove cleared them), nothing to untag.
+        self._masks.clear()
+        self.size = max(self.size, int(where.max()) + 1)
+        self.count += len(ords)
+        self.live[where] = True
+        self.created[where] = [doc.created_ms for doc in docs]
+        author_codes, names = self._author_codes, self._author_names
+        authors = []
+        for doc in docs:
+            code = author_codes.get(doc.author)
+            if code is None:
+                code = author_codes[doc.author] = len(names)
+                names.append(doc.author)
+            authors.append(code)
+        self.author[where] = authors
+        # Codes are handed out in the documents' order, as one put after another would.
+        source_codes = self._source_codes
+        sources = [source_codes.setdefault(doc.source, len(source_codes) + 1) if doc.source else 0 for doc in docs]
+        self.source[where] = sources
+        self.sourced += len(sources) - sources.count(0)
+        ids, by_id = self.ids, self._by_id
+        first_codes, doc_tags, members, cache = self._first_tag_codes, self._doc_tags, self._tags, self._tag_cache
+        firsts = []
+        for ord_, doc in zip(ords, docs):
+            ids[ord_] = doc.id
+            by_id[doc.id] = ord_
+            tags = doc_tags[ord_] = tuple(dict.fromkeys(doc.tags))
+            firsts.append(first_codes.setdefault(tags[0], len(first_codes) + 1) if tags else 0)
+            for tag in tags:
+                members.setdefault(tag, set()).add(ord_)
+                cache.pop(tag, None)
+        self.first_tag[where] = firsts
+
     def remove(self, ord_: int) -> None:
         """Forget the document at this ordinal."""
         if ord_ < self.size and self.live[ord_]:

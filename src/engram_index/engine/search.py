@@ -103,18 +103,26 @@ class SpaceIndex(Starting):
             index = self.vectors if vectors else None
             changes = list(changes)
             self.documents.drop(ord_ for ord_, _ in changes)
+            # The columns' puts are made in bulk: before the next removal (order holds), and at the end.
+            put_ords: list[int] = []
+            put_docs: list[Document] = []
+            put_set: set[int] = set()
             for ord_, doc in changes:
-                was_live = ord_ < self.columns.size and bool(self.columns.live[ord_])
+                was_live = ord_ in put_set or ord_ < self.columns.size and bool(self.columns.live[ord_])
                 pending.pop(ord_, None)
                 self._unusable.pop(ord_, None)
                 if doc is None:
+                    self.columns.put_many(put_ords, put_docs)
+                    put_ords, put_docs, put_set = [], [], set()
                     self.columns.remove(ord_)
                     if index is not None:
                         index.remove(ord_)
                     if keyword:
                         words.append((ord_, None, True))
                     continue
-                self.columns.put(ord_, doc)
+                put_ords.append(ord_)
+                put_docs.append(doc)
+                put_set.add(ord_)
                 if index is not None:
                     if doc.vector is None:
                         index.remove(ord_)
@@ -123,6 +131,7 @@ class SpaceIndex(Starting):
                 if keyword:
                     # An ordinal that was not live has nothing in the keyword index to replace.
                     words.append((ord_, doc, was_live))
+            self.columns.put_many(put_ords, put_docs)
             self.keyword.write(words)
             if index is not None and pending:
                 self._put_vectors(index, pending)
