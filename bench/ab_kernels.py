@@ -5,7 +5,10 @@ the other checkout's compiled `_kernels` beside this tree's (build it in place t
 `python setup.py build_ext --inplace`). Then, query by query, alternating which goes first, each
 kernel runs on the same inputs, with the caches flushed by a pass over 32 MB before each call, as a
 search's other stages flush them: `nearest` (the hybrid's 1,032-row cut, unfiltered and under the
-commonest tag) and `postings_top` (the keyword top 200). The other checkout's `postings_top` gets
+commonest tag) and `postings_top` (the keyword top 200), then whole hybrid searches with explanations
+(limit 10), each run once on this tree's kernels and once on the other's: every engine module's
+reference to `_kernels` is pointed at one or the other (their Python is this tree's; the two
+modules must take the same arguments). The other checkout's `postings_top` gets
 every query column with its idf, as its `TermCounts.matches` gave them; this tree's gets what its
 `matches` now gives (the kernel works out the idf and leaves out the exact forms the postings know
 their stems cover: engine/postings.py), learnt by one pass of every query first. The columns are
@@ -18,6 +21,7 @@ made before the timed calls: what the two trees' `matches` do around the kernel 
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ from synthetic_space import open_space, options  # noqa: I001 (first: the --src 
 from engram_index.engine import _kernels, keyword_query
 from engram_index.engine.analyzer import query_words
 from engram_index.engine.termcounts import B, K1
-from engram_index.engine.types import Filters
+from engram_index.engine.types import Filters, SearchRequest
 
 MARGIN = 1e-6  # the keyword pass's (engine/keyword.py _EXACT_MARGIN)
 
@@ -85,6 +89,21 @@ def main() -> None:
     def scan(module: Any, i: int, cut: np.ndarray | None) -> None:
         module.nearest(queries[i].code, vectors._codes[:size], cut, np.empty(1032, np.int64))
 
+    # Every module of the package that calls the kernels, so that a whole search can run on either.
+    users = [m for name, m in list(sys.modules.items())
+             if name.startswith("engram_index") and getattr(m, "_kernels", None) is _kernels]
+    requests = [SearchRequest(mode="hybrid", q=text, vector=np.asarray(vector, np.float32), limit=10, explain=True)
+                for text, vector in zip(work.query_texts, work.query_vectors)]
+
+    def search(module: Any, i: int) -> None:
+        for user in users:
+            user._kernels = module
+        try:
+            index.search(requests[i])
+        finally:
+            for user in users:
+                user._kernels = _kernels
+
     old_cols = [columns(plan, False) for plan in plans]
     new_cols = [columns(plan, True) for plan in plans]
     cases = [
@@ -92,6 +111,7 @@ def main() -> None:
         ("nearest, commonest tag", lambda m, i, now: scan(m, i, excluded)),
         ("postings_top, unfiltered", lambda m, i, now: keyword(m, (new_cols if now else old_cols)[i], None, now)),
         ("postings_top, commonest tag", lambda m, i, now: keyword(m, (new_cols if now else old_cols)[i], mask, now)),
+        ("hybrid search, explanations", lambda m, i, now: search(m, i)),
     ]
     print(f"{'kernel':30} {'other µs':>9} {'this µs':>9} {'ratio':>6}")
     for name, call in cases:
