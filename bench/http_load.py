@@ -42,7 +42,6 @@ import argparse
 import contextlib
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from synth import SynthSpace, make_queries, make_space  # noqa: E402
+from wire import Connection  # noqa: E402  (also http_load.Connection, as other benches use it)
 
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest  # noqa: E402
 from engram_index.errors import UnknownSpace  # noqa: E402
@@ -113,39 +113,6 @@ def build(data: Path, n: int, scifact: Path, sources: bool = False, model: Model
         spaces.maintain()
     finally:
         spaces.close()
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection that sends prepared requests and reads whole responses."""
-
-    def __init__(self, port: int) -> None:
-        """Connect to the server on the loopback port."""
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buffer = b""
-
-    def get(self, request: bytes) -> int:
-        """Send one request and read its response; returns the status code."""
-        self.sock.sendall(request)
-        while b"\r\n\r\n" not in self.buffer:
-            self._read()
-        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:"))
-        while len(self.buffer) < length:
-            self._read()
-        self.buffer = self.buffer[length:]
-        return int(lines[0].split(b" ", 2)[1])
-
-    def _read(self) -> None:
-        chunk = self.sock.recv(1 << 16)
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        self.buffer += chunk
-
-    def close(self) -> None:
-        """Close the socket."""
-        self.sock.close()
 
 
 def prepare(query_strings: list[str], headers: dict[str, str]) -> list[bytes]:

@@ -4,10 +4,12 @@ For each size, a data directory is filled with synthetic facts (bench/synth.py: 
 with all-MiniLM-L6-v2-space vectors) through the face's own revision rows and index documents, in
 batches; then `engram-index serve --embedder local` runs as its own process and this process
 sends it, over one keep-alive connection, the requests the official SDK sends (JSON body,
-Bearer token, a fresh Idempotency-Key each). The caller is a user holding 3 of 10 projects, so
-visibility filters every search. Semantic and both embed each query on the server (MiniLM,
-onnxruntime): that cost is inside the figures. Writes are `write_fact` calls through the SDK,
-one at a time and from 4 threads, each embedded on the server.
+Bearer token, a fresh Idempotency-Key each), the timed ones as bytes made before the clock starts
+over a raw socket (bench/wire.py; issue 25's twenty-sixth pass: httpx's own work was ~0.5 ms of
+each, bench/client_cost.py). The caller is a user holding 3 of 10 projects, so visibility filters every search. Semantic
+and both embed each query on the server (MiniLM, onnxruntime): that cost is inside the figures.
+Writes are `write_fact` calls through the SDK, one at a time and from 4 threads, each embedded on
+the server.
 
     python bench/retrieve.py [--sizes 10000,100000] [--requests 300] [--writes 300] [--data DIR]
                              [--face-embedders local,auto] [--rounds N] [--interleave BLOCK]
@@ -45,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from paired import Samples, blocks, each_ms, task_cpu_ns  # noqa: E402
 from synth import make_queries, make_space  # noqa: E402
+from wire import Connection, port_of, post  # noqa: E402
 
 from engram_index.collections import Collections  # noqa: E402
 from engram_index.embed.local import MiniLMEmbedder  # noqa: E402
@@ -268,21 +271,24 @@ def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], coun
     found = 0
     cpu_ns = 0
 
-    def one(http: httpx.Client, query: str) -> tuple[float, Any]:
+    def one(http: Connection, query: str) -> tuple[float, Any]:
+        # The request's bytes are made before the clock starts, its answer parsed after (wire.py says why).
         body: dict[str, object] = {"mode": mode, "limit": 10}
         if mode != "list":
             body["query"] = query
-        headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": str(uuid.uuid4()),
-                   "Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"authorization": f"Bearer {token}", "idempotency-key": str(uuid.uuid4()),
+                   "accept": "application/json"}
+        request = post("/v1/memory/retrieve", orjson.dumps(body), headers)
         began = time.perf_counter()
-        answer = http.post("/v1/memory/retrieve", content=orjson.dumps(body), headers=headers)
+        status, answer = http.send(request)
         elapsed = time.perf_counter() - began
-        if answer.status_code != 200:
-            raise RuntimeError(f"{mode}: {answer.status_code} {answer.text[:200]}")
-        return elapsed, answer
+        if status != 200:
+            raise RuntimeError(f"{mode}: {status} {answer[:200]!r}")
+        return elapsed, orjson.loads(answer)
 
     timed = [queries[i % len(queries)] for i in range(10, count + 10)]
-    with httpx.Client(base_url=url, timeout=60) as http:
+    http = Connection(port_of(url))
+    try:
         for i in range(10):  # the first few warm the caches, the embedder and the connection
             one(http, queries[i % len(queries)])
         for part in blocks(timed, block if reference is not None and block else len(timed)):
@@ -292,11 +298,13 @@ def retrieve_latencies(url: str, token: str, mode: str, queries: list[str], coun
             for q in part:
                 elapsed, answer = one(http, q)
                 samples.append(elapsed)
-                found += len(answer.json()["results"])
+                found += len(answer["results"])
             after = task_cpu_ns(pid)
             cpu_ns = cpu_ns + after - before if before is not None and after is not None and cpu_ns >= 0 else -1
             if reference is not None:
                 reference.block(part, warm=f"{part[0]} (in-process warm-up)")
+    finally:
+        http.close()
     cpu_ms = None if cpu_ns < 0 else cpu_ns / count / 1e6
     p50, p99 = percentiles(samples)
     return p50, p99, found / count, cpu_ms

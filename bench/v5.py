@@ -6,9 +6,10 @@ timing the first add to the last `done`; it then adds single documents and measu
 how long after `done` its unique marker is found by search.
 
 Part 2 (scale) fills a namespace until it holds each size of chunks + memories and times hybrid
-searches over HTTP (keep-alive, one client, limit 10, the query embedded by the real local model
-on the server, which runs as its own process once the index has loaded and the server is quiet). Filling 100k items with the real model would take hours on a shared 2-core
-machine, so part 2 stores the chunks and memories with stand-in vectors (unit vectors seeded by
+searches over HTTP (keep-alive, one client sending bytes made before the clock starts, bench/wire.py,
+limit 10, the query embedded by the real local model on the server, which runs as its own process
+once the index has loaded and the server is quiet). Filling 100k items with the real model would
+take hours on a shared 2-core machine, so part 2 stores the chunks and memories with stand-in vectors (unit vectors seeded by
 each text's hash, under the model's identity): a search does the same work on them; only what
 it ranks first differs.
 
@@ -41,8 +42,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -50,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from paired import Samples, blocks, each_ms, task_cpu_ns  # noqa: E402
 from retrieve import face_model, server_cpu_s, wait_listening, wait_quiet  # noqa: E402
 from supermemory import Supermemory  # noqa: E402
+from wire import Connection, port_of, post  # noqa: E402
 
 from engram_index.admission import Admission  # noqa: E402
 from engram_index.app import create_app  # noqa: E402
@@ -334,9 +336,9 @@ def one_round(data: Path, spec: str, key: str, queries: Sequence[str], model: Mi
     proc, url = served(data, spec)
     reference: Reference | None = None
     try:
-        http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        http = Searches(url, key)
         for q in queries[:20]:  # warm-up: the index loads, the caches fill
-            http.post("/ns/scale/search", json={"query": q})
+            http.search(q)
         wait_quiet(proc.pid)
         if interleave:
             reference = Reference(data, "scale", model)
@@ -346,10 +348,7 @@ def one_round(data: Path, spec: str, key: str, queries: Sequence[str], model: Mi
             cpu_before = server_cpu_s(proc.pid)
             # Each query once, and not one of the warm-up's: no answer comes from the query cache.
             for q in queries[20:]:
-                t = time.perf_counter()
-                response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
-                latencies.append((time.perf_counter() - t) * 1000)
-                assert response.status_code == 200, response.text
+                latencies.append(http.search(q))
             cpu_after = server_cpu_s(proc.pid)
             server_cpu = (cpu_after - cpu_before) / len(latencies) * 1000 if cpu_before and cpu_after else 0.0
         http.close()
@@ -373,7 +372,31 @@ def one_round(data: Path, spec: str, key: str, queries: Sequence[str], model: Mi
             "asked_p50_ms": ref["asked"], "asked_ratio": p50 / (ref["asked"] + ref["embed"])}
 
 
-def served_blocks(http: httpx.Client, pid: int, queries: Sequence[str], reference: Reference,
+class Searches:
+    """The served searches, each timed from its first byte sent to its answer's last read: the request's
+    bytes made before, over one keep-alive socket (bench/wire.py: httpx's own work is not the face's)."""
+
+    def __init__(self, url: str, key: str) -> None:
+        """Connect to the server at this base URL, with this API key."""
+        self.key = key
+        self.conn = Connection(port_of(url))
+
+    def search(self, query: str) -> float:
+        """Search the `scale` namespace for the query (limit 10); the ms it took, the answer checked."""
+        request = post("/ns/scale/search", orjson.dumps({"query": query, "limit": 10}),
+                       {"authorization": f"Bearer {self.key}"})
+        began = time.perf_counter()
+        status, body = self.conn.send(request)
+        elapsed = (time.perf_counter() - began) * 1000
+        assert status == 200, body[:300]
+        return elapsed
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+def served_blocks(http: Searches, pid: int, queries: Sequence[str], reference: Reference,
                   size: int) -> tuple[list[float], float]:
     """The served searches of `queries` (ms each) and the server's CPU ms per search, in blocks of `size`,
     each block's in-process reference timed right after it (`reference.block`). Each block, on each side,
@@ -382,14 +405,10 @@ def served_blocks(http: httpx.Client, pid: int, queries: Sequence[str], referenc
     latencies: list[float] = []
     cpu_ns = 0
     for part in blocks(queries, size):
-        warm = f"{part[0]} (warm-up)"
-        assert http.post("/ns/scale/search", json={"query": warm, "limit": 10}).status_code == 200
+        http.search(f"{part[0]} (warm-up)")
         before = task_cpu_ns(pid)
         for q in part:
-            t = time.perf_counter()
-            response = http.post("/ns/scale/search", json={"query": q, "limit": 10})
-            latencies.append((time.perf_counter() - t) * 1000)
-            assert response.status_code == 200, response.text
+            latencies.append(http.search(q))
         after = task_cpu_ns(pid)
         if before is not None and after is not None:
             cpu_ns += after - before
