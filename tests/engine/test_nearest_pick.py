@@ -7,30 +7,20 @@ import numpy as np
 import pytest
 
 from engram_index.engine import _kernels
+from tests.engine.test_kernels import reference_distances, reference_nearest
 
 ROWS = 40_000
 # Where _kernels_pick.c samples: every STEP-th row from STEP // 2 (4,096 rows at most, 4 apart at least).
 STEP = max(ROWS // 4096, 4)
 
 
-def distances(query: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Hamming distances the slow, obvious way."""
-    return np.unpackbits(codes ^ query, axis=1).sum(axis=1)
-
-
-def expected(dist: np.ndarray, excluded: np.ndarray | None, count: int) -> np.ndarray:
-    """The count smallest by (distance, ordinal) among the admitted rows, ascending by ordinal."""
-    admitted = np.flatnonzero(~excluded) if excluded is not None else np.arange(len(dist))
-    return np.sort(admitted[np.lexsort((admitted, dist[admitted]))][:count])
-
-
 def assert_exact(query: np.ndarray, codes: np.ndarray, excluded: np.ndarray | None, counts: list[int]) -> None:
     """nearest gives the reference's rows for every count."""
-    dist = distances(query, codes)
+    dist = reference_distances(query, codes)
     for count in counts:
         out = np.full(count, -1, dtype=np.int64)
         written = _kernels.nearest(query, codes, excluded, out)
-        want = expected(dist, excluded, count)
+        want = reference_nearest(dist, excluded, count)
         assert written == len(want), count
         assert np.array_equal(out[:written], want), count
 
