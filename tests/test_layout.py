@@ -18,7 +18,7 @@ CORE_MODULES = ("collections.py", "errors.py", "server.py", "protocol.py", "exch
                 "http_answers.py", "bodies.py",
                 "endpoints.py",
                 "keys.py", "search_pool.py", "settings.py",
-                "metrics.py", "shortfall.py", "ranking.py", "context_columns.py")
+                "metrics.py", "shortfall.py", "ranking.py", "context_columns.py", "bounded.py")
 
 
 def module_name(path: Path) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
+from engram_index.bounded import Bounded
 from engram_index.engine.types import Document, Hit, Snippet, TermMatch
 from engram_index.engram import _views, views
 from engram_index.engram.records import format_datetime_ms
@@ -77,7 +78,7 @@ def test_a_hits_json_is_the_encoding_of_its_view(mode: str, doc: Document) -> No
 
 
 def test_a_changed_document_gets_its_new_fields_and_the_kept_ones_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "MAX_KEPT", 2)
+    monkeypatch.setattr(views, "_fields", Bounded(2))
     first = Document("at://did:plc:a/space/s/m", "did:plc:a", "before", created_ms=1, indexed_ms=1, metadata={"cid": "x"})
     assert b'"before"' in hit_json(Hit(first, 1.0), "keyword")
     for changed in (Document(first.id, first.author, "after", created_ms=1, indexed_ms=1, metadata={"cid": "x"}),

@@ -30,13 +30,13 @@ from __future__ import annotations
 import threading
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
 
 import re
 
 import regex
 import Stemmer
 
+from engram_index.bounded import Bounded
 from engram_index.engine.types import TermKind
 
 ANALYZER_VERSION: int = 1
@@ -115,19 +115,12 @@ _STRIP = _strip_table()
 
 _stemmer = Stemmer.Stemmer("english")
 _stem_lock = threading.Lock()  # a Snowball stemmer object is not safe to share across threads
-_stem_cache: dict[str, str] = {}
-
-# Analysis per distinct chunk: words repeat (Zipf), so indexing mostly hits this cache.
+# Analyses kept per distinct word, chunk and piece: words repeat (Zipf), so indexing mostly hits them.
 _CACHE_LIMIT = 200_000
+_stem_cache: Bounded[str, str] = Bounded(_CACHE_LIMIT)
 
-
-def _remember(cache: dict[Any, Any], key: Any, value: Any, limit: int = _CACHE_LIMIT) -> None:
-    """Store in a bounded cache, starting it over when full (cheap, and hot keys come back)."""
-    if len(cache) >= limit:
-        cache.clear()
-    cache[key] = value
-_chunk_cache: dict[str, tuple[tuple[str, ...], tuple[tuple[TermKind, int, int], ...]]] = {}
-_piece_cache: dict[str, tuple[tuple[str, int, int], ...]] = {}
+_chunk_cache: Bounded[str, tuple[tuple[str, ...], tuple[tuple[TermKind, int, int], ...]]] = Bounded(_CACHE_LIMIT)
+_piece_cache: Bounded[str, tuple[tuple[str, int, int], ...]] = Bounded(_CACHE_LIMIT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +176,7 @@ def _stem(word: str) -> str:
     if stem is None:
         with _stem_lock:
             stem = _stemmer.stemWord(word)
-        _remember(_stem_cache, word, stem)
+        _stem_cache.keep(word, stem)
     return stem
 
 
@@ -283,7 +276,7 @@ def _analysis(chunk: str) -> tuple[tuple[str, ...], tuple[tuple[TermKind, int, i
                 meta.append(("stem", part_start, part_end))
     result = (tuple(terms), tuple(meta))
     if len(chunk) <= MAX_TERM_CHARS:  # long CJK runs rarely repeat; keep the cache small
-        _remember(_chunk_cache, chunk, result)
+        _chunk_cache.keep(chunk, result)
     return result
 
 
@@ -350,7 +343,7 @@ def term_set(text: str) -> set[str]:
 # Analyzed queries by text: agents and pages repeat their queries, and the words are immutable.
 # Bounded like the chunk cache (started over when full), but smaller: a query can be long.
 _QUERY_CACHE_LIMIT = 4096
-_query_cache: dict[str, tuple[QueryWord, ...]] = {}
+_query_cache: Bounded[str, tuple[QueryWord, ...]] = Bounded(_QUERY_CACHE_LIMIT)
 
 
 def query_words(q: str) -> list[QueryWord]:
@@ -358,7 +351,7 @@ def query_words(q: str) -> list[QueryWord]:
     cached = _query_cache.get(q)
     if cached is None:
         cached = _analyze_query(q)
-        _remember(_query_cache, q, cached, _QUERY_CACHE_LIMIT)
+        _query_cache.keep(q, cached)
     return list(cached)  # a list of the caller's own: callers may change it
 
 

@@ -12,13 +12,13 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from engram_index.bounded import Bounded
 from engram_index.engine import _kernels
 from engram_index.engine.analyzer import (
     STOPWORDS,
     QueryWord,
     _analysis,
     _chunk_cache,
-    _remember,
     _stem,
     _stem_cache,
     index_terms,
@@ -79,7 +79,7 @@ class Explainer:
             content = _content_words(words)
             wanted = _wanted(content)
             plan = (tuple(words), content, wanted, TermFinder(wanted), tuple((w.exact, w.stem, w.parts) for w in content))
-            _remember(_plans, key, plan, 4096)
+            _plans.keep(key, plan)
         # (The plan's parts are never changed: the wanted set is read only, here and by the finder.)
         _, self.content, self.wanted, finder, self._words = plan
         # The hits of one query share its probes and many pieces ("cells", the query's own words);
@@ -179,7 +179,8 @@ _NO_TAGS: frozenset[str] = frozenset()
 # was a third of an explained search's cost (docs/benchmarks.md). Their whole term sets are kept,
 # not only a query's wanted ones: the matches ask only whether a wanted term is among them.
 _FIELDS_LIMIT = 16_384
-_fields: dict[tuple[tuple[str, ...], str | None], tuple[frozenset[str], frozenset[str], frozenset[str]]] = {}
+_fields: Bounded[tuple[tuple[str, ...], str | None], tuple[frozenset[str], frozenset[str], frozenset[str]]] = Bounded(
+    _FIELDS_LIMIT)
 
 
 def _field_terms(tags: Sequence[str], source: str | None) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
@@ -191,14 +192,14 @@ def _field_terms(tags: Sequence[str], source: str | None) -> tuple[frozenset[str
         tag_terms = frozenset(term_set(_tag_body(tags))) if tags else _NO_TAGS
         source_terms = frozenset(term_set(source)) if source else _NO_TAGS
         found = (whole, tag_terms, source_terms)
-        _remember(_fields, key, found, _FIELDS_LIMIT)
+        _fields.keep(key, found)
     return found
 # The words' plans (the words, content words, wanted terms, a finder's probes, the compiled path's
 # words), by the words' ids, up to 4,096 (the analyzed queries' bound), started over when full.
 _Plan = tuple[
     tuple[QueryWord, ...], list[QueryWord], set[str], TermFinder, tuple[tuple[str, str | None, tuple[str, ...]], ...]
 ]
-_plans: dict[tuple[int, ...], _Plan] = {}
+_plans: Bounded[tuple[int, ...], _Plan] = Bounded(4096)
 
 
 def explain(

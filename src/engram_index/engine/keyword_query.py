@@ -13,7 +13,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from engram_index.engine.analyzer import STOPWORDS, QueryWord, _remember
+from engram_index.bounded import Bounded
+from engram_index.engine.analyzer import STOPWORDS, QueryWord
 from engram_index.engine.termcounts import QueryPlan
 
 T = TypeVar("T")
@@ -109,17 +110,17 @@ def _frozen(values: list[int]) -> np.ndarray:
 # Prepared queries by their words (query_words caches the words of a text, so a repeated query
 # meets its own): bounded, started over when full, as the analyzer's caches are.
 _PREPARED_LIMIT = 4096
-_prepared: dict[tuple[QueryWord, ...], KeywordQuery] = {}
+_prepared: Bounded[tuple[QueryWord, ...], KeywordQuery] = Bounded(_PREPARED_LIMIT)
 
 
-def _made_once(cache: dict[tuple[QueryWord, ...], T], make: Callable[[tuple[QueryWord, ...]], T],
+def _made_once(cache: Bounded[tuple[QueryWord, ...], T], make: Callable[[tuple[QueryWord, ...]], T],
                words: Sequence[QueryWord]) -> T:
     """`make(words)`, made once while `cache` (bounded, started over when full) holds it."""
     key = tuple(words)
     found = cache.get(key)
     if found is None:
         found = make(key)
-        _remember(cache, key, found, _PREPARED_LIMIT)
+        cache.keep(key, found)
     return found
 
 
@@ -159,7 +160,7 @@ class WordColumns:
         return tuple(out)
 
 
-_word_columns: dict[tuple[QueryWord, ...], WordColumns] = {}
+_word_columns: Bounded[tuple[QueryWord, ...], WordColumns] = Bounded(_PREPARED_LIMIT)
 
 
 def word_columns_of(words: Sequence[QueryWord]) -> WordColumns:
@@ -199,7 +200,7 @@ def _marked(shape: tuple[int, int], places: list[tuple[int, int]]) -> np.ndarray
     return out
 
 
-_held_columns: dict[tuple[QueryWord, ...], HeldColumns] = {}
+_held_columns: Bounded[tuple[QueryWord, ...], HeldColumns] = Bounded(_PREPARED_LIMIT)
 
 
 def held_columns_of(words: Sequence[QueryWord]) -> HeldColumns:

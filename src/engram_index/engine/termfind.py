@@ -14,6 +14,7 @@ from itertools import accumulate
 
 import regex
 
+from engram_index.bounded import Bounded
 from engram_index.engine import _kernels
 from engram_index.engine.analyzer import (
     MAX_TERM_CHARS,
@@ -22,14 +23,14 @@ from engram_index.engine.analyzer import (
     _analysis,
     _chunk_cache,
     _chunker,
+    _CACHE_LIMIT,
     _piece_cache,
-    _remember,
     _stem,
 )
 
 _NON_ASCII = regex.compile(r"[^\x00-\x7F]")
 _FEW_PIECES = 64  # beyond this many non-ASCII pieces, splitting the whole text is cheaper
-_fold_cache: dict[str, str] = {}
+_fold_cache: Bounded[str, str] = Bounded(_CACHE_LIMIT)
 
 def _piece_tokens(piece: str) -> tuple[tuple[str, int, int], ...]:
     """Give every (term, start, end) of a whitespace-free piece, character offsets, cached."""
@@ -44,7 +45,7 @@ def _piece_tokens(piece: str) -> tuple[tuple[str, int, int], ...]:
             out.append((term, base + start, base + end))
     result = tuple(out)
     if len(piece) <= MAX_TERM_CHARS:
-        _remember(_piece_cache, piece, result)
+        _piece_cache.keep(piece, result)
     return result
 
 
@@ -92,7 +93,7 @@ def _ascii_fold(piece: str) -> str:
         # NFKD + casefold yields every ASCII character that normalize() can; drop the rest.
         decomposed = unicodedata.normalize("NFKD", piece.replace("\u2019", "'")).casefold()
         folded = decomposed.encode("ascii", "ignore").decode("ascii")
-        _remember(_fold_cache, piece, folded)
+        _fold_cache.keep(piece, folded)
     return folded
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engram_index.bounded import Bounded
 from engram_index.engine import _kernels
 from engram_index.engine.saved import read_saved, write_saved
 
@@ -44,7 +45,7 @@ _FAR = np.float32(1e9)
 # search and again for each one's candidates (~25 us each, ten array steps), a Kindgi retrieve twice.
 # Bounded (a few searches' worth), started over when full; shared by the threads (dict steps are atomic).
 _PREPARED_LIMIT = 32
-_prepared: dict[bytes, PreparedQuery] = {}
+_prepared: Bounded[bytes, PreparedQuery] = Bounded(_PREPARED_LIMIT)
 # Saved vectors (save / open): one .npy file per array, and their sequence in meta.json.
 _FILES = ("vectors", "codes", "inv_norms", "live")
 # Version 2: inverse norms are float64 (version 1's float32 ones made a vector's cosine with
@@ -315,10 +316,7 @@ class VectorIndex:
         code = np.packbits(q > 0)
         unit.flags.writeable = code.flags.writeable = False  # shared by every search that asks again
         made = PreparedQuery(unit, code)
-        if len(_prepared) >= _PREPARED_LIMIT:
-            _prepared.clear()
-        _prepared[key] = made
-        return made
+        return _prepared.keep(key, made)
 
     def _cosines(self, unit: np.ndarray, ords: np.ndarray) -> np.ndarray:
         """Return the exact cosines (float32) of a unit query against stored ordinals."""

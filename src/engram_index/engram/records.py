@@ -20,6 +20,7 @@ import libipld
 import numpy as np
 import regex
 
+from engram_index.bounded import Bounded
 from engram_index.engine.types import Document, ModelIdentity
 from engram_index.engine.vector import vector_problem
 from engram_index.errors import BadRecord, BadVector
@@ -150,7 +151,7 @@ _EPOCH = datetime(1970, 1, 1)
 
 _DAY_MS = 86_400_000
 _MAX_DAYS = 4096  # day strings kept at most (more: start over)
-_days: dict[int, str] = {}
+_days: Bounded[int, str] = Bounded(_MAX_DAYS)
 
 
 def format_datetime_ms(ms: int) -> str:
@@ -161,9 +162,7 @@ def format_datetime_ms(ms: int) -> str:
     date = _days.get(day)
     if date is None:
         date = (_EPOCH + timedelta(days=day)).date().isoformat()  # out of datetime's range: OverflowError
-        if len(_days) >= _MAX_DAYS:
-            _days.clear()
-        _days[day] = date
+        _days.keep(day, date)
     hours, of_hour = divmod(of_day, 3_600_000)
     minutes, of_minute = divmod(of_hour, 60_000)
     seconds, millis = divmod(of_minute, 1000)

@@ -13,12 +13,13 @@ from typing import Any
 
 import orjson
 
+from engram_index.bounded import Bounded
 from engram_index.engine.types import Document, Hit, Mode
 from engram_index.engram import _views
 from engram_index.engram.records import format_datetime_ms
 
 MAX_KEPT = 4096  # memories whose fields' JSON is kept at most (more: start over)
-_fields: dict[tuple[Any, ...], bytes] = {}
+_fields: Bounded[tuple[Any, ...], bytes] = Bounded(MAX_KEPT)
 
 
 def scaled_similarity(cosine: float) -> int:
@@ -54,9 +55,7 @@ def memory_fields(doc: Document) -> bytes:
         return orjson.dumps(memory_view(doc))[1:-1]
     if fields is None:
         fields = orjson.dumps(memory_view(doc))[1:-1]
-        if len(_fields) >= MAX_KEPT:
-            _fields.clear()
-        _fields[key] = fields
+        _fields.keep(key, fields)
     return fields
 
 

@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from engram_index.bounded import Bounded
+
 _FUNCTIONS = re.compile(r"\b(instr|json_each|json_extract|json)\s*\(", re.IGNORECASE)
 _INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE)
 _DDL = re.compile(r"^\s*(CREATE\s+TABLE|ALTER\s+TABLE)\b", re.IGNORECASE)
@@ -101,7 +103,7 @@ class Dialect:
     def __init__(self, primary_key: Callable[[str], Sequence[str]]) -> None:
         """Translate upserts with the primary keys that `primary_key` reads."""
         self._primary_key = primary_key
-        self._cache: dict[str, str] = {}
+        self._cache: Bounded[str, str] = Bounded(_CACHE_LIMIT)
         self._lock = threading.Lock()
 
     def sql(self, sql: str) -> str:
@@ -110,9 +112,7 @@ class Dialect:
         if done is None:
             done = self._translate(sql)
             with self._lock:
-                if len(self._cache) >= _CACHE_LIMIT:
-                    self._cache.clear()  # dynamic IN lists make many statements: start afresh
-                self._cache[sql] = done
+                self._cache.keep(sql, done)  # dynamic IN lists make many statements: it starts afresh
         return done
 
     def _translate(self, sql: str) -> str:

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 import regex
 
+from engram_index.bounded import Bounded
 from engram_index.errors import BadRecord, InvalidInput
 from engram_index.engram.records import within_graphemes, is_did, parse_datetime_ms
 
@@ -29,7 +30,7 @@ Def = dict[str, Any]
 QUERY_KEY = "engram_index.query"  # where a request's parsed query string is kept in its ASGI scope
 MAX_KEPT_VALUES = 4096  # percent-encoded short values kept decoded (a space's URI, a model's name, …)
 _KEPT_VALUE_CHARS = 256
-_decoded: dict[str, str] = {}
+_decoded: Bounded[str, str] = Bounded(MAX_KEPT_VALUES)
 
 
 class QueryString:
@@ -76,9 +77,7 @@ def _unquoted(text: str) -> str:
     decoded = _decoded.get(text)
     if decoded is None:
         decoded = unquote(text)
-        if len(_decoded) >= MAX_KEPT_VALUES:
-            _decoded.clear()
-        _decoded[text] = decoded
+        _decoded.keep(text, decoded)
     return decoded
 
 

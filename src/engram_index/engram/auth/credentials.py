@@ -24,6 +24,7 @@ from typing import Callable
 
 from starlette.requests import Request
 
+from engram_index.bounded import Bounded
 from engram_index.errors import AuthError, BadRecord
 from engram_index.engram.auth.errors import AuthorityUnreachable, BadSpaceAudience, BadSpaceSignature, ExpiredToken, InvalidToken, RevokedToken
 from engram_index.engram.identity.did import DidDoc, DidResolver, ResolveError
@@ -94,7 +95,7 @@ class SpaceCredentials:
         self.state = state
         self.policy = policy
         self.clock = clock
-        self._verified: dict[tuple[str, bytes, bytes, bytes, bytes], Verified] = {}
+        self._verified: Bounded[tuple[str, bytes, bytes, bytes, bytes], Verified] = Bounded(REMEMBERED)
 
     async def authenticate(self, request: Request, space: str) -> Caller:
         """Return the caller when the request proves membership of `space`; raise an AuthError when not."""
@@ -130,10 +131,8 @@ class SpaceCredentials:
             if not self.state.use_nonce(f"{claims.issuer} {claims.jti}", nonce, claims.exp + self.policy.skew):
                 raise BadSpaceSignature("this request's nonce was already used")
         elif key is not None:  # (a nonce is spent once: such fields are never remembered)
-            if len(self._verified) >= REMEMBERED:
-                self._verified.clear()
-            self._verified[key] = Verified(claims, max(claims.valid_from, signed_from),
-                                           min(claims.valid_until, signed_until), doc)
+            self._verified.keep(key, Verified(claims, max(claims.valid_from, signed_from),
+                                              min(claims.valid_until, signed_until), doc))
         return Caller(None, space, key=claims.holder.did_key)
 
     async def _still(self, known: Verified, space: str) -> Caller | None:
