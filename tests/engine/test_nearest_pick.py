@@ -25,12 +25,13 @@ def assert_exact(query: np.ndarray, codes: np.ndarray, excluded: np.ndarray | No
         assert np.array_equal(out[:written], want), count
 
 
-@pytest.mark.parametrize("width", [2, 48])
+@pytest.mark.parametrize("width", [2, 48, 200])
 @pytest.mark.parametrize("with_exclusions", [False, True])
 def test_nearest_over_many_rows_keeps_the_exact_smallest_with_ties_to_the_lower_ordinals(
     width: int, with_exclusions: bool, c_loops: str
 ) -> None:
-    # Two-byte codes put thousands of rows at each distance: the cut falls among ties.
+    # Two-byte codes put thousands of rows at each distance: the cut falls among ties. 200-byte rows
+    # (1,600 bits) take the popcnt scan on every CPU, and spread the distances: the window spans more.
     rng = np.random.default_rng(width * 2 + with_exclusions)
     codes = rng.integers(0, 256, (ROWS, width), dtype=np.uint8)
     query = rng.integers(0, 256, width, dtype=np.uint8)
