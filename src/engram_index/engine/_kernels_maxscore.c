@@ -129,14 +129,20 @@ static int64_t find(const int32_t *ords, int64_t lo, int64_t hi, int32_t d)
     return lo < end && ords[lo] == d ? lo : -1;
 }
 
+/* A holder's BM25 part in a column: scale x tf / (tf + norm), a norm being norm0 + norm1 x length.
+ * The one form of it both phases compute, so that their sums are the same doubles. */
+static inline double bm25_part(uint16_t tf_count, double length, double scale, double norm0, double norm1)
+{
+    double tf = (double)tf_count;
+    return scale * tf / (tf + (norm0 + norm1 * length));
+}
+
 /* Phase 2's step for one candidate holding a column: its BM25 part added to acc[d], and after a
- * stem (kind 1) its mark set, so that the group's exact forms (kind 2) add nothing there. A norm is
- * norm0 + norm1 x length (phase 1's). */
+ * stem (kind 1) its mark set, so that the group's exact forms (kind 2) add nothing there. */
 static inline void add_part(double *acc, int32_t *mark, int64_t d, uint16_t tf_count, int64_t length, double scale,
                             double norm0, double norm1, int64_t kind, int32_t found_mark)
 {
-    double tf = (double)tf_count;
-    acc[d] += scale * tf / (tf + (norm0 + norm1 * (double)length));
+    acc[d] += bm25_part(tf_count, (double)length, scale, norm0, norm1);
     if (kind == 1)
         mark[d] = found_mark;
 }
@@ -150,10 +156,8 @@ static inline void add_part(double *acc, int32_t *mark, int64_t d, uint16_t tf_c
 static void block_parts(const uint16_t *tfs, const uint16_t *lengths, int64_t count, double scale, double norm0,
                         double norm1, double *out)
 {
-    for (int64_t i = 0; i < count; i++) {
-        double tf = (double)tfs[i];
-        out[i] = scale * tf / (tf + (norm0 + norm1 * (double)lengths[i]));
-    }
+    for (int64_t i = 0; i < count; i++)
+        out[i] = bm25_part(tfs[i], (double)lengths[i], scale, norm0, norm1);
 }
 
 typedef struct {
@@ -389,13 +393,8 @@ PyObject *engram_postings_top(PyObject *self, PyObject *args)
                     }
                     if (allowed_n >= 0 && (d >= allowed_n || !allowed[d]))
                         continue;
-                    double part;
-                    if (post_lengths != NULL)
-                        part = parts[p - from];
-                    else {
-                        double tf = (double)post_tfs[p];
-                        part = scale * tf / (tf + (norm0 + norm1 * (double)doc_lengths[d]));
-                    }
+                    double part = post_lengths != NULL ? parts[p - from]
+                                                       : bm25_part(post_tfs[p], (double)doc_lengths[d], scale, norm0, norm1);
                     /* Met for the first time: noted without a branch (which half the holders take). */
                     if (n < m)
                         touched[n] = d;
