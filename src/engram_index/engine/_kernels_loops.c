@@ -1,6 +1,7 @@
-/* The inner loops behind _kernels.c: the coarse scan (its pick: _kernels_pick.c), and the float16 dot products of
- * the exact re-rank and the squared norms, each a vectorised loop and a portable one (chosen at run
- * time, or forced). Plain C over raw arrays; the module checks every buffer before calling them. */
+/* The inner loops behind _kernels.c: the coarse scan (its pick: _kernels_pick.c), and the float16
+ * dot products of the exact re-rank and the squared norms, each a vectorised loop and a portable one
+ * (chosen at run time, or forced). Plain C over raw arrays; the module checks every buffer before
+ * calling them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -57,9 +58,10 @@ static inline uint32_t row_distance(const uint8_t *a, const uint8_t *b, Py_ssize
         KEEP_ROW(r, total)                                                                      \
     }
 
-/* The scan itself. It is compiled twice on x86-64, with and without the popcnt instruction, and chosen at run
- * time (engram_select_scan), so that one build runs on any x86-64 CPU at full speed where it can
- * and the tests can run the portable one too. Distances are integers: both give the same. */
+/* The scan itself. It is compiled twice on x86-64, with and without the popcnt instruction, and
+ * chosen at run time (engram_select_scan), so that one build runs on any x86-64 CPU at full speed
+ * where it can and the tests can run the portable one too. Distances are integers: both give the
+ * same. */
 #define DEFINE_SCAN(name, attributes)                                                           \
     attributes static void name(const uint8_t *query, const uint8_t *codes, Py_ssize_t n,       \
                                 Py_ssize_t width, const uint8_t *excluded, uint16_t *out)       \
@@ -156,6 +158,17 @@ __attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void scan_avx51
     _mm256_add_epi8(_mm256_shuffle_epi8((table), _mm256_and_si256((x), (nibble))),                \
                     _mm256_shuffle_epi8((table), _mm256_and_si256(_mm256_srli_epi16((x), 4), (nibble))))
 
+/* Two rows' totals from their vpsadbw sums (four 64-bit lane sums each): a's, then b's. */
+__attribute__((target("avx2"))) static inline void avx2_two_totals(__m256i a, __m256i b, uint64_t *a_total,
+                                                                  uint64_t *b_total)
+{
+    /* a's four lane sums and b's, added across: the low 64 bits a's total, the high b's. */
+    __m256i h = _mm256_add_epi64(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    *a_total = (uint64_t)_mm_cvtsi128_si64(t);
+    *b_total = (uint64_t)_mm_extract_epi64(t, 1);
+}
+
 /* The scan with AVX2, for CPUs without AVX-512 VPOPCNTDQ: bytes XORed with the query, their bits
  * counted through a nibble table (AVX2 has no vector popcount), the byte counts summed by vpsadbw.
  * Rows of 48 bytes (384 dimensions) go two to three registers, four rows a turn; rows of a
@@ -198,11 +211,7 @@ __attribute__((target("popcnt,avx2"))) static void scan_avx2(
                 __m256i c2 = AVX2_BYTE_COUNTS(_mm256_xor_si256(_mm256_loadu_si256((const void *)(two + 64)), q2), table, nibble);
                 __m256i a = _mm256_sad_epu8(_mm256_add_epi8(c0, _mm256_and_si256(c1, first)), zero);
                 __m256i b = _mm256_sad_epu8(_mm256_add_epi8(c2, _mm256_andnot_si256(first, c1)), zero);
-                /* a's four lane sums and b's, added across: the low 64 bits a's total, the high b's. */
-                __m256i h = _mm256_add_epi64(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
-                __m128i t = _mm_add_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-                counts[2 * pair] = (uint64_t)_mm_cvtsi128_si64(t);
-                counts[2 * pair + 1] = (uint64_t)_mm_extract_epi64(t, 1);
+                avx2_two_totals(a, b, &counts[2 * pair], &counts[2 * pair + 1]);
             }
             for (int j = 0; j < 4; j++) {
                 Py_ssize_t row = r + j, total = (Py_ssize_t)counts[j];
@@ -224,10 +233,8 @@ __attribute__((target("popcnt,avx2"))) static void scan_avx2(
                 ca = _mm256_add_epi8(ca, AVX2_BYTE_COUNTS(_mm256_xor_si256(_mm256_loadu_si256((const void *)(a_row + 32 * c)), q[c]), table, nibble));
                 cb = _mm256_add_epi8(cb, AVX2_BYTE_COUNTS(_mm256_xor_si256(_mm256_loadu_si256((const void *)(b_row + 32 * c)), q[c]), table, nibble));
             }
-            __m256i a = _mm256_sad_epu8(ca, zero), b = _mm256_sad_epu8(cb, zero);
-            __m256i h = _mm256_add_epi64(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
-            __m128i t = _mm_add_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            Py_ssize_t total_a = (Py_ssize_t)_mm_cvtsi128_si64(t), total_b = (Py_ssize_t)_mm_extract_epi64(t, 1);
+            uint64_t total_a, total_b;
+            avx2_two_totals(_mm256_sad_epu8(ca, zero), _mm256_sad_epu8(cb, zero), &total_a, &total_b);
             KEEP_ROW(r, total_a)
             KEEP_ROW(r + 1, total_b)
         }

@@ -86,9 +86,10 @@ __attribute__((target("avx2"))) static Py_ssize_t take_avx2(const uint16_t *dist
     return take_portable(dist, r, n, cut, ties, out, written, count);
 }
 
+/* AVX2, with popcnt (the window's count uses both; every AVX2 CPU has popcnt). */
 static int have_avx2(void)
 {
-    return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
 }
 #endif
 
@@ -208,7 +209,7 @@ static int cut_by_sample(const uint16_t *dist, Py_ssize_t n, Py_ssize_t bits, Py
         return -1;
     Py_ssize_t below;
 #ifdef HAVE_X86_PICK
-    if (level <= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+    if (level <= 1 && have_avx2())
         below = count_window_avx2(dist, n, (uint16_t)lo, (uint16_t)span, win);
     else
 #endif
