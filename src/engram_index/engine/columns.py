@@ -68,25 +68,16 @@ class Columns:
             self.count += 1
         self.live[ord_] = True
         self.created[ord_] = doc.created_ms
-        code = self._author_codes.get(doc.author)
-        if code is None:
-            code = self._author_codes[doc.author] = len(self._author_names)
-            self._author_names.append(doc.author)
-        self.author[ord_] = code
+        self.author[ord_] = self._author_code(doc.author)
         self.sourced -= bool(self.source[ord_])  # (0 unless it replaces a live document with a source)
-        self.source[ord_] = self._source_codes.setdefault(doc.source, len(self._source_codes) + 1) if doc.source else 0
+        self.source[ord_] = self._source_code(doc.source)
         self.sourced += bool(self.source[ord_])
         old_id = self.ids[ord_]
         if old_id is not None and old_id != doc.id:
             self._by_id.pop(old_id, None)
         self.ids[ord_] = doc.id
         self._by_id[doc.id] = ord_
-        tags = tuple(dict.fromkeys(doc.tags))
-        self._doc_tags[ord_] = tags
-        self.first_tag[ord_] = self._first_tag_codes.setdefault(tags[0], len(self._first_tag_codes) + 1) if tags else 0
-        for tag in tags:
-            self._tags.setdefault(tag, set()).add(ord_)
-            self._tag_cache.pop(tag, None)
+        self.first_tag[ord_] = self._tag(ord_, doc.tags)
 
     def put_many(self, ords: Sequence[int], docs: Sequence[Document]) -> None:
         """`put` of each document at its ordinal, in order: in bulk when the ordinals are distinct and none
@@ -105,32 +96,36 @@ class Columns:
         self.count += len(ords)
         self.live[where] = True
         self.created[where] = [doc.created_ms for doc in docs]
-        author_codes, names = self._author_codes, self._author_names
-        authors = []
-        for doc in docs:
-            code = author_codes.get(doc.author)
-            if code is None:
-                code = author_codes[doc.author] = len(names)
-                names.append(doc.author)
-            authors.append(code)
-        self.author[where] = authors
         # Codes are handed out in the documents' order, as one put after another would.
-        source_codes = self._source_codes
-        sources = [source_codes.setdefault(doc.source, len(source_codes) + 1) if doc.source else 0 for doc in docs]
+        self.author[where] = [self._author_code(doc.author) for doc in docs]
+        sources = [self._source_code(doc.source) for doc in docs]
         self.source[where] = sources
         self.sourced += len(sources) - sources.count(0)
         ids, by_id = self.ids, self._by_id
-        first_codes, doc_tags, members, cache = self._first_tag_codes, self._doc_tags, self._tags, self._tag_cache
-        firsts = []
         for ord_, doc in zip(ords, docs):
             ids[ord_] = doc.id
             by_id[doc.id] = ord_
-            tags = doc_tags[ord_] = tuple(dict.fromkeys(doc.tags))
-            firsts.append(first_codes.setdefault(tags[0], len(first_codes) + 1) if tags else 0)
-            for tag in tags:
-                members.setdefault(tag, set()).add(ord_)
-                cache.pop(tag, None)
-        self.first_tag[where] = firsts
+        self.first_tag[where] = [self._tag(ord_, doc.tags) for ord_, doc in zip(ords, docs)]
+
+    def _author_code(self, author: str) -> int:
+        """The author column's code for this author (a new one the first time)."""
+        code = self._author_codes.get(author)
+        if code is None:
+            code = self._author_codes[author] = len(self._author_names)
+            self._author_names.append(author)
+        return code
+
+    def _source_code(self, source: str | None) -> int:
+        """The source column's code for this source (0: none; a new one the first time)."""
+        return self._source_codes.setdefault(source, len(self._source_codes) + 1) if source else 0
+
+    def _tag(self, ord_: int, tags: Sequence[str]) -> int:
+        """Record an ordinal's tags (deduplicated, in order) in their postings; its first tag's code (0: none)."""
+        kept = self._doc_tags[ord_] = tuple(dict.fromkeys(tags))
+        for tag in kept:
+            self._tags.setdefault(tag, set()).add(ord_)
+            self._tag_cache.pop(tag, None)
+        return self._first_tag_codes.setdefault(kept[0], len(self._first_tag_codes) + 1) if kept else 0
 
     def remove(self, ord_: int) -> None:
         """Forget the document at this ordinal."""
