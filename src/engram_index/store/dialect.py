@@ -18,7 +18,6 @@ on both stores to hold that.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -103,16 +102,15 @@ class Dialect:
     def __init__(self, primary_key: Callable[[str], Sequence[str]]) -> None:
         """Translate upserts with the primary keys that `primary_key` reads."""
         self._primary_key = primary_key
+        # Shared by the store's threads (Bounded's steps are dict steps).
         self._cache: Bounded[str, str] = Bounded(_CACHE_LIMIT)
-        self._lock = threading.Lock()
 
     def sql(self, sql: str) -> str:
         """The PostgreSQL form of a statement."""
         done = self._cache.get(sql)
         if done is None:
             done = self._translate(sql)
-            with self._lock:
-                self._cache.keep(sql, done)  # dynamic IN lists make many statements: it starts afresh
+            self._cache.keep(sql, done)  # dynamic IN lists make many statements: it starts afresh
         return done
 
     def _translate(self, sql: str) -> str:
