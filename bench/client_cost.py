@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     print_machine()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from engram_index.testkit.serve import free_port
+    from engram_index.testkit.serve import free_port, wait_answering
 
     port = free_port()
     body = orjson.dumps({"mode": "both", "limit": 10, "query": "what did we decide about the launch date"})
@@ -62,15 +62,8 @@ def main() -> None:
         server = subprocess.Popen([sys.executable, "-m", "uvicorn", "client_cost_app:app", "--port", str(port),
                                    "--log-level", "warning", "--no-access-log"], cwd=tmp)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    raw = Connection(port)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise SystemExit("the server did not start") from None
-                    time.sleep(0.1)
+            wait_answering(f"http://127.0.0.1:{port}", 60, server)  # (any answer, its 404 too)
+            raw = Connection(port)
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
 
                 def via_httpx() -> float:
