@@ -67,6 +67,14 @@ def load_index(store: RecordStore, data_dir: Path, info: CollectionInfo, *, read
         index.keyword.reset()
         kw_seq = 0
     counts_seq = index.keyword.counts_seq  # the term counts may have been saved before that
+    if kw_seq == info.seq and counts_seq > 0:
+        # Nothing to replay (a restart after a clean close): the columns and vectors need none of the
+        # records' texts and metadata, which were most of a load's reading (docs/design/engine.md).
+        _place(store, index, info, shared, stopping, progress, total)
+        if counts_seq < kw_seq:  # the term counts of the changes since they were saved
+            index.keyword.count_only((c.ord, c.document) for batch in store.changes_since(info.id, counts_seq)
+                                     for c in batch if c.seq <= kw_seq)
+        return _loaded(index, info, read_only, replayed=False), False
     done = 0
     replayed = False
     for batch in store.changes_since(info.id, 0):
@@ -84,12 +92,30 @@ def load_index(store: RecordStore, data_dir: Path, info: CollectionInfo, *, read
         done += len(live)
         if progress is not None:
             progress(info.uri, done, total)
+    return _loaded(index, info, read_only, replayed), kw_seq == 0
+
+
+def _place(store: RecordStore, index: SpaceIndex, info: CollectionInfo, shared: bool, stopping: threading.Event,
+           progress: Progress | None, total: int) -> None:
+    """Put every live record's columns and (unless mapped already) vector, from its `Placed` fields alone."""
+    done = 0
+    for rows in store.placed_fields(info.id, vectors=not shared):
+        if stopping.is_set():
+            raise Closing(info.uri)
+        index.place(rows, index.seq, vectors=not shared)
+        done += len(rows)
+        if progress is not None:
+            progress(info.uri, done, total)
+
+
+def _loaded(index: SpaceIndex, info: CollectionInfo, read_only: bool, replayed: bool) -> SpaceIndex:
+    """The index at the collection's sequence, its term counts saved (a writer's) or its replay committed."""
     index.seq = info.seq
     if not read_only and index.keyword.counts_seq != info.seq:
         index.save_counts()  # commits too
     elif replayed or index.keyword.committed_seq != info.seq:
         index.commit()
-    return index, kw_seq == 0
+    return index
 
 
 def build_next(store: RecordStore, info: CollectionInfo) -> VectorIndex:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engram_index.collections import Collections
-from engram_index.engine.types import Document, ModelIdentity, SearchRequest
+from engram_index.engine.types import Document, ModelIdentity, Placed, SearchRequest
 from engram_index.errors import InvalidInput, StorageError, StoreConflict, UnknownSpace
 from engram_index.keys import KeyState, KeyStore
 from engram_index.kindgi import schema as kindgi_schema
@@ -89,6 +89,22 @@ def test_changes_since_pages_through_everything_after_a_sequence(store: RecordSt
     assert [len(p) for p in pages] == [3, 3, 3]
     assert [c.ord for p in pages for c in p] == list(range(9))
     assert [c.ord for p in store.changes_since(sid, 1) for c in p] == list(range(5, 9))
+
+
+def test_placed_fields_page_through_the_live_documents_in_sequence_order_without_their_text(
+        store: RecordStore) -> None:
+    sid = store.collection(URI).id
+    store.write(sid, [put(i, tags=(f"t{i}", "x"), source=f"s{i % 2}", created_ms=10 + i, vector=bytes([i, 0]) * 4)
+                      for i in range(5)])
+    store.write(sid, [put(1, "new", tags=("n",), created_ms=99, vector=None)], deletes=["d3"])
+    pages = list(store.placed_fields(sid, batch=2))
+    assert [len(p) for p in pages] == [2, 2]
+    rows = [row for page in pages for row in page]
+    # Sequence order: the documents of the first write, then d1 as rewritten; the deleted d3 left out.
+    assert [o for o, _ in rows] == [0, 2, 4, 1]
+    assert rows[3] == (1, Placed("d1", "did:plc:a", ("n",), None, 99, None))
+    assert rows[0] == (0, Placed("d0", "did:plc:a", ("t0", "x"), "s0", 10, bytes([0, 0]) * 4))
+    assert [p.vector for _, p in store.placed_fields(sid, vectors=False).__next__()] == [None] * 4
 
 
 def test_documents_round_trip_every_field(store: RecordStore) -> None:

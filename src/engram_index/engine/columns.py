@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engram_index.engine.types import Document, Filters
+from engram_index.engine.types import Document, Filters, Placed
 
 # Filter masks kept until the next change: faces send the same few filters with every search (v5
 # its superseded/forgotten tags, Kindgi a tenant's visibility groups), and each mask is as large as
@@ -57,7 +57,7 @@ class Columns:
             setattr(self, name, new)
         self.ids.extend([None] * (cap - len(self.ids)))
 
-    def put(self, ord_: int, doc: Document) -> None:
+    def put(self, ord_: int, doc: Document | Placed) -> None:
         """Record (or replace) the document at this ordinal."""
         self._grow(ord_ + 1)
         self._masks.clear()
@@ -79,7 +79,7 @@ class Columns:
         self._by_id[doc.id] = ord_
         self.first_tag[ord_] = self._tag(ord_, doc.tags)
 
-    def put_many(self, ords: Sequence[int], docs: Sequence[Document]) -> None:
+    def put_many(self, ords: Sequence[int], docs: Sequence[Document | Placed]) -> None:
         """`put` of each document at its ordinal, in order: in bulk when the ordinals are distinct and none
         is live (a load's, a fresh write's), where a put each was a sixth of a collection's load."""
         if not ords:

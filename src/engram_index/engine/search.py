@@ -21,7 +21,9 @@ from engram_index.engine.keyword import KeywordIndex, searchable_words
 from engram_index.engine.rwlock import RWLock
 from engram_index.engine.started import StartedSearch as StartedSearch  # (re-exported: Collections.start_many's)
 from engram_index.engine.started import Starting
-from engram_index.engine.types import Document, Filters, Fused, Hit, Mode, SearchRequest, SearchResult, explainable
+from engram_index.engine.types import (
+    Document, Filters, Fused, Hit, Mode, Placed, SearchRequest, SearchResult, explainable,
+)
 from engram_index.engine.vector import PreparedQuery, VectorHits, VectorIndex, vector_problem
 
 # Candidates per stage: at least this many, more when the limit asks (4 × limit).
@@ -135,6 +137,21 @@ class SpaceIndex(Starting):
             self.keyword.write(words)
             if index is not None and pending:
                 self._put_vectors(index, pending)
+            self.seq = max(self.seq, seq)
+
+    def place(self, rows: Sequence[tuple[int, Placed]], seq: int, vectors: bool = True) -> None:
+        """Put live records read for a load in their columns and (unless told not to) their vectors, up to
+        sequence `seq`: what `apply` with `keyword=False` does with them, for ordinals not live yet."""
+        with self._lock.write():
+            self._generation += 1
+            ords = [o for o, _ in rows]
+            if ords and self.columns.alive(np.array(ords, np.int64)).any():
+                raise ValueError("place puts ordinals that are not live yet: apply replaces live ones")
+            self.columns.put_many(ords, [fields for _, fields in rows])
+            if vectors and self.vectors is not None:
+                pending = {o: (fields.author, fields.vector) for o, fields in rows if fields.vector is not None}
+                if pending:
+                    self._put_vectors(self.vectors, pending)
             self.seq = max(self.seq, seq)
 
     def _put_vectors(self, index: VectorIndex, pending: dict[int, tuple[str, bytes]]) -> None:

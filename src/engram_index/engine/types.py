@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -41,6 +41,18 @@ class Document:
     metadata: dict[str, Any] | None = None
     vector: bytes | None = None
     next_vector: bytes | None = None
+
+
+class Placed(NamedTuple):
+    """What a collection's filter columns and vectors are built from: a record's fields besides its text and
+    metadata (a load reads only these when its keyword index has nothing to replay)."""
+
+    id: str
+    author: str
+    tags: tuple[str, ...]
+    source: str | None
+    created_ms: int
+    vector: bytes | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engram_index.engine.types import Document, ModelIdentity
+from engram_index.engine.types import Document, ModelIdentity, Placed
 
 # Statements run inside a write's transaction, after its documents (see RecordStore.write).
 Statement = tuple[str, tuple[Any, ...]]
@@ -124,6 +124,10 @@ class RecordStore(Protocol):
 
     def changes_since(self, space_id: int, seq: int, batch: int = 2000) -> Iterator[list[Change]]:
         """Every document changed after `seq`, in sequence order, in batches (deletes as None)."""
+
+    def placed_fields(self, space_id: int, batch: int = 2000, vectors: bool = True) -> Iterator[list[tuple[int, Placed]]]:
+        """Every live document's ordinal and what its columns and vector are built from (`Placed`; its
+        vector None unless `vectors`), in sequence order, in batches: a load's, without texts or metadata."""
 
     def count(self, space_id: int) -> int:
         """The number of live documents in the collection."""

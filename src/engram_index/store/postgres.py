@@ -22,10 +22,11 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from engram_index.engine.types import Document, ModelIdentity
+from engram_index.engine.types import Document, ModelIdentity, Placed
 from engram_index.errors import InvalidInput, StorageError, StoreConflict, StoreUnavailable, UnknownSpace
 from engram_index.store.rows import (
-    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, row_to_document, row_to_space,
+    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, placed_sql, row_to_document, row_to_space,
+    rows_to_placed,
 )
 from engram_index.store.base import Change, CollectionInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.dialect import Dialect, parameters
@@ -39,6 +40,7 @@ CHANNEL = "engram_changes"
 _MIGRATION_LOCK = 0x656E6772616D
 _CHANGES_SQL = (f"SELECT seq, deleted, {DOC_COLUMNS} FROM documents"
                 " WHERE space_id=%s AND (seq, ord) > (%s, %s) ORDER BY seq, ord LIMIT %s")
+_PLACED_SQL = {vectors: placed_sql("%s", vectors) for vectors in (False, True)}
 _SPACE_SQL = f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri=%s"
 _SPACES_SQL = f"SELECT {SPACE_COLUMNS} FROM spaces WHERE uri = ANY(%s)"
 # How long the pool keeps retrying a connection, with its doubling backoff, before it gives up and the
@@ -324,6 +326,18 @@ class PostgresStore(ModelMoves):
                 out.append(Change(ord_, row[0], None if row[1] else doc))
             yield out
             last_seq, last_ord = rows[-1][0], rows[-1][2]
+
+    def placed_fields(self, space_id: int, batch: int = 2000, vectors: bool = True) -> Iterator[list[tuple[int, Placed]]]:
+        """Every live document's ordinal and `Placed` fields, in sequence order, in batches (a load's)."""
+        sql = _PLACED_SQL[vectors]
+        last_seq, last_ord = 0, 1 << 62  # (as changes_since(0): from sequence 1)
+        while True:
+            start = (space_id, last_seq, last_ord, batch)
+            rows = self._read(lambda c: c.execute(sql, start).fetchall())
+            if not rows:
+                return
+            yield rows_to_placed(rows)
+            last_seq, last_ord = rows[-1][0], rows[-1][1]
 
     def count(self, space_id: int) -> int:
         """The number of live documents in the collection."""

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from engram_index.engine.types import Document, ModelIdentity
+from engram_index.engine.types import Document, ModelIdentity, Placed
 from engram_index.errors import StorageError
 from engram_index.store.base import CollectionInfo, Statement
 
@@ -58,6 +58,19 @@ def row_to_document(row: Sequence[Any]) -> tuple[int, Document]:
         id=doc_id, author=author, text=text, tags=stored_tags(tags), source=source, created_ms=created,
         indexed_ms=indexed, metadata=loads_stored(metadata) if metadata else None, vector=vector,
         next_vector=next_vector)
+
+
+def placed_sql(mark: str, vectors: bool) -> str:
+    """A page of `RecordStore.placed_fields`, with the store's placeholder `mark` (its row: seq, then
+    `rows_to_placed`'s), after (seq, ord) and up to a count."""
+    return (f"SELECT seq, ord, doc_id, author, tags, source, created_ms, {'vector' if vectors else 'NULL'}"
+            f" FROM documents WHERE space_id={mark} AND deleted=0 AND (seq, ord) > ({mark}, {mark})"
+            f" ORDER BY seq, ord LIMIT {mark}")
+
+
+def rows_to_placed(rows: Sequence[Sequence[Any]]) -> list[tuple[int, Placed]]:
+    """A page of `placed_sql` as ordinals and their `Placed` fields."""
+    return [(row[1], Placed(row[2], row[3], stored_tags(row[4]), row[5], row[6], row[7])) for row in rows]
 
 
 def row_to_space(row: Sequence[Any]) -> CollectionInfo:
