@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from engram_index.engine.search import SpaceIndex
+from engram_index.engine.search import SpaceIndex, checked_vector, checked_vectors
 from engram_index.engine.types import Document, Filters, SearchRequest
 
 DIMS = 8
@@ -277,6 +277,21 @@ def test_stored_vectors_that_cannot_be_used_are_left_out_and_reported_and_the_re
     fixed = Document(id="v1", author="did:plc:b", text="row 1", created_ms=1, vector=unit(3).astype("<f2").tobytes())
     index.apply([(1, fixed), (2, None), (3, None), (4, None)], seq=2)
     assert index.unusable_vectors() == [] and index.has_vector(1)
+
+
+def test_a_load_checks_each_stored_vector_in_bulk_as_one_check_of_each_would() -> None:
+    halves = {"nan": 0x7E00, "inf": 0x7C00, "-inf": 0xFC00, "zero": 0x0000, "-zero": 0x8000, "tiny": 0x0001,
+              "-tiny": 0x8001, "largest": 0x7BFF, "one": 0x3C00}
+    rows = [np.full(DIMS, 0x3C00, "<u2") for _ in halves] + [np.zeros(DIMS, "<u2"), np.full(DIMS, 0x8000, "<u2"),
+                                                             np.full(DIMS, 0x0001, "<u2")]
+    for row, half in zip(rows, halves.values()):
+        row[3] = half
+    raws = [row.tobytes() for row in rows] + [b"\x00\x3c" * (DIMS - 1), b"\x00\x3c\x00"]
+    got, whole, problems = checked_vectors(raws, DIMS)
+    assert problems == [checked_vector(raw, DIMS)[1] for raw in raws]
+    assert [p is None for p in problems] == [False, False, False, True, True, True, True, True, True,
+                                             False, False, True, False, False]
+    assert whole == list(range(len(rows))) and got.tobytes() == b"".join(raws[:len(rows)])
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -55,7 +55,11 @@ def checked_vectors(raws: Sequence[bytes], dims: int) -> tuple[np.ndarray, list[
     whole = [i for i, raw in enumerate(raws) if len(raw) == 2 * dims]
     rows = np.frombuffer(b"".join(raws[i] for i in whole), "<f2").reshape(len(whole), dims)
     problems: list[str | None] = [None] * len(raws)
-    for k in np.flatnonzero(~np.isfinite(rows).all(axis=1) | ~rows.any(axis=1)).tolist():
+    # Tested on the halves' bits (a tenth of float16 arithmetic's time): NaN or infinity has every exponent
+    # bit set; a row of zeros (either sign) has no bit set besides the signs.
+    bits = rows.view(np.uint16)
+    odd = ((bits & 0x7C00) == 0x7C00).any(axis=1) | ~(bits & 0x7FFF).any(axis=1)
+    for k in np.flatnonzero(odd).tolist():
         problems[whole[k]] = vector_problem(rows[k], dims)  # its first problem, in checked_vector's order
     for i, raw in enumerate(raws):
         if len(raw) != 2 * dims:
