@@ -8,7 +8,12 @@ SciFact query through the SDK's `search` in each search mode (limit 100) and sco
 the results name, in their order (a document counted once, at its first result): nDCG@10 and
 Recall@100 as `engram-index eval scifact` computes them. One line per face embedder and mode.
 
+`--embed-heading` (a lever, not the face's behaviour) embeds every sentence and memory of a document
+whose first paragraph is a short heading (a SciFact title) as "heading\n\nsentence", as contextual
+chunk headers do, and the chunks pool those.
+
     python bench/v5_scifact.py [--face-embedders auto,local] [--modes hybrid,chunks,memories] [--queries 300]
+                               [--embed-heading]
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from supermemory import Supermemory  # noqa: E402
 from v5 import local_app, wait_all_done  # noqa: E402
 
 from engram_index.evaluation import load_scifact, ndcg_at, recall_at  # noqa: E402
+from engram_index.supermemory import pipeline  # noqa: E402
+from engram_index.supermemory.forming import Job  # noqa: E402
 from engram_index.testkit.serve import serving  # noqa: E402
 
 NS = "scifact"
@@ -45,6 +52,24 @@ def ranked_documents(results: list[object]) -> list[str]:
         if doc and doc not in out:
             out.append(doc)
     return out
+
+
+def heading(text: str) -> str | None:
+    """A document's first paragraph when it is a short heading (2 words to 250 characters) before more text."""
+    head, gap, rest = text.strip().partition("\n\n")
+    head = " ".join(head.split())
+    return head if gap and rest.strip() and len(head) <= 250 and len(head.split()) >= 2 else None
+
+
+def embed_under_headings() -> None:
+    """Make this process's pipeline embed each sentence and memory under its document's heading (`--embed-heading`)."""
+    face_text = pipeline.in_context
+
+    def in_context(job: Job, text: str) -> str:
+        head, own = heading(job.text), " ".join(text.split())
+        return face_text(job, f"{head}\n\n{own}" if head and not own.startswith(head) else text)
+
+    pipeline.in_context = in_context  # type: ignore[assignment]
 
 
 def run(scifact: Path, face_spec: str, modes: list[str], n_queries: int,
@@ -95,8 +120,11 @@ def main() -> None:
     parser.add_argument("--modes", default="hybrid,chunks,memories")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--scifact", type=Path, default=shared / "data" / "scifact")
+    parser.add_argument("--embed-heading", action="store_true", help="embed sentences under their document's heading")
     args = parser.parse_args()
     print_machine()
+    if args.embed_heading:
+        embed_under_headings()
     rows = [row for spec in args.face_embedders.split(",") if spec
             for row in run(args.scifact, spec, [m for m in args.modes.split(",") if m], args.queries)]
     print("\n| face embedder | searchMode | nDCG@10 | Recall@100 | search p50 ms (limit 100) | fill s |")

@@ -8,7 +8,8 @@ over more of the candidate's document (its whole document; its document's first 
 the title), and the face's score with each result backed by the best other result of its document
 (a document found several times ranks higher), a memory and the chunk that holds it backing each
 other more or less than the face's `1 - (1 - own)(1 - other)`, the candidate's own BM25 saturated into 0-1 in place
-of coverage or beside it, each kind (memory, chunk) with weights of its own, and (`--idf-power`) coverage's word weights as a power of their idf.
+of coverage or beside it, each kind (memory, chunk) with weights of its own (also together with the first chunk's
+coverage, the best of a grid), and (`--idf-power`) coverage's word weights as a power of their idf.
 `--chunk-target` fills a new `--data` with chunks of another size (the whole abstract, say), and
 `--embed-whole` one whose chunks are embedded whole (as with an LLM) instead of pooling their
 sentences' vectors. A document counts at its first result, as in bench/v5_scifact.py. Each line
@@ -156,18 +157,20 @@ def main() -> None:
             taken.append((q["_id"], cols, sharing, [sci.get(d) for d in docs], cosine,
                           np.array([whole[d] for d in docs]), np.array([lead[d] for d in docs]), docs))
 
-    def ndcg(score: Score, backing: float = 0.0, memory_weight: float | None = None, pair: float = 1.0) -> float:
+    def ndcg(score: Score, backing: float = 0.0, memory_weight: float | None = None, pair: float = 1.0,
+             memory_lead: bool = False) -> float:
         """nDCG@10 of the candidates ranked by `score` (`memory_weight`: a memory's cosine weight in the face's
-        form, the rest coverage, in place of `score`'s for memories; `pair`: the weight of the other's score
-        when a memory and the chunk that holds it are one result, 1 - (1 - own)(1 - min(pair × other, 1)))."""
+        form, the rest coverage (with `memory_lead`, the better of its own and its document's first chunk's),
+        in place of `score`'s for memories; `pair`: the weight of the other's score when a memory and the
+        chunk that holds it are one result, 1 - (1 - own)(1 - min(pair × other, 1)))."""
         if pair != 1.0:
             found_module.either = lambda own, other: either(own, np.minimum(pair * np.clip(other, 0.0, 1.0), 1.0))
         try:
-            return statistics.fmean(scored(score, backing, memory_weight))
+            return statistics.fmean(scored(score, backing, memory_weight, memory_lead))
         finally:
             found_module.either = either
 
-    def scored(score: Score, backing: float, memory_weight: float | None) -> list[float]:
+    def scored(score: Score, backing: float, memory_weight: float | None, memory_lead: bool) -> list[float]:
         """Each query's nDCG@10 (`ndcg`)."""
         out = []
         for qid, cols, sharing, scifact_ids, cosine, whole, lead, docs in taken:
@@ -175,7 +178,8 @@ def main() -> None:
             cols.own = np.clip(score(cosine, cols.coverage, whole, lead, np.nan_to_num(cols.bm25, nan=0.0)), 0.0, 1.0)
             if memory_weight is not None:  # (kinds: 0 a chunk, 1 a memory)
                 memory = cols.kinds == 1
-                cols.own[memory] = memory_weight * cosine[memory] + (1 - memory_weight) * cols.coverage[memory]
+                keyword = np.maximum(cols.coverage, lead) if memory_lead else cols.coverage
+                cols.own[memory] = memory_weight * cosine[memory] + (1 - memory_weight) * keyword[memory]
             if backing:
                 cols.own = by_document(cols.own, docs, backing)
             ranked: list[str] = []
@@ -228,6 +232,12 @@ def main() -> None:
     for memories, chunks in ((0.75, 0.65), (0.8, 0.6), (0.65, 0.75), (0.6, 0.8)):
         print(f"| memories {memories} × cosine, chunks {chunks} × cosine (the rest coverage) | "
               f"{ndcg(weighted(chunks, lambda own, whole, lead: own), memory_weight=memories):.4f} |")
+    # The two levers above that each gained most, together, over a grid of both kinds' weights: its best.
+    grid = {(m, c): ndcg(weighted(c, lambda own, whole, lead: np.maximum(own, lead)), memory_weight=m, memory_lead=True)
+            for m in (0.7, 0.75, 0.8, 0.85) for c in (0.55, 0.6, 0.65, 0.7)}
+    (m, c), best = max(grid.items(), key=lambda kv: kv[1])
+    print(f"| each kind its own weight (memories 0.7-0.85, chunks 0.55-0.7 × cosine), the rest the better of its"
+          f" coverage and its document's first chunk's: the best of 16, memories {m}, chunks {c} | {best:.4f} |")
     face_score = rows[0][1]
     for weight in (0.1, 0.2, 0.3, 0.5):
         print(f"| the face's, each backed by {weight} × the best other result of its document | "
