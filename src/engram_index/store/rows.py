@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -68,9 +68,14 @@ def placed_sql(mark: str, vectors: bool) -> str:
             f" ORDER BY seq, ord LIMIT {mark}")
 
 
-def rows_to_placed(rows: Sequence[Sequence[Any]]) -> list[tuple[int, Placed]]:
-    """A page of `placed_sql` as ordinals and their `Placed` fields."""
-    return [(row[1], Placed(row[2], row[3], stored_tags(row[4]), row[5], row[6], row[7])) for row in rows]
+def placed_pages(read: Callable[[tuple[int, int, int, int]], Sequence[Sequence[Any]]], space_id: int,
+                 batch: int) -> Iterator[list[tuple[int, Placed]]]:
+    """`RecordStore.placed_fields`: each page of `placed_sql` that `read` runs (with the space, the (seq, ord)
+    after which it starts and the count), as ordinals and their `Placed` fields."""
+    last_seq, last_ord = 0, 1 << 62  # (as changes_since(0): from sequence 1)
+    while rows := read((space_id, last_seq, last_ord, batch)):
+        yield [(row[1], Placed(row[2], row[3], stored_tags(row[4]), row[5], row[6], row[7])) for row in rows]
+        last_seq, last_ord = rows[-1][0], rows[-1][1]
 
 
 def row_to_space(row: Sequence[Any]) -> CollectionInfo:

@@ -20,8 +20,8 @@ from typing import Any
 from engram_index.engine.types import Document, ModelIdentity, Placed
 from engram_index.errors import StorageError, UnknownSpace
 from engram_index.store.rows import (
-    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, placed_sql, row_to_document, row_to_space,
-    rows_to_placed,
+    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, placed_pages, placed_sql, row_to_document,
+    row_to_space,
 )
 from engram_index.store.base import Change, CollectionInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.sqlite_schema import MIGRATIONS, PAGE_SIZE
@@ -410,13 +410,7 @@ class Store(ModelMoves):
     def placed_fields(self, space_id: int, batch: int = 2000, vectors: bool = True) -> Iterator[list[tuple[int, Placed]]]:
         """Every live document's ordinal and `Placed` fields, in sequence order, in batches (a load's)."""
         conn, sql = self._reader(), _PLACED_SQL[vectors]
-        last_seq, last_ord = 0, 1 << 62  # (as changes_since(0): from sequence 1)
-        while True:
-            rows = conn.execute(sql, (space_id, last_seq, last_ord, batch)).fetchall()
-            if not rows:
-                return
-            yield rows_to_placed(rows)
-            last_seq, last_ord = rows[-1][0], rows[-1][1]
+        return placed_pages(lambda start: conn.execute(sql, start).fetchall(), space_id, batch)
 
     def count(self, space_id: int) -> int:
         """The number of live documents in the collection."""
