@@ -61,8 +61,8 @@ def row_to_document(row: Sequence[Any]) -> tuple[int, Document]:
 
 
 def placed_sql(mark: str, vectors: bool) -> str:
-    """A page of `RecordStore.placed_fields`, with the store's placeholder `mark` (its row: seq, then
-    `rows_to_placed`'s), after (seq, ord) and up to a count."""
+    """A page of `RecordStore.placed_fields` with the store's placeholder `mark`: the live records after a
+    (seq, ord), up to a count; a row is seq, ord, then the `Placed` fields (`placed_pages`)."""
     return (f"SELECT seq, ord, doc_id, author, tags, source, created_ms, {'vector' if vectors else 'NULL'}"
             f" FROM documents WHERE space_id={mark} AND deleted=0 AND (seq, ord) > ({mark}, {mark})"
             f" ORDER BY seq, ord LIMIT {mark}")
