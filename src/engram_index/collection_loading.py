@@ -99,10 +99,11 @@ def _place(store: RecordStore, index: SpaceIndex, info: CollectionInfo, shared: 
            progress: Progress | None, total: int) -> None:
     """Put every live record's columns and (unless mapped already) vector, from its `Placed` fields alone."""
     done = 0
-    for rows in store.placed_fields(info.id, vectors=not shared):
+    vectors = not shared and index.vectors is not None  # (a collection without a model reads no vector)
+    for rows in store.placed_fields(info.id, vectors=vectors):
         if stopping.is_set():
             raise Closing(info.uri)
-        index.place(rows, index.seq, vectors=not shared)
+        index.place(rows, index.seq, vectors=vectors)
         done += len(rows)
         if progress is not None:
             progress(info.uri, done, total)
