@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from engram_index.collection_loading import load_index
+from engram_index.collections import Collections
 from engram_index.engine.search import SpaceIndex
 from engram_index.engine.types import Document, ModelIdentity, SearchRequest, SearchResult
 from engram_index.store.base import RecordStore, StoredDocument
@@ -134,3 +135,24 @@ def test_a_restart_whose_term_counts_are_behind_its_keyword_files_counts_the_cha
     finally:
         again.close()
         reference.close()
+
+
+def test_a_worker_mapping_the_saved_vectors_reports_the_unusable_ones_as_the_writer_does(
+        store: RecordStore, tmp_path: Path, store_url: str | None) -> None:
+    # As `serve --workers` runs: the directory caught up and its vectors saved by a writer, then opened
+    # read-only by workers that map those vectors instead of checking each record's again.
+    data = tmp_path  # (the store's own directory: its SQLite records, or its PostgreSQL cache)
+    writer = Collections(data, store=store_url)
+    try:
+        writer.catch_up()
+        expected = writer.index(URI).unusable_vectors()
+    finally:
+        writer.close()
+    assert expected  # (the fixture's two)
+    worker = Collections(data, read_only=True, store=store_url)
+    try:
+        index = worker.index(URI)
+        assert index.vectors is not None and index.vectors.mapped
+        assert index.unusable_vectors() == expected
+    finally:
+        worker.close()

@@ -58,8 +58,8 @@ def load_index(store: RecordStore, data_dir: Path, info: CollectionInfo, *, read
     # (serve --workers); without one, each rebuilds its own from the records.
     mapped = VectorIndex.open(vectors_path(data_dir, info), info.seq) if read_only and dims else None
     shared = mapped is not None and mapped.dims == dims
-    if shared:
-        index.vectors = mapped
+    if mapped is not None and shared:
+        index.use_saved(mapped)
     total = store.count(info.id)
     kw_seq = index.keyword.committed_seq
     if kw_seq > info.seq:

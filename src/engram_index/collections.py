@@ -438,8 +438,7 @@ class Collections(Compaction, Eviction, Purging, Searching):
             with self._collection_lock(uri):
                 index = self.index(uri)
                 index.save_counts()
-                if index.vectors is not None:
-                    index.vectors.save(vectors_path(self.data_dir, self.store.collection(uri)), index.seq)
+                index.save_vectors(vectors_path(self.data_dir, self.store.collection(uri)))
 
     def close(self) -> None:
         """Stop the committer, commit everything and close the store."""

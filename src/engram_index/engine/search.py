@@ -219,6 +219,20 @@ class SpaceIndex(Starting):
             mask = self.columns.mask(filters)
             return self.columns.count if mask is None else int(mask.sum())
 
+    def save_vectors(self, path: Path) -> None:
+        """Save the vectors for other processes to map (`VectorIndex.save`), with the unusable ones' report."""
+        with self._lock.read():
+            if self.vectors is not None:
+                unusable = [[o, author, reason] for o, (author, reason) in sorted(self._unusable.items())]
+                self.vectors.save(path, self.seq, {"unusable": unusable})
+
+    def use_saved(self, vectors: VectorIndex) -> None:
+        """Search with vectors mapped from files `save_vectors` wrote, and report the unusable ones it noted."""
+        with self._lock.write():
+            self.vectors = vectors
+            noted = vectors.notes.get("unusable", []) if isinstance(vectors.notes, dict) else []
+            self._unusable = {int(o): (str(author), str(reason)) for o, author, reason in noted}
+
     def unusable_vectors(self) -> list[tuple[str, str, int]]:
         """The stored vectors left out of the index: (author, reason, count), by author and reason."""
         with self._lock.read():

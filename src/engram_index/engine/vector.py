@@ -16,6 +16,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,11 +47,13 @@ _FAR = np.float32(1e9)
 # Bounded (a few searches' worth), started over when full; shared by the threads (dict steps are atomic).
 _PREPARED_LIMIT = 32
 _prepared: Bounded[bytes, PreparedQuery] = Bounded(_PREPARED_LIMIT)
-# Saved vectors (save / open): one .npy file per array, and their sequence in meta.json.
+# Saved vectors (save / open): one .npy file per array, their sequence in meta.json, the saver's notes.
 _FILES = ("vectors", "codes", "inv_norms", "live")
 # Version 2: inverse norms are float64 (version 1's float32 ones made a vector's cosine with
 # itself 0.99999994 for about half of all vectors; those files are rebuilt from the records).
-_FILES_VERSION = 2
+# Version 3: notes.json beside them (the space's unusable vectors, which a process mapping the files
+# cannot find without checking every record's).
+_FILES_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,7 @@ class VectorIndex:
         self._size = 0
         self._count = 0
         self.mapped = False  # True: the arrays are read-only maps of saved files
+        self.notes: Any = None  # what was saved beside the mapped files (`save`'s notes)
 
     def __len__(self) -> int:
         """Return the number of live vectors."""
@@ -252,20 +256,22 @@ class VectorIndex:
 
     # -- files --------------------------------------------------------------------------------
 
-    def save(self, path: Path, seq: int) -> None:
-        """Write the arrays as files that other processes can map read-only, stamped with `seq`."""
+    def save(self, path: Path, seq: int, notes: Any = None) -> None:
+        """Write the arrays as files that other processes can map read-only, stamped with `seq`, and the
+        caller's `notes` (JSON) beside them."""
         size = self._size
         arrays = (self._vectors[:size], self._codes[:size], self._inv_norms[:size], self._live[:size])
         write_saved(path, dict(zip(_FILES, arrays)),
-                    {"version": _FILES_VERSION, "seq": seq, "dims": self.dims, "size": size})
+                    {"version": _FILES_VERSION, "seq": seq, "dims": self.dims, "size": size}, {"notes": notes})
 
     @classmethod
     def open(cls, path: Path, seq: int) -> VectorIndex | None:
-        """Map vectors saved at sequence `seq` read-only; None when there are none, or of another sequence."""
-        saved = read_saved(path, _FILES, mapped=True)
+        """Map vectors saved at sequence `seq` read-only (their notes in `notes`); None when there are none,
+        or of another sequence."""
+        saved = read_saved(path, _FILES, ("notes",), mapped=True)
         if saved is None:
             return None  # missing or torn: the caller rebuilds from the records
-        meta, (vectors, codes, inv_norms, live), _ = saved
+        meta, (vectors, codes, inv_norms, live), (notes,) = saved
         if meta.get("version") != _FILES_VERSION or meta.get("seq") != seq:
             return None
         try:
@@ -280,6 +286,7 @@ class VectorIndex:
         index._vectors, index._codes, index._inv_norms, index._live = vectors, codes, inv_norms, live
         index._size, index._count = size, int(np.count_nonzero(live))
         index.mapped = True
+        index.notes = notes
         return index
 
     # -- reads --------------------------------------------------------------------------------
