@@ -15,7 +15,7 @@ import orjson
 
 from engram_index.engine.types import Document, ModelIdentity, Placed
 from engram_index.errors import StorageError
-from engram_index.store.base import CollectionInfo, Statement
+from engram_index.store.base import Change, CollectionInfo, Statement
 
 DOC_COLUMNS = "ord, doc_id, author, text, tags, source, created_ms, indexed_ms, metadata, vector, next_vector"
 DOC_COLUMNS_NO_VECTORS = DOC_COLUMNS.replace(", vector, next_vector", ", NULL, NULL")
@@ -68,14 +68,35 @@ def placed_sql(mark: str, vectors: bool) -> str:
             f" ORDER BY seq, ord LIMIT {mark}")
 
 
-def placed_pages(read: Callable[[tuple[int, int, int, int]], Sequence[Sequence[Any]]], space_id: int,
-                 batch: int) -> Iterator[list[tuple[int, Placed]]]:
-    """`RecordStore.placed_fields`: each page of `placed_sql` that `read` runs (with the space, the (seq, ord)
-    after which it starts and the count), as ordinals and their `Placed` fields."""
-    last_seq, last_ord = 0, 1 << 62  # (as changes_since(0): from sequence 1)
+# A page of a collection's rows in (seq, ord) order: `read` runs the store's statement with the space, the
+# (seq, ord) after which the page starts and the page's size.
+PageReader = Callable[[tuple[int, int, int, int]], Sequence[Sequence[Any]]]
+
+
+def _pages(read: PageReader, space_id: int, seq: int, batch: int, ord_at: int) -> Iterator[Sequence[Sequence[Any]]]:
+    """Every page of rows after sequence `seq` (each row: its seq first, its ordinal at `ord_at`)."""
+    last_seq, last_ord = seq, 1 << 62  # past every ordinal of `seq` itself: those changes are already applied
     while rows := read((space_id, last_seq, last_ord, batch)):
+        yield rows
+        last_seq, last_ord = rows[-1][0], rows[-1][ord_at]
+
+
+def change_pages(read: PageReader, space_id: int, seq: int, batch: int) -> Iterator[list[Change]]:
+    """`RecordStore.changes_since`: each page of the store's changes statement (seq, deleted, DOC_COLUMNS)
+    that `read` runs, as changes (deletes as None)."""
+    for rows in _pages(read, space_id, seq, batch, 2):
+        out: list[Change] = []
+        for row in rows:
+            ord_, doc = row_to_document(row[2:])
+            out.append(Change(ord_, row[0], None if row[1] else doc))
+        yield out
+
+
+def placed_pages(read: PageReader, space_id: int, batch: int) -> Iterator[list[tuple[int, Placed]]]:
+    """`RecordStore.placed_fields`: each page of `placed_sql` that `read` runs, as ordinals and their
+    `Placed` fields."""
+    for rows in _pages(read, space_id, 0, batch, 1):
         yield [(row[1], Placed(row[2], row[3], stored_tags(row[4]), row[5], row[6], row[7])) for row in rows]
-        last_seq, last_ord = rows[-1][0], rows[-1][1]
 
 
 def row_to_space(row: Sequence[Any]) -> CollectionInfo:

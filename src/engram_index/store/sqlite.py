@@ -20,8 +20,8 @@ from typing import Any
 from engram_index.engine.types import Document, ModelIdentity, Placed
 from engram_index.errors import StorageError, UnknownSpace
 from engram_index.store.rows import (
-    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, placed_pages, placed_sql, row_to_document,
-    row_to_space,
+    DOC_COLUMNS, DOC_COLUMNS_NO_VECTORS, SPACE_COLUMNS, ModelMoves, change_pages, placed_pages, placed_sql,
+    row_to_document, row_to_space,
 )
 from engram_index.store.base import Change, CollectionInfo, Statement, StoredDocument, WriteResult
 from engram_index.store.sqlite_schema import MIGRATIONS, PAGE_SIZE
@@ -394,18 +394,7 @@ class Store(ModelMoves):
     def changes_since(self, space_id: int, seq: int, batch: int = 2000) -> Iterator[list[Change]]:
         """Every document changed after `seq`, in sequence order, in batches (deletes as None)."""
         conn = self._reader()
-        # Start past every ordinal of `seq` itself: those changes are already applied.
-        last_seq, last_ord = seq, 1 << 62
-        while True:
-            rows = conn.execute(_CHANGES_SQL, (space_id, last_seq, last_ord, batch)).fetchall()
-            if not rows:
-                return
-            out: list[Change] = []
-            for row in rows:
-                ord_, doc = row_to_document(row[2:])
-                out.append(Change(ord_, row[0], None if row[1] else doc))
-            yield out
-            last_seq, last_ord = rows[-1][0], rows[-1][2]
+        return change_pages(lambda start: conn.execute(_CHANGES_SQL, start).fetchall(), space_id, seq, batch)
 
     def placed_fields(self, space_id: int, batch: int = 2000, vectors: bool = True) -> Iterator[list[tuple[int, Placed]]]:
         """Every live document's ordinal and `Placed` fields, in sequence order, in batches (a load's)."""
