@@ -103,7 +103,7 @@ def _place(store: RecordStore, index: SpaceIndex, info: CollectionInfo, shared: 
     for rows in store.placed_fields(info.id, vectors=vectors):
         if stopping.is_set():
             raise Closing(info.uri)
-        index.place(rows, index.seq, vectors=vectors)
+        index.place(rows, vectors=vectors)
         done += len(rows)
         if progress is not None:
             progress(info.uri, done, total)

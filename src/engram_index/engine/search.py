@@ -143,9 +143,9 @@ class SpaceIndex(Starting):
                 self._put_vectors(index, pending)
             self.seq = max(self.seq, seq)
 
-    def place(self, rows: Sequence[tuple[int, Placed]], seq: int, vectors: bool = True) -> None:
-        """Put live records read for a load in their columns and (unless told not to) their vectors, up to
-        sequence `seq`: what `apply` with `keyword=False` does with them, for ordinals not live yet."""
+    def place(self, rows: Sequence[tuple[int, Placed]], vectors: bool = True) -> None:
+        """Put live records read for a load in their columns and (unless told not to) their vectors: what
+        `apply` with `keyword=False` does with them, for ordinals not live yet (the load sets the sequence)."""
         with self._lock.write():
             self._generation += 1
             ords = [o for o, _ in rows]
@@ -156,7 +156,6 @@ class SpaceIndex(Starting):
                 pending = {o: (fields.author, fields.vector) for o, fields in rows if fields.vector is not None}
                 if pending:
                     self._put_vectors(self.vectors, pending)
-            self.seq = max(self.seq, seq)
 
     def _put_vectors(self, index: VectorIndex, pending: dict[int, tuple[str, bytes]]) -> None:
         """Check the written vectors (by ordinal: author, bytes) at once, put the usable ones and leave the
